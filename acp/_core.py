@@ -1,0 +1,14 @@
+"""The one place that finds the shared wire core (`ide_protocol`'s JSON-RPC and NDJSON).
+
+`acp` has no JSON-RPC code of its own (one core serves both transports). When both
+folders are vendored side by side inside another package, the sibling is found
+relatively; otherwise the top-level `ide_protocol` is used.
+"""
+from __future__ import annotations
+
+try:  # vendored: <host>/acp and <host>/ide_protocol
+    from ..ide_protocol import jsonrpc, ndjson  # type: ignore[misc]
+except (ImportError, ValueError):  # top level (installed, or run from the checkout)
+    from ide_protocol import jsonrpc, ndjson  # type: ignore[no-redef]
+
+__all__ = ["jsonrpc", "ndjson"]

@@ -1,0 +1,36 @@
+"""GitHub Copilot CLI's `/ide` protocol in pure Python (standard library only).
+
+The IDE side (`IdeServer`, `ThreadedIdeServer`), the client side (`IdeClient`) and the
+sans-IO wire core (`http11`, `sse`, `jsonrpc`, `ndjson`) they stand on. The public
+names below are imported lazily, so `import ide_protocol` stays cheap inside editors.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "IdeServer": "server",
+    "ThreadedIdeServer": "threaded",
+    "IdeClient": "client",
+    "DiffRequest": "server",
+    "DiffResult": "tools",
+    "Selection": "tools",
+    "Diagnostic": "tools",
+    "JsonRpcError": "jsonrpc",
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: load submodules on first use
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name))
+    import importlib
+
+    module = importlib.import_module("." + module_name, __name__)
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
