@@ -1,0 +1,710 @@
+"""HTTP/1.1 messages, sans-IO: bytes in, events out; events in, bytes out.
+
+Copilot CLI speaks MCP's Streamable HTTP over a Unix socket or named pipe (PROTOCOL.md
+§2), so the server needs an HTTP/1.1 implementation that the standard library does not
+offer in a usable form (`http.server` is blocking and thread-based). In the manner of
+h11, nothing here touches a socket or an event loop: `RequestParser`/`ResponseParser`
+take bytes and return events, the writers return bytes, and the asyncio glue is a thin
+layer elsewhere. That keeps every framing rule testable byte by byte.
+
+The parsers never raise on input. A malformed message becomes a `ParseError` event with
+the status code the server should answer with (400, 413, 431, 501, 505); after it the
+parser is dead and the connection should be closed once the error response is written.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+DEFAULT_MAX_HEAD = 64 * 1024
+DEFAULT_MAX_BODY = 32 * 1024 * 1024
+MAX_CHUNK_LINE = 4096
+
+REASONS: Dict[int, str] = {
+    100: "Continue", 200: "OK", 201: "Created", 202: "Accepted", 204: "No Content",
+    304: "Not Modified", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+    404: "Not Found", 405: "Method Not Allowed", 406: "Not Acceptable", 408: "Request Timeout",
+    409: "Conflict", 411: "Length Required", 413: "Content Too Large", 415: "Unsupported Media Type",
+    431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
+    503: "Service Unavailable", 505: "HTTP Version Not Supported",
+}
+
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+_REQUEST_LINE = re.compile(rb"([^ ]+) ([^ ]+) (HTTP/(\d)\.(\d))\Z")
+_STATUS_LINE = re.compile(rb"HTTP/(\d)\.(\d) (\d{3})(?: (.*))?\Z")
+_CHUNK_LINE = re.compile(rb"[ \t]*([0-9A-Fa-f]{1,16})[ \t]*(?:;.*)?\Z")
+_VALUE_BAD = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+# --------------------------------------------------------------------------- headers
+
+
+class Headers:
+    """Header fields in arrival order; lookups ignore case, repeats are kept.
+
+    Names keep the case they were sent with (the capture shows `accept` next to `Host`),
+    which matters to a tracer and costs nothing.
+    """
+
+    __slots__ = ("raw",)
+
+    def __init__(self, pairs: Union[None, "Headers", Iterable[Tuple[str, str]], Dict[str, str]] = None) -> None:
+        if pairs is None:
+            self.raw: List[Tuple[str, str]] = []
+        elif isinstance(pairs, Headers):
+            self.raw = list(pairs.raw)
+        elif isinstance(pairs, dict):
+            self.raw = [(str(k), str(v)) for k, v in pairs.items()]
+        else:
+            self.raw = [(str(k), str(v)) for k, v in pairs]
+
+    def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
+        lname = name.lower()
+        for key, value in self.raw:
+            if key.lower() == lname:
+                return value
+        return default
+
+    def get_all(self, name: str) -> List[str]:
+        lname = name.lower()
+        return [value for key, value in self.raw if key.lower() == lname]
+
+    def tokens(self, name: str) -> List[str]:
+        """Comma-separated tokens of every field called `name`, lower-cased."""
+        out: List[str] = []
+        for value in self.get_all(name):
+            out.extend(t.strip().lower() for t in value.split(",") if t.strip())
+        return out
+
+    def add(self, name: str, value: str) -> None:
+        self.raw.append((name, value))
+
+    def set(self, name: str, value: str) -> None:
+        self.remove(name)
+        self.raw.append((name, value))
+
+    def remove(self, name: str) -> None:
+        lname = name.lower()
+        self.raw = [(k, v) for k, v in self.raw if k.lower() != lname]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.get(name) is not None
+
+    def __iter__(self) -> Iterator[Tuple[str, str]]:
+        return iter(self.raw)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Headers):
+            return self.raw == other.raw
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return "Headers(%r)" % (self.raw,)
+
+
+HeadersLike = Union[Headers, Iterable[Tuple[str, str]], Dict[str, str], None]
+
+
+# ---------------------------------------------------------------------------- events
+
+
+class Event:
+    """Base for parser events: equality and repr by fields, for tests and traces."""
+
+    __slots__ = ()
+    _fields: Tuple[str, ...] = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and all(
+            getattr(self, f) == getattr(other, f) for f in self._fields)
+
+    def __repr__(self) -> str:
+        parts = []
+        for f in self._fields:
+            value = getattr(self, f)
+            if isinstance(value, (bytes, bytearray)) and len(value) > 60:
+                value = "<%d bytes>" % len(value)
+            parts.append("%s=%r" % (f, value))
+        return "%s(%s)" % (type(self).__name__, ", ".join(parts))
+
+
+def _keep_alive(version: str, headers: Headers) -> bool:
+    tokens = headers.tokens("connection")
+    if "close" in tokens:
+        return False
+    if version == "1.0":
+        return "keep-alive" in tokens
+    return True
+
+
+class Request(Event):
+    __slots__ = ("method", "target", "headers", "http_version")
+    _fields = ("method", "target", "headers", "http_version")
+
+    def __init__(self, method: str, target: str, headers: HeadersLike = None, http_version: str = "1.1") -> None:
+        self.method = method
+        self.target = target
+        self.headers = headers if isinstance(headers, Headers) else Headers(headers)
+        self.http_version = http_version
+
+    @property
+    def keep_alive(self) -> bool:
+        return _keep_alive(self.http_version, self.headers)
+
+    @property
+    def path(self) -> str:
+        """The target without its query string."""
+        return self.target.split("?", 1)[0]
+
+
+class Response(Event):
+    __slots__ = ("status", "reason", "headers", "http_version")
+    _fields = ("status", "reason", "headers", "http_version")
+
+    def __init__(self, status: int, reason: str = "", headers: HeadersLike = None, http_version: str = "1.1") -> None:
+        self.status = status
+        self.reason = reason
+        self.headers = headers if isinstance(headers, Headers) else Headers(headers)
+        self.http_version = http_version
+
+    @property
+    def keep_alive(self) -> bool:
+        return _keep_alive(self.http_version, self.headers)
+
+
+class Data(Event):
+    """Part of a body. For chunked bodies, data never spans two chunks, but one chunk
+    may arrive as several `Data` events (an endless SSE stream is delivered as it comes)."""
+
+    __slots__ = ("data",)
+    _fields = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+class EndOfMessage(Event):
+    __slots__ = ("trailers",)
+    _fields = ("trailers",)
+
+    def __init__(self, trailers: HeadersLike = None) -> None:
+        self.trailers = trailers if isinstance(trailers, Headers) else Headers(trailers)
+
+
+class ParseError(Event):
+    """The message is malformed; `status` is the response a server should send."""
+
+    __slots__ = ("status", "message")
+    _fields = ("status", "message")
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+
+
+class ConnectionClosed(Event):
+    """The peer closed the connection cleanly between messages."""
+
+    __slots__ = ()
+
+
+ParserEvent = Union[Request, Response, Data, EndOfMessage, ParseError, ConnectionClosed]
+
+
+class _Fail(Exception):
+    """Internal: turns into a ParseError event at the parser's boundary."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+# --------------------------------------------------------------------------- parsers
+
+# Parser states.
+_HEAD = 0
+_LENGTH = 1        # body with a known number of bytes left
+_CHUNK_SIZE = 2    # waiting for a chunk-size line
+_CHUNK_DATA = 3    # inside a chunk
+_CHUNK_END = 4     # the CRLF after a chunk's data
+_TRAILERS = 5      # trailer fields after the last chunk
+_UNTIL_CLOSE = 6   # response body delimited by the connection closing
+_CLOSED = 7        # a message said `Connection: close`; nothing more is read
+_DEAD = 8          # after a ParseError
+
+
+class _Parser:
+    """The state machine shared by both directions; subclasses parse the start line
+    and decide the body framing."""
+
+    def __init__(self, max_head: int = DEFAULT_MAX_HEAD, max_body: Optional[int] = DEFAULT_MAX_BODY) -> None:
+        self.max_head = max_head
+        self.max_body = max_body
+        self._buf = bytearray()
+        self._pos = 0            # bytes of _buf already consumed
+        self._scan = 0           # where the search for the end of the head resumes
+        self._state = _HEAD
+        self._remaining = 0      # bytes left in a fixed body or the current chunk
+        self._body_seen = 0      # body bytes so far in this message (for max_body)
+        self._keep_alive = True
+        self._chunked = False
+
+    @property
+    def state_name(self) -> str:
+        return ("HEAD", "LENGTH", "CHUNK_SIZE", "CHUNK_DATA", "CHUNK_END", "TRAILERS",
+                "UNTIL_CLOSE", "CLOSED", "DEAD")[self._state]
+
+    @property
+    def idle(self) -> bool:
+        """True between messages with nothing buffered (a clean place to close)."""
+        return self._state == _HEAD and self._pos == len(self._buf)
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._pos
+
+    def feed(self, data: bytes) -> List[ParserEvent]:
+        """Consume bytes; return every event they complete. Never raises."""
+        if self._state in (_DEAD, _CLOSED):
+            return []
+        if data:
+            if self._pos and self._pos == len(self._buf):
+                self._buf.clear()
+                self._pos = 0
+                self._scan = 0
+            self._buf += data
+        events: List[ParserEvent] = []
+        try:
+            while self._step(events):
+                pass
+        except _Fail as fail:
+            self._die(events, fail.status, fail.message)
+        except Exception as exc:  # defensive: a parser bug must still look like bad input
+            self._die(events, 400, "malformed message (%s)" % type(exc).__name__)
+        self._compact()
+        return events
+
+    def feed_eof(self) -> List[ParserEvent]:
+        """The peer closed its side. Returns the events that closing completes."""
+        events: List[ParserEvent] = []
+        if self._state == _DEAD:
+            return events
+        if self._state == _UNTIL_CLOSE:
+            if self._pos < len(self._buf):
+                events.append(Data(bytes(self._buf[self._pos:])))
+            events.append(EndOfMessage())
+            self._state = _CLOSED
+        elif self._state == _CLOSED or (self._state == _HEAD and not self._buf[self._pos:].strip()):
+            events.append(ConnectionClosed())
+            self._state = _CLOSED
+        else:
+            self._die(events, 400, "connection closed in the middle of a message")
+        self._buf = bytearray()
+        self._pos = 0
+        return events
+
+    # -- internals
+
+    def _die(self, events: List[ParserEvent], status: int, message: str) -> None:
+        events.append(ParseError(status, message))
+        self._state = _DEAD
+        self._buf = bytearray()
+        self._pos = 0
+
+    def _compact(self) -> None:
+        # Drop consumed bytes once they are a large share of the buffer: amortised
+        # linear, never quadratic, and a long pipelined buffer is not shifted per event.
+        if self._pos and (self._pos == len(self._buf) or self._pos > 65536):
+            del self._buf[:self._pos]
+            self._scan = max(0, self._scan - self._pos)
+            self._pos = 0
+
+    def _step(self, events: List[ParserEvent]) -> bool:
+        state = self._state
+        buf = self._buf
+        pos = self._pos
+        avail = len(buf) - pos
+        if state == _HEAD:
+            return self._parse_head(events)
+        if state == _LENGTH or state == _CHUNK_DATA:
+            if avail <= 0:
+                return False
+            n = min(avail, self._remaining)
+            events.append(Data(bytes(buf[pos:pos + n])))
+            self._pos = pos + n
+            self._remaining -= n
+            if self._remaining == 0:
+                if state == _LENGTH:
+                    self._end_message(events, Headers())
+                else:
+                    self._state = _CHUNK_END
+            return True
+        if state == _CHUNK_SIZE:
+            nl = buf.find(b"\n", pos)
+            if nl < 0:
+                if avail > MAX_CHUNK_LINE:
+                    raise _Fail(400, "chunk-size line too long")
+                return False
+            if nl - pos > MAX_CHUNK_LINE:
+                raise _Fail(400, "chunk-size line too long")
+            line = bytes(buf[pos:nl]).rstrip(b"\r")
+            m = _CHUNK_LINE.match(line)
+            if m is None:
+                raise _Fail(400, "bad chunk-size line %r" % line[:40])
+            size = int(m.group(1), 16)
+            self._pos = nl + 1
+            if size == 0:
+                self._state = _TRAILERS
+                self._scan = self._pos
+                return True
+            self._body_seen += size
+            if self.max_body is not None and self._body_seen > self.max_body:
+                raise _Fail(413, "body larger than %d bytes" % self.max_body)
+            self._remaining = size
+            self._state = _CHUNK_DATA
+            return True
+        if state == _CHUNK_END:
+            if avail < 1:
+                return False
+            if buf[pos] == 0x0A:
+                self._pos = pos + 1
+            elif buf[pos] == 0x0D:
+                if avail < 2:
+                    return False
+                if buf[pos + 1] != 0x0A:
+                    raise _Fail(400, "chunk data not followed by CRLF")
+                self._pos = pos + 2
+            else:
+                raise _Fail(400, "chunk data longer than its chunk-size")
+            self._state = _CHUNK_SIZE
+            return True
+        if state == _TRAILERS:
+            block = self._find_block()
+            if block is None:
+                return False
+            lines = block
+            self._end_message(events, self._parse_fields(lines))
+            return True
+        if state == _UNTIL_CLOSE:
+            if avail <= 0:
+                return False
+            events.append(Data(bytes(buf[pos:])))
+            self._pos = len(buf)
+            return False
+        return False
+
+    def _find_block(self) -> Optional[List[bytes]]:
+        """Find a header block ending in an empty line; returns its lines (without the
+        empty one) and consumes it, or None when more bytes are needed."""
+        buf = self._buf
+        pos = self._pos
+        # An empty block (trailers with no fields) is just CRLF.
+        if buf.startswith(b"\r\n", pos):
+            self._pos = pos + 2
+            return []
+        if buf.startswith(b"\n", pos):
+            self._pos = pos + 1
+            return []
+        start = max(pos, self._scan)
+        end = -1
+        while True:
+            nl = buf.find(b"\n", start)
+            if nl < 0:
+                break
+            nxt = nl + 1
+            if buf.startswith(b"\n", nxt):
+                end, cut = nl, nxt + 1
+                break
+            if buf.startswith(b"\r\n", nxt):
+                end, cut = nl, nxt + 2
+                break
+            if nxt == len(buf) or (nxt + 1 == len(buf) and buf[nxt] == 0x0D):
+                break  # the next line is not complete yet
+            start = nxt
+        if end < 0:
+            self._scan = max(pos, len(buf) - 2)
+            if len(buf) - pos > self.max_head:
+                raise _Fail(431, "header block larger than %d bytes" % self.max_head)
+            return None
+        if end - pos > self.max_head:
+            raise _Fail(431, "header block larger than %d bytes" % self.max_head)
+        lines = bytes(buf[pos:end]).split(b"\n")
+        self._pos = cut
+        self._scan = cut
+        return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+    @staticmethod
+    def _parse_fields(lines: Sequence[bytes]) -> Headers:
+        headers = Headers()
+        raw = headers.raw
+        for line in lines:
+            if not line:
+                continue
+            if line[:1] in (b" ", b"\t"):
+                raise _Fail(400, "obsolete header line folding is not accepted")
+            colon = line.find(b":")
+            if colon <= 0:
+                raise _Fail(400, "malformed header line %r" % line[:40])
+            name = line[:colon]
+            if not _TOKEN.match(name):
+                raise _Fail(400, "invalid header name %r" % name[:40])
+            value = line[colon + 1:].strip(b" \t")
+            if _VALUE_BAD.search(value):
+                raise _Fail(400, "invalid character in header %r" % name[:40])
+            raw.append((name.decode("ascii"), value.decode("latin-1")))
+        return headers
+
+    def _parse_head(self, events: List[ParserEvent]) -> bool:
+        buf = self._buf
+        # Tolerate empty lines before a start line (RFC 9112 §2.2).
+        while self._pos < len(buf) and buf[self._pos] in (0x0D, 0x0A):
+            self._pos += 1
+        if self._pos >= len(buf):
+            return False
+        block = self._find_block()
+        if block is None:
+            return False
+        if not block:
+            return True
+        start, fields = block[0], block[1:]
+        headers = self._parse_fields(fields)
+        self._body_seen = 0
+        self._start_message(events, start, headers)
+        return True
+
+    def _framing(self, headers: Headers) -> Tuple[str, int]:
+        """('chunked', 0), ('length', n) or ('none', 0), per RFC 9112 §6."""
+        te = headers.tokens("transfer-encoding")
+        if te:
+            if headers.get("content-length") is not None:
+                # Both present is a request-smuggling vector; refuse it outright.
+                raise _Fail(400, "both Transfer-Encoding and Content-Length")
+            if te[-1] != "chunked" or len(te) > 1:
+                raise _Fail(501, "unsupported transfer coding %r" % ", ".join(te))
+            return "chunked", 0
+        lengths = headers.get_all("content-length")
+        if lengths:
+            values = set()
+            for value in lengths:
+                for part in value.split(","):
+                    part = part.strip()
+                    if not (part.isascii() and part.isdigit()):
+                        raise _Fail(400, "invalid Content-Length %r" % value[:40])
+                    values.add(int(part))
+            if len(values) != 1:
+                raise _Fail(400, "conflicting Content-Length values")
+            length = values.pop()
+            if self.max_body is not None and length > self.max_body:
+                raise _Fail(413, "body of %d bytes is larger than %d" % (length, self.max_body))
+            return "length", length
+        return "none", 0
+
+    def _begin_body(self, events: List[ParserEvent], framing: str, length: int) -> None:
+        if framing == "chunked":
+            self._state = _CHUNK_SIZE
+        elif framing == "length" and length > 0:
+            self._state = _LENGTH
+            self._remaining = length
+        elif framing == "close":
+            self._state = _UNTIL_CLOSE
+        else:
+            self._end_message(events, Headers())
+
+    def _end_message(self, events: List[ParserEvent], trailers: Headers) -> None:
+        events.append(EndOfMessage(trailers))
+        self._state = _HEAD if self._keep_alive else _CLOSED
+        if not self._keep_alive:
+            self._buf = bytearray()
+            self._pos = 0
+        self._scan = self._pos
+
+    def _start_message(self, events: List[ParserEvent], start: bytes, headers: Headers) -> None:
+        raise NotImplementedError
+
+
+class RequestParser(_Parser):
+    """Parses requests as a server receives them, back to back on one connection."""
+
+    def _start_message(self, events: List[ParserEvent], start: bytes, headers: Headers) -> None:
+        m = _REQUEST_LINE.match(start)
+        if m is None:
+            if re.match(rb"[^ ]+ [^ ]+ HTTP/", start) or start.startswith(b"PRI * HTTP/2"):
+                raise _Fail(505, "unsupported HTTP version")
+            raise _Fail(400, "malformed request line %r" % start[:60])
+        method, target, _, major, minor = m.groups()
+        if not _TOKEN.match(method):
+            raise _Fail(400, "invalid method %r" % method[:20])
+        if (major, minor) not in ((b"1", b"1"), (b"1", b"0")):
+            raise _Fail(505, "unsupported HTTP version %s.%s" % (major.decode(), minor.decode()))
+        if _VALUE_BAD.search(target) or b"\t" in target:
+            raise _Fail(400, "invalid request target")
+        version = "1.1" if minor == b"1" else "1.0"
+        if version == "1.1" and len(headers.get_all("host")) > 1:
+            raise _Fail(400, "more than one Host header")
+        framing, length = self._framing(headers)
+        request = Request(method.decode("ascii"), target.decode("latin-1"), headers, version)
+        self._keep_alive = request.keep_alive
+        events.append(request)
+        self._begin_body(events, framing, length)
+
+
+class ResponseParser(_Parser):
+    """Parses responses as a client receives them.
+
+    Call `expect(method)` for each request sent, so that the answer to a HEAD request is
+    known to have no body. Bodies are not limited in total by default (a GET stream is
+    endless); they are delivered as they arrive, so memory stays bounded anyway.
+    """
+
+    def __init__(self, max_head: int = DEFAULT_MAX_HEAD, max_body: Optional[int] = None) -> None:
+        super().__init__(max_head, max_body)
+        self._methods: List[str] = []
+
+    def expect(self, method: str) -> None:
+        self._methods.append(method.upper())
+
+    def _start_message(self, events: List[ParserEvent], start: bytes, headers: Headers) -> None:
+        m = _STATUS_LINE.match(start)
+        if m is None:
+            raise _Fail(400, "malformed status line %r" % start[:60])
+        major, minor, status_b, reason_b = m.groups()
+        if major != b"1":
+            raise _Fail(505, "unsupported HTTP version %s.%s" % (major.decode(), minor.decode()))
+        version = "1.1" if minor == b"1" else "1.0"
+        status = int(status_b)
+        response = Response(status, (reason_b or b"").decode("latin-1"), headers, version)
+        interim = 100 <= status < 200
+        method = self._methods[0] if self._methods else "GET"
+        if not interim and self._methods:
+            self._methods.pop(0)
+        self._keep_alive = response.keep_alive
+        events.append(response)
+        if interim:
+            # 1xx has no body and is followed by the real response.
+            self._keep_alive = True
+            events.append(EndOfMessage())
+            return
+        if method == "HEAD" or status in (204, 304):
+            self._end_message(events, Headers())
+            return
+        framing, length = self._framing(headers)
+        if framing == "none":
+            framing = "close"
+            self._keep_alive = False
+        self._begin_body(events, framing, length)
+
+
+# --------------------------------------------------------------------------- writers
+
+
+def _check_header(name: str, value: str) -> None:
+    if not _TOKEN.match(name.encode("latin-1", "replace")):
+        raise ValueError("invalid header name %r" % name)
+    if _VALUE_BAD.search(value.encode("latin-1", "replace")):
+        raise ValueError("invalid header value for %r" % name)
+
+
+def _head_bytes(start: str, headers: HeadersLike) -> bytes:
+    pairs = headers.raw if isinstance(headers, Headers) else (
+        list(headers.items()) if isinstance(headers, dict) else list(headers or ()))
+    parts = [start, "\r\n"]
+    for name, value in pairs:
+        value = str(value)
+        _check_header(name, value)
+        parts.append("%s: %s\r\n" % (name, value))
+    parts.append("\r\n")
+    return "".join(parts).encode("latin-1")
+
+
+def _has(headers: HeadersLike, name: str) -> bool:
+    if headers is None:
+        return False
+    pairs = headers.raw if isinstance(headers, Headers) else (
+        headers.items() if isinstance(headers, dict) else headers)
+    lname = name.lower()
+    return any(k.lower() == lname for k, _ in pairs)
+
+
+def _with(headers: HeadersLike, *extra: Tuple[str, str]) -> List[Tuple[str, str]]:
+    pairs = list(headers.raw if isinstance(headers, Headers) else (
+        headers.items() if isinstance(headers, dict) else (headers or ())))
+    for name, value in extra:
+        if not _has(pairs, name):
+            pairs.append((name, value))
+    return pairs
+
+
+def encode_chunk(data: bytes) -> bytes:
+    """One chunk of a chunked body. Empty data gives b"" (an empty chunk would end the body)."""
+    if not data:
+        return b""
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+LAST_CHUNK = b"0\r\n\r\n"
+
+
+def encode_chunked_body(body: bytes, chunk_size: int = 0) -> bytes:
+    """A whole body in chunked coding, in pieces of `chunk_size` (0: one chunk)."""
+    if not body:
+        return LAST_CHUNK
+    if chunk_size <= 0 or chunk_size >= len(body):
+        return encode_chunk(body) + LAST_CHUNK
+    view = memoryview(body)
+    parts = [encode_chunk(bytes(view[i:i + chunk_size])) for i in range(0, len(body), chunk_size)]
+    parts.append(LAST_CHUNK)
+    return b"".join(parts)
+
+
+def write_request(method: str, target: str, headers: HeadersLike = None, body: Optional[bytes] = None,
+                  chunked: bool = False, chunk_size: int = 0, http_version: str = "1.1") -> bytes:
+    """A whole request. With `chunked`, the body goes out in chunked coding, as the CLI
+    always sends its POSTs (PROTOCOL.md §2); otherwise with `Content-Length`."""
+    if chunked:
+        head = _head_bytes("%s %s HTTP/%s" % (method, target, http_version),
+                           _with(headers, ("Transfer-Encoding", "chunked")))
+        return head + encode_chunked_body(body or b"", chunk_size)
+    if body is None:
+        return _head_bytes("%s %s HTTP/%s" % (method, target, http_version), headers)
+    head = _head_bytes("%s %s HTTP/%s" % (method, target, http_version),
+                       _with(headers, ("Content-Length", str(len(body)))))
+    return head + body
+
+
+def write_response(status: int, headers: HeadersLike = None, body: bytes = b"",
+                   reason: Optional[str] = None) -> bytes:
+    """A whole response with a `Content-Length` body."""
+    start = "HTTP/1.1 %d %s" % (status, reason if reason is not None else REASONS.get(status, ""))
+    return _head_bytes(start, _with(headers, ("Content-Length", str(len(body))))) + body
+
+
+def write_response_head(status: int, headers: HeadersLike = None, reason: Optional[str] = None) -> bytes:
+    """The head of a streamed response; the body follows as `encode_chunk` pieces and
+    ends with `LAST_CHUNK`."""
+    start = "HTTP/1.1 %d %s" % (status, reason if reason is not None else REASONS.get(status, ""))
+    return _head_bytes(start, _with(headers, ("Transfer-Encoding", "chunked")))
+
+
+class ChunkedWriter:
+    """A streaming body written one chunk at a time; refuses writes after `end()` so a
+    stream cannot be corrupted by a late push."""
+
+    __slots__ = ("ended",)
+
+    def __init__(self) -> None:
+        self.ended = False
+
+    def chunk(self, data: bytes) -> bytes:
+        if self.ended:
+            raise RuntimeError("chunked body already ended")
+        return encode_chunk(data)
+
+    def end(self) -> bytes:
+        if self.ended:
+            return b""
+        self.ended = True
+        return LAST_CHUNK
