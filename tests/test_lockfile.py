@@ -1,0 +1,540 @@
+"""Tests for ide_protocol.lockfile: PROTOCOL.md §1 (format, validation, atomic write,
+stale cleanup, discovery), with real files, real Unix sockets and a real dead pid."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+from ide_protocol import lockfile
+from ide_protocol.lockfile import (
+    WRITER_KEY,
+    WRITER_VALUE,
+    LockFileError,
+    LockInfo,
+    find_lock_for_folder,
+    lock_dir,
+    pid_alive,
+    read_locks,
+    remove_lock,
+    remove_stale_locks,
+    socket_reachable,
+    workspace_folders,
+    write_lock,
+)
+
+posix_only = pytest.mark.skipif(os.name == "nt" or not hasattr(socket, "AF_UNIX"), reason="POSIX only")
+
+UUID_LOCK = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\.lock$")
+
+
+def wire(**overrides: Any) -> Dict[str, Any]:
+    """A valid wire lock (the PROTOCOL.md §1 example), with fields overridden."""
+    d: Dict[str, Any] = {
+        "socketPath": "/tmp/mcp-Ab12Cd/mcp.sock",
+        "scheme": "unix",
+        "headers": {"Authorization": "Nonce 3f2b"},
+        "pid": 12345,
+        "ideName": "Sublime Text",
+        "timestamp": 1764480000000,
+        "workspaceFolders": ["/home/user/project"],
+        "isTrusted": False,
+    }
+    d.update(overrides)
+    return d
+
+
+@pytest.fixture
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    assert not pid_alive(proc.pid)
+    return proc.pid
+
+
+@pytest.fixture
+def sockdir() -> Iterator[str]:
+    """A short private directory for sockets (sun_path is ~104 bytes; tmp_path may be longer)."""
+    base = "/tmp" if os.path.isdir("/tmp") else None
+    d = tempfile.mkdtemp(prefix="mcp-", dir=base)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def listening(sockdir: str) -> Iterator[str]:
+    """A real listening Unix socket; yields its path."""
+    path = os.path.join(sockdir, "mcp.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(8)
+    try:
+        yield path
+    finally:
+        srv.close()
+
+
+def write_raw(directory: str, name: str, obj: Any) -> str:
+    """Write a lock file by hand, as another IDE would."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, name)
+    with open(path, "w", encoding="utf-8") as fh:
+        if isinstance(obj, str):
+            fh.write(obj)
+        else:
+            json.dump(obj, fh)
+    return path
+
+
+# --- lock_dir ----------------------------------------------------------------------
+
+
+def test_lock_dir_copilot_home() -> None:
+    assert lock_dir({"COPILOT_HOME": "/x/ch"}, home="/home/u") == os.path.join("/x/ch", "ide")
+
+
+def test_lock_dir_default_home() -> None:
+    assert lock_dir({}, home="/home/u") == os.path.join("/home/u", ".copilot", "ide")
+    assert lock_dir({"COPILOT_HOME": ""}, home="/home/u") == os.path.join("/home/u", ".copilot", "ide")
+    # XDG_STATE_HOME is VS Code's variant, not read by the CLI (PROTOCOL.md §1)
+    assert lock_dir({"XDG_STATE_HOME": "/s"}, home="/h") == os.path.join("/h", ".copilot", "ide")
+
+
+def test_lock_dir_uses_environment(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path))
+    assert lock_dir() == os.path.join(str(tmp_path), "ide")
+
+
+# --- format and validation ---------------------------------------------------------
+
+
+def test_to_json_exact_keys_and_round_trip() -> None:
+    info = LockInfo.from_json(wire(), path="/d/x.lock")
+    assert info.path == "/d/x.lock"
+    assert info.pid == 12345 and info.ide_name == "Sublime Text" and info.is_trusted is False
+    d = info.to_json()
+    assert list(d) == [
+        "socketPath", "scheme", "headers", "pid", "ideName", "timestamp", "workspaceFolders", "isTrusted",
+    ]
+    assert d == wire()
+    assert WRITER_KEY not in d
+
+
+def test_optional_is_trusted_float_timestamp_and_extra_keys() -> None:
+    d = wire(timestamp=1764480000000.5, extra={"anything": 1})
+    del d["isTrusted"]
+    info = LockInfo.from_json(d)
+    assert info.is_trusted is False
+    assert info.timestamp == 1764480000000.5
+    assert LockInfo.from_json(wire(isTrusted=True)).is_trusted is True
+    assert LockInfo.from_json(wire(headers={})).headers == {}
+    assert LockInfo.from_json(wire(workspaceFolders=[])).workspace_folders == []
+
+
+@pytest.mark.parametrize(
+    "key", ["socketPath", "scheme", "headers", "pid", "ideName", "timestamp", "workspaceFolders"]
+)
+def test_missing_required_field(key: str) -> None:
+    d = wire()
+    del d[key]
+    with pytest.raises(LockFileError) as err:
+        LockInfo.from_json(d, path="/locks/a.lock")
+    assert err.value.field == key
+    assert key in str(err.value) and "missing" in str(err.value)
+    assert str(err.value).startswith("/locks/a.lock: ")
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("socketPath", None),
+        ("socketPath", 5),
+        ("scheme", ["unix"]),
+        ("headers", []),
+        ("headers", "Authorization: x"),
+        ("headers", {"Authorization": 1}),
+        ("headers", {"Authorization": None}),
+        ("pid", True),
+        ("pid", 12.0),
+        ("pid", "12345"),
+        ("pid", None),
+        ("ideName", 1),
+        ("timestamp", "1764480000000"),
+        ("timestamp", False),
+        ("timestamp", float("nan")),
+        ("timestamp", float("inf")),
+        ("workspaceFolders", "/home/user/project"),
+        ("workspaceFolders", ["/ok", 3]),
+        ("workspaceFolders", [None]),
+        ("isTrusted", None),
+        ("isTrusted", "true"),
+        ("isTrusted", 1),
+    ],
+)
+def test_wrong_type(key: str, value: Any) -> None:
+    with pytest.raises(LockFileError) as err:
+        LockInfo.from_json(wire(**{key: value}))
+    assert err.value.field == key
+    assert '"%s"' % key in str(err.value)
+
+
+@pytest.mark.parametrize("value", [[], "x", None, 3])
+def test_not_an_object(value: Any) -> None:
+    with pytest.raises(LockFileError, match="object"):
+        LockInfo.from_json(value)
+
+
+def test_lock_file_error_is_value_error() -> None:
+    assert issubclass(LockFileError, ValueError)
+
+
+def test_new_defaults(tmp_path) -> None:
+    info = LockInfo.new("/s/mcp.sock", {"Authorization": "Nonce n"}, [str(tmp_path)], "Test IDE")
+    assert info.pid == os.getpid()
+    assert info.scheme == ("pipe" if os.name == "nt" else "unix")
+    assert info.is_trusted is False
+    assert isinstance(info.timestamp, int) and info.timestamp > 1_600_000_000_000
+    assert info.workspace_folders == workspace_folders([str(tmp_path)])
+    LockInfo.from_json(info.to_json())  # valid for the CLI
+
+
+# --- workspace_folders -------------------------------------------------------------
+
+
+@posix_only
+def test_workspace_folders_symlink(tmp_path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    real_s = os.path.realpath(str(real))
+    assert workspace_folders([str(link)]) == [real_s, str(link)]
+    # the real folder itself is listed once; duplicates are removed in order
+    assert workspace_folders([str(real), str(link), str(real) + "/"]) == [real_s, str(link)]
+    assert workspace_folders(str(link)) == [real_s, str(link)]
+
+
+def test_workspace_folders_relative(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    os.mkdir("proj")
+    out = workspace_folders(["proj", "./proj/../proj"])
+    absolute = os.path.abspath("proj")
+    real = os.path.realpath(absolute)
+    assert out == ([real] if real == absolute else [real, absolute])
+    assert all(os.path.isabs(p) for p in out)
+
+
+# --- write_lock --------------------------------------------------------------------
+
+
+def make_info(folder: str = "/home/user/project", pid: int = 0, socket_path: str = "/tmp/x/mcp.sock") -> LockInfo:
+    return LockInfo(
+        socket_path=socket_path,
+        scheme="unix",
+        headers={"Authorization": "Nonce abc"},
+        pid=pid or os.getpid(),
+        ide_name="Test IDE",
+        timestamp=1764480000000,
+        workspace_folders=[folder],
+    )
+
+
+def test_write_lock_content_and_name(tmp_path) -> None:
+    d = str(tmp_path / "ide")
+    info = make_info()
+    path = write_lock(info, d)
+    assert info.path == path
+    assert os.path.dirname(path) == d
+    assert UUID_LOCK.match(os.path.basename(path))
+    with open(path, encoding="utf-8") as fh:
+        raw = json.load(fh)
+    assert raw[WRITER_KEY] == WRITER_VALUE
+    del raw[WRITER_KEY]
+    assert raw == info.to_json()
+    assert LockInfo.from_json(raw) == info
+    assert os.listdir(d) == [os.path.basename(path)]  # no temp file left behind
+
+
+def test_write_lock_new_name_each_time(tmp_path) -> None:
+    d = str(tmp_path)
+    a = write_lock(make_info(), d)
+    b = write_lock(make_info(), d)
+    assert a != b and os.path.exists(a) and os.path.exists(b)
+
+
+@posix_only
+def test_write_lock_modes_new_dir(tmp_path) -> None:
+    d = str(tmp_path / "home" / "ide")
+    old = os.umask(0)  # a permissive umask must not leak into our modes
+    try:
+        path = write_lock(make_info(), d)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+@posix_only
+def test_write_lock_modes_strict_umask(tmp_path) -> None:
+    d = str(tmp_path / "ide")
+    old = os.umask(0o077)
+    try:
+        path = write_lock(make_info(), d)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+@posix_only
+def test_write_lock_leaves_existing_dir_mode(tmp_path) -> None:
+    d = tmp_path / "ide"
+    d.mkdir()
+    os.chmod(str(d), 0o755)
+    path = write_lock(make_info(), str(d))
+    assert stat.S_IMODE(os.stat(str(d)).st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_write_lock_is_atomic(tmp_path, monkeypatch) -> None:
+    """Just before the rename, the directory holds only a complete temp file whose name
+    does not end in .lock, so a CLI listing *.lock sees nothing partial (PROTOCOL.md §1)."""
+    d = str(tmp_path)
+    real_replace = os.replace
+    seen: List[Any] = []
+
+    def spy(src: str, dst: str) -> None:
+        names = os.listdir(d)
+        seen.append((src, dst, names, read_locks(d)))
+        assert names == [os.path.basename(src)]
+        assert not os.path.basename(src).endswith(".lock")
+        assert os.path.basename(src).startswith(".")
+        if os.name != "nt":
+            assert stat.S_IMODE(os.stat(src).st_mode) == 0o600
+        with open(src, encoding="utf-8") as fh:
+            assert json.load(fh)[WRITER_KEY] == WRITER_VALUE  # complete before rename
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    path = write_lock(make_info(), d)
+    assert len(seen) == 1
+    src, dst, names, locks_before = seen[0]
+    assert dst == path
+    assert locks_before == []  # a reader during the write finds no lock at all
+    assert [p for p, _ in read_locks(d)] == [path]
+
+
+def test_write_lock_failure_leaves_nothing(tmp_path, monkeypatch) -> None:
+    d = str(tmp_path)
+
+    def boom(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        write_lock(make_info(), d)
+    assert os.listdir(d) == []
+
+
+def test_write_lock_refuses_invalid(tmp_path) -> None:
+    info = make_info()
+    info.pid = True  # type: ignore[assignment]
+    with pytest.raises(LockFileError, match="pid"):
+        write_lock(info, str(tmp_path / "ide"))
+    assert not os.path.exists(str(tmp_path / "ide"))
+
+
+def test_remove_lock(tmp_path) -> None:
+    path = write_lock(make_info(), str(tmp_path))
+    remove_lock(path)
+    assert not os.path.exists(path)
+    remove_lock(path)  # missing is fine
+    remove_lock(None)
+
+
+# --- pid_alive and socket_reachable ------------------------------------------------
+
+
+def test_pid_alive(dead_pid: int) -> None:
+    assert pid_alive(os.getpid())
+    assert not pid_alive(dead_pid)
+    assert not pid_alive(0)  # kill(0, 0) would probe our own process group
+    assert not pid_alive(-1)
+    assert not pid_alive(True)  # type: ignore[arg-type]
+    assert not pid_alive(2 ** 70)
+
+
+@posix_only
+def test_pid_alive_other_user_process() -> None:
+    # pid 1 exists on every POSIX system; as non-root kill() raises EPERM: still alive
+    assert pid_alive(1)
+
+
+@posix_only
+def test_socket_reachable(listening: str, sockdir: str) -> None:
+    assert socket_reachable(listening)
+    assert not socket_reachable(os.path.join(sockdir, "missing.sock"))
+    # a bound socket nobody listens on refuses the connection
+    bound = os.path.join(sockdir, "bound.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(bound)
+    try:
+        assert not socket_reachable(bound)
+    finally:
+        s.close()
+    # a regular file is not a socket
+    plain = os.path.join(sockdir, "plain")
+    open(plain, "w").close()
+    assert not socket_reachable(plain)
+    assert not socket_reachable("/" + "x" * 300)  # longer than sun_path
+
+
+def test_pipe_path_is_existence_check() -> None:
+    assert not socket_reachable("\\\\.\\pipe\\mcp-does-not-exist-1234.sock")
+
+
+# --- read_locks --------------------------------------------------------------------
+
+
+def test_read_locks(tmp_path) -> None:
+    d = str(tmp_path)
+    good = write_lock(make_info(), d)
+    bad_type = write_raw(d, "b-bad.lock", wire(pid="1"))
+    garbage = write_raw(d, "c-garbage.lock", "{not json")
+    write_raw(d, ".x.lock.tmp", wire())  # in-progress temp file: not a lock
+    write_raw(d, "notes.txt", wire())
+    os.mkdir(os.path.join(d, "dir.lock"))
+    result = dict(read_locks(d))
+    assert set(result) == {good, bad_type, garbage}
+    assert isinstance(result[good], LockInfo) and result[good].path == good
+    assert isinstance(result[bad_type], LockFileError) and result[bad_type].field == "pid"
+    assert isinstance(result[garbage], LockFileError) and "JSON" in str(result[garbage])
+    assert [p for p, _ in read_locks(d)] == sorted(result)
+
+
+def test_read_locks_missing_dir(tmp_path) -> None:
+    assert read_locks(str(tmp_path / "nope")) == []
+
+
+# --- remove_stale_locks ------------------------------------------------------------
+
+
+def test_remove_stale_locks(tmp_path, dead_pid: int) -> None:
+    d = str(tmp_path)
+    ours_dead = write_lock(make_info(pid=dead_pid), d)
+    ours_alive = write_lock(make_info(pid=os.getpid()), d)
+    foreign_dead = write_raw(d, "foreign-dead.lock", wire(pid=dead_pid))
+    foreign_alive = write_raw(d, "foreign-alive.lock", wire(pid=os.getpid()))
+    ours_invalid = write_raw(d, "ours-invalid.lock", {WRITER_KEY: WRITER_VALUE, "pid": dead_pid})
+    other_writer = write_raw(d, "other-writer.lock", dict(wire(pid=dead_pid), _writer="someone-else"))
+    garbage = write_raw(d, "garbage.lock", "\x00\x01")
+    assert remove_stale_locks(d) == [ours_dead]
+    assert not os.path.exists(ours_dead)
+    for kept in (ours_alive, foreign_dead, foreign_alive, ours_invalid, other_writer, garbage):
+        assert os.path.exists(kept), kept
+    assert remove_stale_locks(d) == []
+
+
+def test_remove_stale_locks_missing_dir(tmp_path) -> None:
+    assert remove_stale_locks(str(tmp_path / "nope")) == []
+
+
+@posix_only
+def test_remove_stale_locks_cleans_socket_dir(tmp_path, dead_pid: int) -> None:
+    sdir = tempfile.mkdtemp(prefix="mcp-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    spath = os.path.join(sdir, "mcp.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(spath)
+    s.close()  # a crashed server leaves the socket file behind
+    try:
+        write_lock(make_info(pid=dead_pid, socket_path=spath), str(tmp_path))
+        assert len(remove_stale_locks(str(tmp_path))) == 1
+        assert not os.path.exists(spath)
+        assert not os.path.exists(sdir)
+    finally:
+        shutil.rmtree(sdir, ignore_errors=True)
+
+
+@posix_only
+def test_remove_stale_locks_never_deletes_non_socket(tmp_path, dead_pid: int) -> None:
+    victim_dir = tmp_path / "mcp-victim"
+    victim_dir.mkdir()
+    victim = victim_dir / "important.txt"
+    victim.write_text("keep me")
+    write_lock(make_info(pid=dead_pid, socket_path=str(victim)), str(tmp_path / "ide"))
+    assert len(remove_stale_locks(str(tmp_path / "ide"))) == 1
+    assert victim.read_text() == "keep me"
+
+
+# --- find_lock_for_folder ----------------------------------------------------------
+
+
+@posix_only
+def test_find_lock_for_folder(tmp_path, listening: str, dead_pid: int) -> None:
+    d = str(tmp_path / "ide")
+    proj = tmp_path / "proj"
+    (proj / "sub").mkdir(parents=True)
+    link = tmp_path / "link"
+    link.symlink_to(proj)
+    real = os.path.realpath(str(proj))
+
+    match_lock = LockInfo.new(listening, {"Authorization": "Nonce a"}, [str(link)], "Match")
+    write_lock(match_lock, d)
+    other = LockInfo.new(listening, {"Authorization": "Nonce b"}, ["/somewhere/else"], "Other")
+    write_lock(other, d)
+    dead = LockInfo.new(listening, {}, [real], "Dead", pid=dead_pid)
+    write_lock(dead, d)
+    refused = LockInfo.new(os.path.join(os.path.dirname(listening), "gone.sock"), {}, [real], "Refused")
+    write_lock(refused, d)
+    write_raw(d, "0-invalid.lock", wire(workspaceFolders=[real], pid=os.getpid(), socketPath=listening, ideName=5))
+
+    found, others = find_lock_for_folder(str(link), d)  # cwd through the symlink: physical path
+    assert found is not None and found.ide_name == "Match"
+    assert [o.ide_name for o in others] == ["Other"]
+
+    found, others = find_lock_for_folder(str(proj), d)
+    assert found is not None and found.ide_name == "Match"
+
+    # no prefix matching: a subfolder of a workspace is not that workspace
+    found, others = find_lock_for_folder(str(proj / "sub"), d)
+    assert found is None
+    assert sorted(o.ide_name for o in others) == ["Match", "Other"]
+
+    # without the socket probe the refused lock becomes usable too
+    found, others = find_lock_for_folder(str(tmp_path / "nothing"), d, check_socket=False)
+    assert found is None
+    assert sorted(o.ide_name for o in others) == ["Match", "Other", "Refused"]
+
+
+@posix_only
+def test_find_lock_first_match_wins(tmp_path, listening: str) -> None:
+    d = str(tmp_path)
+    folder = os.path.realpath(str(tmp_path))
+    base = wire(socketPath=listening, pid=os.getpid(), workspaceFolders=[folder])
+    write_raw(d, "b.lock", dict(base, ideName="Second"))
+    write_raw(d, "a.lock", dict(base, ideName="First"))
+    found, others = find_lock_for_folder(folder, d)
+    assert found is not None and found.ide_name == "First"
+    assert [o.ide_name for o in others] == ["Second"]
+
+
+def test_find_lock_missing_dir(tmp_path) -> None:
+    assert find_lock_for_folder(str(tmp_path), str(tmp_path / "nope")) == (None, [])
+
+
+def test_module_exports() -> None:
+    for name in lockfile.__all__:
+        assert hasattr(lockfile, name)
