@@ -1,0 +1,392 @@
+"""MCP over Streamable HTTP, as Copilot CLI's `/ide` client uses it (PROTOCOL.md §2–3).
+
+`McpApp` is the application run by `transport.HttpConnection` for each request. It knows
+HTTP statuses, sessions, SSE and JSON-RPC, but nothing of sockets, and nothing of the
+IDE: the methods (`tools/list`, `tools/call`, ...) come from a `jsonrpc.Dispatcher`
+given by the owner (`server.IdeServer`). Handlers receive a `CallContext` naming the
+session and the request, which is how per-session tools (`update_session_name`,
+`open_diff`) find their session.
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+import uuid
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from . import http11, jsonrpc, sse
+from .transport import Responder
+
+log = logging.getLogger(__name__)
+
+#: Versions we can speak; the first is answered when the client asks for another
+#: (PROTOCOL.md §3).
+SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+LATEST_VERSION = SUPPORTED_VERSIONS[0]
+
+MCP_PATHS = ("/mcp", "/")
+ALLOW = "GET, POST, DELETE"
+SSE_HEADERS = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")]
+STREAM_HEADERS = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache, no-transform")]
+
+
+class Session:
+    """One MCP session: what the server knows of one connected CLI."""
+
+    def __init__(self, session_id: str, client_session_id: Optional[str], protocol_version: str,
+                 client_info: Any) -> None:
+        self.id = session_id
+        self.client_session_id = client_session_id
+        self.protocol_version = protocol_version
+        self.client_info = client_info if isinstance(client_info, dict) else {}
+        self.client_pid: Optional[str] = None
+        self.initialized = False
+        self.name: Optional[str] = None
+        self.created = time.monotonic()
+        self.last_seen = self.created
+        self.stream: Optional[Responder] = None
+        self.running: Dict[Any, "asyncio.Task[Any]"] = {}  # JSON-RPC id -> handler task
+        self.active_requests = 0
+        self.ended = False
+        self._ended_event = asyncio.Event()
+
+    @property
+    def busy(self) -> bool:
+        """A GET stream or a request is open: never idle-expired then (issue #3)."""
+        return self.stream is not None or self.active_requests > 0
+
+    def touch(self) -> None:
+        self.last_seen = time.monotonic()
+
+    async def wait_ended(self) -> None:
+        await self._ended_event.wait()
+
+    def info(self) -> Dict[str, Any]:
+        return {"id": self.id, "client_session_id": self.client_session_id, "name": self.name,
+                "client": self.client_info.get("name"), "client_version": self.client_info.get("version"),
+                "client_pid": self.client_pid, "protocol_version": self.protocol_version,
+                "initialized": self.initialized, "stream_open": self.stream is not None,
+                "running_requests": len(self.running)}
+
+
+class CallContext:
+    """What a method handler knows about the request it serves."""
+
+    __slots__ = ("session", "request_id", "headers")
+
+    def __init__(self, session: Optional[Session], request_id: Any, headers: http11.Headers) -> None:
+        self.session = session
+        self.request_id = request_id
+        self.headers = headers
+
+
+def _json_error(status: int, code: int, message: str, msg_id: Any = None) -> Tuple[int, List[Tuple[str, str]], bytes]:
+    body = jsonrpc.dumps(jsonrpc.error_response(msg_id, jsonrpc.JsonRpcError(code, message)))
+    return status, [("Content-Type", "application/json")], body
+
+
+class McpApp:
+    """Routes HTTP requests to MCP sessions and JSON-RPC methods."""
+
+    def __init__(self, dispatcher: jsonrpc.Dispatcher, nonce: str, *,
+                 server_info: Optional[Dict[str, Any]] = None,
+                 capabilities: Optional[Dict[str, Any]] = None,
+                 json_response: bool = False,
+                 reuse_client_session_id: bool = True,
+                 on_session_start: Optional[Callable[[Session], None]] = None,
+                 on_session_end: Optional[Callable[[Session, str], None]] = None,
+                 on_stream_open: Optional[Callable[[Session], None]] = None,
+                 on_exchange: Optional[Callable[[str, Dict[str, Any]], None]] = None) -> None:
+        self.dispatcher = dispatcher
+        self._nonce = nonce.encode("utf-8")
+        self.server_info = server_info or {"name": "vscode-copilot-cli", "version": "0.0.1",
+                                           "title": "VS Code Copilot CLI"}
+        self.capabilities = capabilities or {"tools": {"listChanged": True}}
+        self.json_response = json_response
+        self.reuse_client_session_id = reuse_client_session_id
+        self.sessions: Dict[str, Session] = {}
+        self.on_session_start = on_session_start
+        self.on_session_end = on_session_end
+        self.on_stream_open = on_stream_open
+        self.on_exchange = on_exchange
+        self.requests_served = 0
+        dispatcher.add("initialize", self._initialize)
+        dispatcher.add("ping", lambda params, ctx: {})
+        dispatcher.add("notifications/initialized", self._initialized)
+        dispatcher.add("notifications/cancelled", self._cancelled)
+
+    # ---------------------------------------------------------------- the HTTP entry
+
+    async def __call__(self, request: http11.Request, body: bytes, responder: Responder) -> None:
+        self.requests_served += 1
+        headers = request.headers
+        # PROTOCOL.md §2: a browser is the only thing that sends Origin; refuse it first
+        # (DNS-rebinding style attacks), then check the nonce on every request.
+        if headers.get("origin") is not None:
+            await responder.send(403, [("Content-Type", "text/plain")], b"Forbidden")
+            return
+        if not self._authorized(headers.get("authorization")):
+            await responder.send(401, [("Content-Type", "text/plain")], b"Unauthorized")
+            return
+        if request.path not in MCP_PATHS:
+            await responder.send(404, [("Content-Type", "text/plain")], b"Not Found")
+            return
+        method = request.method
+        if method == "POST":
+            await self._post(request, body, responder)
+        elif method == "GET":
+            await self._get(request, responder)
+        elif method == "DELETE":
+            await self._delete(request, responder)
+        else:
+            await responder.send(405, [("Allow", ALLOW), ("Content-Type", "text/plain")], b"Method Not Allowed")
+
+    def _authorized(self, value: Optional[str]) -> bool:
+        if value is None:
+            return False
+        # Constant time over the secret: hmac.compare_digest (PROTOCOL.md §2).
+        scheme, _, secret = value.strip().partition(" ")
+        return scheme.lower() == "nonce" and hmac.compare_digest(secret.strip().encode("utf-8"), self._nonce)
+
+    def _session_for(self, request: http11.Request) -> Tuple[Optional[Session], Optional[Tuple[int, List[Tuple[str, str]], bytes]]]:
+        session_id = request.headers.get("mcp-session-id")
+        if session_id is None:
+            return None, _json_error(400, jsonrpc.INVALID_REQUEST, "Bad Request: missing mcp-session-id header")
+        session = self.sessions.get(session_id)
+        if session is None:
+            return None, _json_error(404, jsonrpc.SESSION_NOT_FOUND, "Session not found")
+        session.touch()
+        return session, None
+
+    def _version_error(self, request: http11.Request) -> Optional[Tuple[int, List[Tuple[str, str]], bytes]]:
+        # Never required (1.0.102 does not send it, PROTOCOL.md §2), but a wrong one is
+        # refused as the MCP transport spec asks.
+        version = request.headers.get("mcp-protocol-version")
+        if version is not None and version not in SUPPORTED_VERSIONS:
+            return _json_error(400, jsonrpc.INVALID_REQUEST, "Bad Request: unsupported MCP-Protocol-Version %s" % version)
+        return None
+
+    # --------------------------------------------------------------------------- POST
+
+    async def _post(self, request: http11.Request, body: bytes, responder: Responder) -> None:
+        try:
+            obj = jsonrpc.loads(body)
+        except jsonrpc.JsonRpcError as exc:
+            await responder.send(*_json_error(400, exc.code, exc.message))
+            return
+        if isinstance(obj, list):
+            await responder.send(*_json_error(400, jsonrpc.INVALID_REQUEST, "Batches are not supported"))
+            return
+        msg = jsonrpc.parse_message(obj)
+        if isinstance(msg, jsonrpc.Invalid):
+            await responder.send(*_json_error(400, msg.error.code, msg.error.message, msg.id))
+            return
+        if self.on_exchange is not None:
+            self.on_exchange("in", obj)
+        if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
+            await self._answer_initialize(request, msg, responder)
+            return
+        session, error = self._session_for(request)
+        if session is None:
+            if isinstance(msg, jsonrpc.Request) and msg.method == "server/discover":
+                # PROTOCOL.md §3: an error makes the CLI fall back to initialize at once.
+                # -32601 says the truth: we implement the stateful protocol only.
+                await self._answer(responder, None, jsonrpc.error_response(
+                    msg.id, jsonrpc.JsonRpcError(jsonrpc.METHOD_NOT_FOUND, "Method not found: server/discover")))
+                return
+            assert error is not None
+            await responder.send(*error)
+            return
+        version_error = self._version_error(request)
+        if version_error is not None:
+            await responder.send(*version_error)
+            return
+        context = CallContext(session, getattr(msg, "id", None), request.headers)
+        if not isinstance(msg, jsonrpc.Request):
+            # Notifications and the client's responses: 202, empty (PROTOCOL.md §2; the
+            # CLI opens its GET stream only after a 202 for notifications/initialized).
+            if isinstance(msg, jsonrpc.Notification):
+                await self.dispatcher.dispatch(msg, context)
+            await responder.send(202, [("Content-Type", "text/plain")], b"")
+            return
+        await self._run_request(session, msg, context, responder)
+
+    async def _run_request(self, session: Session, msg: jsonrpc.Request, context: CallContext,
+                           responder: Responder) -> None:
+        session.active_requests += 1
+        stream_early = not self.json_response
+        if stream_early:
+            # Head first: a blocking open_diff shows the client a live 200 at once.
+            await responder.start(200, SSE_HEADERS + [("mcp-session-id", session.id)])
+        task = asyncio.ensure_future(self.dispatcher.dispatch(msg, context))
+        session.running[msg.id] = task
+        try:
+            response = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                # Our connection went away (the transport cancelled us): stop the work.
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                raise
+            response = None  # cancelled by notifications/cancelled: no answer is due
+        finally:
+            if session.running.get(msg.id) is task:
+                del session.running[msg.id]
+            session.active_requests -= 1
+            session.touch()
+        if self.on_exchange is not None and response is not None:
+            self.on_exchange("out", response)
+        await self._answer(responder, session, response)
+
+    async def _answer(self, responder: Responder, session: Optional[Session], response: Optional[Dict[str, Any]]) -> None:
+        headers = [("mcp-session-id", session.id)] if session is not None else []
+        if self.json_response and not responder.started:
+            if response is None:
+                await responder.send(202, [("Content-Type", "text/plain")] + headers, b"")
+            else:
+                await responder.send(200, [("Content-Type", "application/json")] + headers, jsonrpc.dumps(response))
+            return
+        if not responder.started:
+            await responder.start(200, SSE_HEADERS + headers)
+        if response is not None:
+            await responder.chunk(sse.encode_message(jsonrpc.dumps_str(response)))
+        await responder.end()
+
+    # ------------------------------------------------------------------- initialize
+
+    async def _answer_initialize(self, request: http11.Request, msg: jsonrpc.Request, responder: Responder) -> None:
+        params = msg.params if isinstance(msg.params, dict) else {}
+        requested = params.get("protocolVersion")
+        version = requested if requested in SUPPORTED_VERSIONS else LATEST_VERSION
+        client_sid = request.headers.get("x-copilot-session-id")
+        session_id = None
+        if self.reuse_client_session_id and client_sid:
+            # VS Code reuses the CLI's own session id (PROTOCOL.md §3). A live session
+            # with that id (its GET stream open) is a conflict; a stale one is taken over.
+            old = self.sessions.get(client_sid)
+            if old is not None:
+                if old.stream is not None and not old.stream.closed:
+                    await responder.send(*_json_error(409, jsonrpc.INVALID_REQUEST,
+                                                      "Conflict: session %s is active" % client_sid, msg.id))
+                    return
+                self.end_session(old, "replaced")
+            session_id = client_sid
+        if session_id is None:
+            session_id = str(uuid.uuid4())
+        session = Session(session_id, client_sid, version, params.get("clientInfo"))
+        session.client_pid = request.headers.get("x-copilot-pid")
+        self.sessions[session_id] = session
+        if self.on_session_start is not None:
+            self.on_session_start(session)
+        result = {"protocolVersion": version, "capabilities": self.capabilities, "serverInfo": self.server_info}
+        response = jsonrpc.result_response(msg.id, result)
+        if self.on_exchange is not None:
+            self.on_exchange("out", response)
+        await self._answer(responder, session, response)
+
+    def _initialize(self, params: Any, context: CallContext) -> Any:
+        # Reached only for a second initialize inside a session (the HTTP layer answers
+        # the real one): harmless, answer the session's terms again.
+        session = context.session
+        version = session.protocol_version if session is not None else LATEST_VERSION
+        return {"protocolVersion": version, "capabilities": self.capabilities, "serverInfo": self.server_info}
+
+    def _initialized(self, params: Any, context: CallContext) -> None:
+        if context.session is not None:
+            context.session.initialized = True
+
+    def _cancelled(self, params: Any, context: CallContext) -> None:
+        # PROTOCOL.md §3: the CLI gives up after 60 s and says so; drop that work.
+        if context.session is None or not isinstance(params, dict):
+            return
+        request_id = params.get("requestId")
+        task = context.session.running.get(request_id)
+        if task is not None and not task.done():
+            log.info("request %r cancelled by the client: %s", request_id, params.get("reason"))
+            task.cancel()
+
+    # ---------------------------------------------------------------------------- GET
+
+    async def _get(self, request: http11.Request, responder: Responder) -> None:
+        session, error = self._session_for(request)
+        if session is None:
+            assert error is not None
+            await responder.send(*error)
+            return
+        accept = request.headers.get("accept") or ""
+        if accept and "text/event-stream" not in accept and "*/*" not in accept:
+            await responder.send(406, [("Content-Type", "text/plain")], b"Not Acceptable: text/event-stream required")
+            return
+        if session.stream is not None and not session.stream.closed:
+            await responder.send(409, [("Content-Type", "text/plain")], b"Conflict: a stream is already open for this session")
+            return
+        await responder.start(200, STREAM_HEADERS + [("Connection", "keep-alive"), ("mcp-session-id", session.id)])
+        session.stream = responder
+        try:
+            if self.on_stream_open is not None:
+                self.on_stream_open(session)
+            ended = asyncio.ensure_future(session.wait_ended())
+            gone = asyncio.ensure_future(responder.wait_closed())
+            try:
+                await asyncio.wait({ended, gone}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                ended.cancel()
+                gone.cancel()
+        finally:
+            if session.stream is responder:
+                session.stream = None
+            session.touch()
+        await responder.end()
+
+    def send_on_stream(self, session: Session, message: Dict[str, Any]) -> bool:
+        """Write one notification on a session's GET stream; False when none is open."""
+        stream = session.stream
+        if stream is None or stream.closed:
+            return False
+        if self.on_exchange is not None:
+            self.on_exchange("push", message)
+        return stream.chunk_nowait(sse.encode_message(jsonrpc.dumps_str(message)))
+
+    def broadcast(self, message: Dict[str, Any]) -> int:
+        """Send to every session with an open stream (PROTOCOL.md §5); returns how many."""
+        return sum(1 for session in list(self.sessions.values()) if self.send_on_stream(session, message))
+
+    # ------------------------------------------------------------------------- DELETE
+
+    async def _delete(self, request: http11.Request, responder: Responder) -> None:
+        session, error = self._session_for(request)
+        if session is None:
+            assert error is not None
+            await responder.send(*error)
+            return
+        self.end_session(session, "deleted")
+        await responder.send(200, [], b"")
+
+    def end_session(self, session: Session, reason: str) -> None:
+        """End a session: its stream closes, its running requests are cancelled and the
+        owner resolves its pending diffs (`on_session_end`)."""
+        if session.ended:
+            return
+        session.ended = True
+        if self.sessions.get(session.id) is session:
+            del self.sessions[session.id]
+        session._ended_event.set()
+        for task in list(session.running.values()):
+            task.cancel()
+        if self.on_session_end is not None:
+            try:
+                self.on_session_end(session, reason)
+            except Exception:
+                log.exception("on_session_end failed")
+
+    def expire_idle(self, idle_timeout: float, now: Optional[float] = None) -> List[Session]:
+        """End sessions abandoned without DELETE: no stream, no request, quiet for
+        `idle_timeout` seconds."""
+        now = time.monotonic() if now is None else now
+        expired = [s for s in list(self.sessions.values())
+                   if not s.busy and now - s.last_seen >= idle_timeout]
+        for session in expired:
+            self.end_session(session, "idle")
+        return expired

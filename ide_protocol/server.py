@@ -1,0 +1,578 @@
+"""`IdeServer`: the IDE side of Copilot CLI's `/ide` protocol, for embedding (asyncio form).
+
+An editor integration supplies what only it knows — its workspace folders, its name, how
+to show a proposed diff and how to tell the user's decision — and tells the server when
+things change (selection, diagnostics, file references). The server does the rest:
+socket, lock file, MCP sessions, the six tools, debounced pushes, clean shutdown.
+
+    server = IdeServer(["/home/me/project"], ide_name="My Editor", on_diff=show_diff)
+    await server.start()                  # listens, then writes the lock file
+    server.set_selection(Selection(path, text, (0, 0), (3, 5)))
+    ...
+    await server.stop()                   # removes lock file and socket
+
+`on_diff(diff)` is called for each `open_diff`; it may return a decision at once
+(`True`/`"accept"` or `False`/`"reject"`), or `None` and later call `diff.accept()` /
+`diff.reject()` (from the loop's thread; `ThreadedIdeServer` for other threads). The IDE
+never writes the file: on accept the CLI writes it (PROTOCOL.md §4).
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import secrets
+import signal
+import sys
+import time
+import uuid
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+from . import jsonrpc, lockfile, tools
+from .mcp import CallContext, McpApp, Session
+from .paths import path_to_uri, uri_to_path
+from .pushes import Debounced, DiagnosticsWindow
+from .tools import Diagnostic, Selection
+from .transport import Listener
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BODY = 64 * 1024 * 1024
+DEFAULT_IDLE_TIMEOUT = 300.0
+DEFAULT_DEBOUNCE = 0.2
+
+
+class DiffRequest:
+    """One pending `open_diff`: what to show, and the way to answer it.
+
+    `original_contents` is read from disk (empty for a new file). Call `accept()` or
+    `reject()` once; later calls are ignored. `result` is the answer sent to the CLI.
+    """
+
+    def __init__(self, server: "IdeServer", tab_name: str, original_file_path: str, new_file_contents: str,
+                 session: Optional[Session]) -> None:
+        self._server = server
+        self.tab_name = tab_name
+        self.original_file_path = original_file_path
+        self.new_file_contents = new_file_contents
+        self.session_id = session.id if session is not None else None
+        self.session_name = session.name if session is not None else None
+        self.created = time.time()
+        self.future: "asyncio.Future[Dict[str, Any]]" = asyncio.get_event_loop().create_future()
+        self._original: Optional[str] = None
+
+    @property
+    def original_contents(self) -> str:
+        if self._original is None:
+            try:
+                with open(self.original_file_path, "r", encoding="utf-8", errors="replace", newline="") as f:
+                    self._original = f.read()
+            except OSError:
+                self._original = ""  # a new file: diff against empty (PROTOCOL.md §4)
+        return self._original
+
+    @property
+    def is_new_file(self) -> bool:
+        return not os.path.exists(self.original_file_path)
+
+    @property
+    def done(self) -> bool:
+        return self.future.done()
+
+    @property
+    def result(self) -> Optional[Dict[str, Any]]:
+        return self.future.result() if self.future.done() and not self.future.cancelled() else None
+
+    def accept(self) -> bool:
+        return self._server._resolve(self, True, tools.ACCEPTED_VIA_BUTTON)
+
+    def reject(self) -> bool:
+        return self._server._resolve(self, False, tools.REJECTED_VIA_BUTTON)
+
+    def unified_diff(self, context: int = 3) -> str:
+        import difflib
+
+        old = self.original_contents.splitlines(keepends=True)
+        new = self.new_file_contents.splitlines(keepends=True)
+        name = self.original_file_path
+        return "".join(difflib.unified_diff(old, new, "a/" + name.lstrip("/"), "b/" + name.lstrip("/"), n=context))
+
+    def __repr__(self) -> str:
+        return "DiffRequest(%r, %r)" % (self.tab_name, self.original_file_path)
+
+
+DiffHandler = Callable[[DiffRequest], Any]
+
+
+class IdeServer:
+    """The `/ide` MCP server of one IDE window (asyncio form; see the module doc)."""
+
+    def __init__(self, workspace_folders: Union[str, Sequence[str]] = (), *, ide_name: str = "Python IDE",
+                 is_trusted: bool = False,
+                 on_diff: Optional[DiffHandler] = None,
+                 on_diff_closed: Optional[Callable[[DiffRequest, Dict[str, Any]], Any]] = None,
+                 on_session: Optional[Callable[[str, Dict[str, Any]], Any]] = None,
+                 on_tool_call: Optional[Callable[[Dict[str, Any], str, Any], Any]] = None,
+                 ide_info: Optional[Dict[str, Any]] = None,
+                 lock_dir: Optional[str] = None,
+                 socket_dir: Optional[str] = None,
+                 debounce: float = DEFAULT_DEBOUNCE,
+                 idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+                 max_body: int = DEFAULT_MAX_BODY,
+                 json_response: bool = False,
+                 write_lock: bool = True,
+                 server_info: Optional[Dict[str, Any]] = None,
+                 on_exchange: Optional[Callable[[str, Dict[str, Any]], None]] = None) -> None:
+        if isinstance(workspace_folders, str):
+            workspace_folders = [workspace_folders]
+        self._folders = [os.path.abspath(f) for f in workspace_folders]
+        self.ide_name = ide_name
+        self.is_trusted = bool(is_trusted)
+        self.on_diff = on_diff
+        self.on_diff_closed = on_diff_closed
+        self.on_session = on_session
+        self.on_tool_call = on_tool_call
+        self.ide_info = dict(ide_info or {})
+        self.lock_dir = lock_dir
+        self.socket_dir = socket_dir
+        self.debounce = debounce
+        self.idle_timeout = idle_timeout
+        self.max_body = max_body
+        self.write_lock_file = write_lock
+        self.nonce = secrets.token_hex(16)  # 128 bits (PROTOCOL.md §1)
+        self.instance_id = str(uuid.uuid4())
+        self.lock_path: Optional[str] = None
+        self.socket_path: Optional[str] = None
+        self.loop: Optional[asyncio.AbstractEventLoop] = None
+        self.started = False
+        self._stopping = False
+        self._stopped: Optional[asyncio.Event] = None
+
+        self.dispatcher = jsonrpc.Dispatcher()
+        self.app = McpApp(self.dispatcher, self.nonce, server_info=server_info, json_response=json_response,
+                          on_session_start=self._session_started, on_session_end=self._session_ended,
+                          on_stream_open=self._stream_opened, on_exchange=on_exchange)
+        self.listener = Listener(self.app, max_body)
+        self.dispatcher.add("tools/list", lambda params, ctx: {"tools": tools.TOOLS})
+        self.dispatcher.add("tools/call", self._tools_call)
+        self._tool_handlers: Dict[str, Callable[[Dict[str, Any], CallContext], Any]] = {
+            "get_vscode_info": self._get_vscode_info,
+            "get_selection": self._get_selection,
+            "open_diff": self._open_diff,
+            "close_diff": self._close_diff,
+            "get_diagnostics": self._get_diagnostics,
+            "update_session_name": self._update_session_name,
+        }
+
+        self._selection: Optional[Selection] = None
+        self._diagnostics: Dict[str, Tuple[str, List[Diagnostic]]] = {}  # uri -> (path, diags)
+        self._diffs: Dict[str, DiffRequest] = {}  # tab_name -> pending diff
+        self._selection_push: Optional[Debounced] = None
+        self._diagnostics_push: Optional[DiagnosticsWindow] = None
+        self._reaper: Optional["asyncio.Task[None]"] = None
+        self._signals: List[int] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def workspace_folders(self) -> List[str]:
+        return list(self._folders)
+
+    @property
+    def headers(self) -> Dict[str, str]:
+        return {"Authorization": "Nonce " + self.nonce}
+
+    async def start(self) -> "IdeServer":
+        """Listen, then write the lock file (the CLI probes the socket, PROTOCOL.md §1)."""
+        if self.started:
+            return self
+        self.loop = asyncio.get_event_loop()
+        self._stopped = asyncio.Event()
+        self._selection_push = Debounced(self.debounce, self._push_selection, self.loop.call_later)
+        self._diagnostics_push = DiagnosticsWindow(self.debounce, self._push_diagnostics, self.loop.call_later,
+                                                   self._diagnostics_json)
+        try:
+            if sys.platform == "win32":
+                self.socket_path = await self.listener.start_pipe()
+            else:
+                self.socket_path = await self.listener.start_unix(self.socket_dir)
+            if self.write_lock_file:
+                try:
+                    lockfile.remove_stale_locks(self.lock_dir)
+                except OSError as exc:
+                    log.warning("could not clean stale locks: %s", exc)
+                self.lock_path = lockfile.write_lock(self._lock_info(), self.lock_dir)
+        except BaseException:
+            await self.listener.close()
+            raise
+        self.started = True
+        self._reaper = asyncio.ensure_future(self._reap_idle())
+        log.info("listening on %s (lock %s)", self.socket_path, self.lock_path)
+        return self
+
+    def _lock_info(self) -> lockfile.LockInfo:
+        return lockfile.LockInfo.new(self.socket_path or "", self.headers, self._folders, self.ide_name,
+                                     is_trusted=self.is_trusted)
+
+    async def stop(self) -> None:
+        """Remove the lock (the only disconnect signal the CLI notices), end every
+        session (pending diffs resolve `client_disconnected`), close the socket."""
+        if self._stopping:
+            if self._stopped is not None:
+                await self._stopped.wait()
+            return
+        self._stopping = True
+        self._remove_lock()
+        self.remove_signal_handlers()
+        if self._reaper is not None:
+            self._reaper.cancel()
+            await asyncio.gather(self._reaper, return_exceptions=True)
+            self._reaper = None
+        for session in list(self.app.sessions.values()):
+            self.app.end_session(session, "server stopped")
+        for diff in list(self._diffs.values()):
+            self._resolve(diff, False, tools.CLIENT_DISCONNECTED)
+        if self._selection_push is not None:
+            self._selection_push.cancel()
+        if self._diagnostics_push is not None:
+            self._diagnostics_push.cancel()
+        await self.listener.close()
+        self.started = False
+        if self._stopped is not None:
+            self._stopped.set()
+
+    def _remove_lock(self) -> None:
+        if self.lock_path:
+            lockfile.remove_lock(self.lock_path)
+            self.lock_path = None
+
+    async def wait_stopped(self) -> None:
+        if self._stopped is not None:
+            await self._stopped.wait()
+
+    async def __aenter__(self) -> "IdeServer":
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+    def install_signal_handlers(self, signals: Iterable[int] = (signal.SIGINT, signal.SIGTERM)) -> None:
+        """Stop cleanly (lock removed) on SIGINT/SIGTERM; for programs that own the loop."""
+        assert self.loop is not None
+        for sig in signals:
+            try:
+                self.loop.add_signal_handler(sig, lambda: asyncio.ensure_future(self.stop()))
+                self._signals.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # Windows, or not the main thread
+
+    def remove_signal_handlers(self) -> None:
+        if self.loop is None:
+            return
+        for sig in self._signals:
+            try:
+                self.loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+        self._signals = []
+
+    def set_workspace_folders(self, folders: Sequence[str]) -> None:
+        """Change the folders: a new lock is written and the old one deleted, never
+        rewritten while a CLI is connected (PROTOCOL.md §1)."""
+        self._folders = [os.path.abspath(f) for f in folders]
+        if self.started and self.write_lock_file:
+            old = self.lock_path
+            self.lock_path = lockfile.write_lock(self._lock_info(), self.lock_dir)
+            if old:
+                lockfile.remove_lock(old)
+
+    async def _reap_idle(self) -> None:
+        period = max(0.05, min(self.idle_timeout / 4.0, 30.0))
+        while True:
+            await asyncio.sleep(period)
+            self.expire_idle_sessions()
+
+    def expire_idle_sessions(self, now: Optional[float] = None) -> int:
+        """End sessions abandoned without DELETE (no stream, no request, quiet for
+        `idle_timeout`); the reaper calls it, tests may too."""
+        return len(self.app.expire_idle(self.idle_timeout, now))
+
+    # ------------------------------------------------------------ state from the IDE
+
+    def set_selection(self, selection: Optional[Selection]) -> None:
+        """The active editor's selection changed. `None`: no active editor (the last
+        selection stays available to `get_selection` with `current: false`)."""
+        if selection is None:
+            if self._selection is not None:
+                self._selection = self._selection.with_current(False)
+            return
+        self._selection = selection.with_current(True)
+        if self._selection_push is not None:
+            self._selection_push.update(self._selection.notification_params())
+
+    @property
+    def selection(self) -> Optional[Selection]:
+        return self._selection
+
+    def set_diagnostics(self, path_or_uri: str, diagnostics: Sequence[Diagnostic]) -> None:
+        """Replace one file's diagnostics (an empty list clears them)."""
+        uri, path = self._uri_and_path(path_or_uri)
+        if diagnostics:
+            self._diagnostics[uri] = (path, list(diagnostics))
+        else:
+            self._diagnostics.pop(uri, None)
+        if self._diagnostics_push is not None:
+            self._diagnostics_push.changed(uri)
+
+    def clear_diagnostics(self) -> None:
+        for uri in list(self._diagnostics):
+            self.set_diagnostics(uri, [])
+
+    @staticmethod
+    def _uri_and_path(path_or_uri: str) -> Tuple[str, str]:
+        if path_or_uri.startswith("file:"):
+            return path_or_uri, uri_to_path(path_or_uri)
+        path = os.path.abspath(path_or_uri)
+        return path_to_uri(path), path
+
+    def _diagnostics_json(self, uri: str) -> List[Dict[str, Any]]:
+        entry = self._diagnostics.get(uri)
+        return [d.to_json() for d in entry[1]] if entry else []
+
+    def add_file_reference(self, file_path: str, start: Optional[Tuple[int, int]] = None,
+                           end: Optional[Tuple[int, int]] = None, selected_text: Optional[str] = None,
+                           session_id: Optional[str] = None) -> int:
+        """The user sent a file (or a range of it) to the CLI: pushed at once (§5)."""
+        params = tools.reference_params(os.path.abspath(file_path), start, end, selected_text)
+        return self._notify("add_file_reference", params, session_id)
+
+    def add_selection(self, file_path: str, start: Tuple[int, int], end: Tuple[int, int],
+                      selected_text: Optional[str] = None, session_id: Optional[str] = None) -> int:
+        params = tools.reference_params(os.path.abspath(file_path), start, end, selected_text)
+        return self._notify("add_selection", params, session_id)
+
+    def _notify(self, method: str, params: Dict[str, Any], session_id: Optional[str] = None) -> int:
+        message = jsonrpc.notification(method, params)
+        if session_id is None:
+            return self.app.broadcast(message)
+        session = self.app.sessions.get(session_id)
+        return int(session is not None and self.app.send_on_stream(session, message))
+
+    def _push_selection(self, params: Dict[str, Any]) -> None:
+        self._notify("selection_changed", params)
+
+    def _push_diagnostics(self, params: Dict[str, Any]) -> None:
+        self._notify("diagnostics_changed", params)
+
+    def flush_pushes(self) -> None:
+        """Send debounced pushes now (e.g. before a test reads the stream)."""
+        if self._selection_push is not None:
+            self._selection_push.flush()
+        if self._diagnostics_push is not None:
+            self._diagnostics_push.flush()
+
+    # --------------------------------------------------------------------- sessions
+
+    def _session_started(self, session: Session) -> None:
+        self._emit_session("connected", session)
+
+    def _stream_opened(self, session: Session) -> None:
+        # PROTOCOL.md §5: the CLI clears its cached selection on reconnect; send ours.
+        if self._selection is not None and self._selection.current:
+            self.app.send_on_stream(session, jsonrpc.notification(
+                "selection_changed", self._selection.notification_params()))
+
+    def _session_ended(self, session: Session, reason: str) -> None:
+        for diff in [d for d in self._diffs.values() if d.session_id == session.id]:
+            self._resolve(diff, False, tools.CLIENT_DISCONNECTED)
+        self._emit_session("disconnected", session, reason=reason)
+
+    def _emit_session(self, event: str, session: Session, **extra: Any) -> None:
+        if self.on_session is None:
+            return
+        info = session.info()
+        info.update(extra)
+        try:
+            result = self.on_session(event, info)
+            if inspect.isawaitable(result):
+                asyncio.ensure_future(result)
+        except Exception:
+            log.exception("on_session callback failed")
+
+    @property
+    def sessions(self) -> List[Dict[str, Any]]:
+        return [s.info() for s in self.app.sessions.values()]
+
+    def stats(self) -> Dict[str, int]:
+        """Counts of everything the server holds, for leak checks and status lines."""
+        return {
+            "sessions": len(self.app.sessions),
+            "streams": sum(1 for s in self.app.sessions.values() if s.stream is not None),
+            "running_requests": sum(len(s.running) for s in self.app.sessions.values()),
+            "pending_diffs": len(self._diffs),
+            "connections": len(self.listener.connections),
+            "connection_tasks": len(self.listener._tasks),
+            "accepted_connections": self.listener.accepted,
+        }
+
+    # ------------------------------------------------------------------------ tools
+
+    async def _tools_call(self, params: Any, ctx: CallContext) -> Dict[str, Any]:
+        if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+            raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: tools/call needs a tool name")
+        name = params["name"]
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        handler = self._tool_handlers.get(name)
+        if handler is None:
+            result = tools.error_result("Unknown tool: %s" % name)
+        elif not isinstance(arguments, dict):
+            result = tools.error_result("Invalid arguments for %s: expected an object" % name)
+        else:
+            try:
+                value = handler(arguments, ctx)
+                if inspect.isawaitable(value):
+                    value = await value
+                result = tools.text_result(value)
+            except tools.ToolError as exc:
+                result = tools.error_result(str(exc))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.exception("tool %s failed", name)
+                result = tools.error_result("%s failed: %s" % (name, exc))
+        if self.on_tool_call is not None:
+            try:
+                self.on_tool_call({"name": name, "arguments": arguments}, ctx.session.id if ctx.session else "", result)
+            except Exception:
+                log.exception("on_tool_call failed")
+        return result
+
+    @staticmethod
+    def _string_args(arguments: Dict[str, Any], tool: str, required: Sequence[str],
+                     optional: Sequence[str] = ()) -> Dict[str, str]:
+        allowed = set(required) | set(optional)
+        extra = sorted(set(arguments) - allowed)
+        if extra:
+            raise tools.ToolError("Invalid arguments for %s: unexpected %s" % (tool, ", ".join(extra)))
+        for key in required:
+            if key not in arguments:
+                raise tools.ToolError("Invalid arguments for %s: missing required %s" % (tool, key))
+        for key in allowed:
+            if key in arguments and not isinstance(arguments[key], str):
+                raise tools.ToolError("Invalid arguments for %s: %s must be a string" % (tool, key))
+        return arguments
+
+    def _get_vscode_info(self, arguments: Dict[str, Any], ctx: CallContext) -> Dict[str, Any]:
+        self._string_args(arguments, "get_vscode_info", ())
+        info = {
+            "version": "0.1.0", "appName": self.ide_name, "appRoot": sys.prefix,
+            "language": (os.environ.get("LANG") or "en").split(".")[0].replace("_", "-") or "en",
+            "machineId": self.instance_id, "sessionId": ctx.session.id if ctx.session else self.instance_id,
+            "uriScheme": "file", "shell": os.environ.get("SHELL") or os.environ.get("COMSPEC") or "",
+        }
+        info.update(self.ide_info)
+        return info
+
+    def _get_selection(self, arguments: Dict[str, Any], ctx: CallContext) -> Any:
+        self._string_args(arguments, "get_selection", ())
+        if self._selection is None:
+            return None  # PROTOCOL.md §4: with nothing at all, the text `null`
+        return self._selection.tool_result()
+
+    def _get_diagnostics(self, arguments: Dict[str, Any], ctx: CallContext) -> List[Dict[str, Any]]:
+        args = self._string_args(arguments, "get_diagnostics", (), ("uri",))
+        wanted = args.get("uri")
+        if wanted:
+            try:
+                wanted = self._uri_and_path(wanted)[0]
+            except ValueError as exc:
+                raise tools.ToolError("Invalid uri %r: %s" % (args["uri"], exc))
+        out = []
+        for uri, (path, diags) in self._diagnostics.items():
+            if diags and (not wanted or uri == wanted):
+                out.append({"uri": uri, "filePath": path, "diagnostics": [d.to_json() for d in diags]})
+        return out
+
+    def _update_session_name(self, arguments: Dict[str, Any], ctx: CallContext) -> Dict[str, Any]:
+        args = self._string_args(arguments, "update_session_name", ("name",))
+        if ctx.session is not None:
+            ctx.session.name = args["name"]
+            self._emit_session("renamed", ctx.session)
+        return {"success": True}
+
+    def _close_diff(self, arguments: Dict[str, Any], ctx: CallContext) -> Dict[str, Any]:
+        args = self._string_args(arguments, "close_diff", ("tab_name",))
+        diff = self._diffs.get(args["tab_name"])
+        found = diff is not None and not diff.done
+        if diff is not None:
+            self._resolve(diff, False, tools.CLOSED_VIA_TOOL)
+        return tools.close_diff_answer(args["tab_name"], found)
+
+    async def _open_diff(self, arguments: Dict[str, Any], ctx: CallContext) -> Dict[str, Any]:
+        args = self._string_args(arguments, "open_diff", ("original_file_path", "new_file_contents", "tab_name"))
+        tab = args["tab_name"]
+        old = self._diffs.get(tab)
+        if old is not None:
+            self._resolve(old, False, tools.CLOSED_VIA_TOOL)  # a repeated tab replaces (§4)
+        diff = DiffRequest(self, tab, args["original_file_path"], args["new_file_contents"], ctx.session)
+        self._diffs[tab] = diff
+        try:
+            if self.on_diff is None:
+                log.warning("open_diff %r: no on_diff handler; waiting for resolve_diff()", tab)
+            else:
+                decision = self.on_diff(diff)
+                if inspect.isawaitable(decision):
+                    decision = await decision
+                self._apply_decision(diff, decision)
+            # No server timeout: the user decides (PROTOCOL.md §4).
+            return await asyncio.shield(diff.future)
+        except asyncio.CancelledError:
+            # The request was cancelled or its connection dropped: nobody waits any more.
+            self._resolve(diff, False, tools.CLIENT_DISCONNECTED)
+            raise
+        finally:
+            if self._diffs.get(tab) is diff and diff.done:
+                del self._diffs[tab]
+
+    def _apply_decision(self, diff: DiffRequest, decision: Any) -> None:
+        if decision is None or diff.done:
+            return
+        if decision is True or (isinstance(decision, str) and decision.lower() in ("accept", "accepted", "saved", "yes")):
+            diff.accept()
+        elif decision is False or (isinstance(decision, str) and decision.lower() in ("reject", "rejected", "no")):
+            diff.reject()
+        else:
+            raise ValueError("on_diff returned %r; expected True/False, 'accept'/'reject' or None" % (decision,))
+
+    def _resolve(self, diff: DiffRequest, saved: bool, trigger: str) -> bool:
+        if diff.future.done():
+            return False
+        answer = tools.diff_answer(saved, trigger, diff.tab_name, diff.original_file_path)
+        diff.future.set_result(answer)
+        if self._diffs.get(diff.tab_name) is diff:
+            del self._diffs[diff.tab_name]
+        if self.on_diff_closed is not None:
+            try:
+                result = self.on_diff_closed(diff, answer)
+                if inspect.isawaitable(result):
+                    asyncio.ensure_future(result)
+            except Exception:
+                log.exception("on_diff_closed failed")
+        return True
+
+    def pending_diffs(self) -> List[DiffRequest]:
+        return list(self._diffs.values())
+
+    def resolve_diff(self, tab_name: Optional[str] = None, accept: bool = True) -> bool:
+        """Answer a pending diff by tab name (the most recent one when None)."""
+        if tab_name is None:
+            if not self._diffs:
+                return False
+            tab_name = list(self._diffs)[-1]
+        diff = self._diffs.get(tab_name)
+        if diff is None:
+            return False
+        return diff.accept() if accept else diff.reject()
