@@ -15,7 +15,6 @@ _LAZY = {
     "ThreadedIdeServer": "threaded",
     "IdeClient": "client",
     "DiffRequest": "server",
-    "DiffResult": "tools",
     "Selection": "tools",
     "Diagnostic": "tools",
     "JsonRpcError": "jsonrpc",
