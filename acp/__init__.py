@@ -1,0 +1,46 @@
+"""An Agent Client Protocol client (ACP v1, checked against Copilot CLI 1.0.102).
+
+Drives `copilot --acp --stdio` or any ACP agent from asyncio code (`Client`) and from
+the terminal (`python3 -m acp`). It stands on the same JSON-RPC core and NDJSON framing
+as `ide_protocol` (see `_core.py`). Public names load lazily, so `import acp` is cheap.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Client": "client",
+    "default_agent": "client",
+    "Session": "session",
+    "Turn": "session",
+    "PromptResult": "session",
+    "AgentConnection": "connection",
+    "DEFAULT_AGENT": "connection",
+    "PermissionRequest": "permissions",
+    "TerminalAsker": "permissions",
+    "allow_once": "permissions",
+    "reject": "permissions",
+    "FileSystem": "fs",
+    "Terminals": "terminal",
+    "AcpError": "errors",
+    "AgentStartError": "errors",
+    "AgentExited": "errors",
+    "RequestTimeout": "errors",
+    "SessionBusy": "errors",
+    "JsonRpcError": "errors",
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: import the submodule on first use
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name))
+    import importlib
+
+    value = getattr(importlib.import_module("." + module_name, __name__), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,344 @@
+"""The ACP client API: the conversation of ACP.md §3 over an `AgentConnection`, the
+routing of `session/update` to `Session` objects (§2, §4), and the client-side handlers
+of §5 (permissions, fs, terminals) wired into the shared `jsonrpc.Dispatcher`.
+
+    async with Client("copilot --acp --stdio", permission="allow") as client:
+        await client.initialize()
+        session = await client.new_session("/path/to/project")
+        turn = session.prompt("Say hello")
+        async for update in turn: ...
+        result = await turn
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
+
+from ._core import jsonrpc, ndjson
+from . import permissions as _permissions
+from .connection import DEFAULT_AGENT, DEFAULT_REQUEST_TIMEOUT, AgentConnection, Argv
+from .errors import AcpError
+from .fs import FileSystem, fixed_roots
+from .session import PromptInput, Session, Turn, Update
+from .terminal import Terminals
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+CLIENT_INFO = {"name": "acp-python", "title": "ACP client (Python)", "version": "0.1.0"}
+MAX_EARLY_SESSIONS = 32  # session ids whose updates we hold before their session exists
+MAX_EARLY_UPDATES = 1000
+
+Handler = Callable[[Any, Any], Any]
+UpdateListener = Callable[[str, Update], None]
+
+
+def default_agent() -> str:
+    """`ACP_AGENT` from the environment, else `copilot --acp --stdio`."""
+    return os.environ.get("ACP_AGENT") or DEFAULT_AGENT
+
+
+class Client:
+    """An ACP client for one agent.
+
+    `agent` is a command line (string or argv) to spawn; or pass `streams=(reader,
+    writer)` to use an open pair. Handlers for the agent's requests: `permission` (a
+    policy name or callable, see `acp.permissions`; default `"reject"`), `fs` (read and
+    write inside `fs_roots`, default each session's cwd), `terminal` (real subprocesses),
+    and `handlers` to add or replace any method (`{method: fn(params, client)}`; `None`
+    removes one, which then answers `-32601`).
+    """
+
+    def __init__(self, agent: Optional[Argv] = None, *, streams: Optional[Sequence[Any]] = None,
+                 cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                 permission: _permissions.PolicySpec = "reject", fs: bool = True,
+                 fs_roots: Optional[Sequence[str]] = None, terminal: bool = True,
+                 handlers: Optional[Mapping[str, Optional[Handler]]] = None,
+                 request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+                 prompt_timeout: Optional[float] = None, client_info: Optional[Dict[str, Any]] = None,
+                 max_line: int = ndjson.DEFAULT_MAX_LINE,
+                 on_stderr: Optional[Callable[[str], None]] = None,
+                 new_process_group: bool = True) -> None:
+        self.agent = agent if agent is not None else default_agent()
+        self.streams = streams
+        self.cwd = cwd
+        self.env = env
+        self.request_timeout = request_timeout
+        self.prompt_timeout = prompt_timeout
+        self.client_info = dict(client_info or CLIENT_INFO)
+        self.max_line = max_line
+        self.on_stderr = on_stderr
+        self.new_process_group = new_process_group
+        self.permission_policy = _permissions.resolve_policy(permission)
+        self.fs_roots = list(fs_roots) if fs_roots is not None else None
+        self.connection: Optional[AgentConnection] = None
+        self.sessions: Dict[str, Session] = {}
+        self.initialize_result: Dict[str, Any] = {}
+        self._listeners: List[UpdateListener] = []
+        self._early: "collections.OrderedDict[str, Deque[Update]]" = collections.OrderedDict()
+        self._cleanup: List["asyncio.Task[None]"] = []
+
+        self.dispatcher = jsonrpc.Dispatcher()
+        self.dispatcher.add("session/update", self._on_update)
+        self.dispatcher.add("session/request_permission", self._on_permission)
+        self.files = FileSystem(fixed_roots(self.fs_roots) if self.fs_roots is not None else self._session_roots)
+        if fs:
+            self.dispatcher.add("fs/read_text_file", self.files.read_text_file)
+            self.dispatcher.add("fs/write_text_file", self.files.write_text_file)
+        self.terminals = Terminals(self._session_cwd)
+        if terminal:
+            for method, handler in self.terminals.methods().items():
+                self.dispatcher.add(method, handler)
+        for method, handler in (handlers or {}).items():
+            if handler is None:
+                self.dispatcher.remove(method)
+            else:
+                self.dispatcher.add(method, handler)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> "Client":
+        """Spawn the agent (or adopt the streams). Raises `AgentStartError`."""
+        if self.connection is not None:
+            return self
+        options: Dict[str, Any] = dict(dispatcher=self.dispatcher, context=self,
+                                       request_timeout=self.request_timeout,
+                                       max_line=self.max_line, on_stderr=self.on_stderr)
+        if self.streams is not None:
+            reader, writer = self.streams
+            self.connection = AgentConnection.from_streams(reader, writer, **options)
+        else:
+            self.connection = await AgentConnection.spawn(
+                self.agent, cwd=self.cwd, env=self.env, new_process_group=self.new_process_group,
+                **options)
+        self.connection.peer.on_unmatched = self._on_unmatched
+        self.connection.add_close_callback(self._on_connection_closed)
+        return self
+
+    async def close(self, grace: float = 3.0, term_grace: float = 2.0) -> Optional[int]:
+        """Release terminals, then shut the agent down (ACP.md §7). Waiting requests and
+        turns fail with `AgentExited`. Returns the agent's exit status."""
+        await self.terminals.release_all()
+        if self.connection is None:
+            return None
+        code = await self.connection.close(grace, term_grace)
+        if self._cleanup:
+            await asyncio.gather(*self._cleanup, return_exceptions=True)
+        return code
+
+    async def __aenter__(self) -> "Client":
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+    def _on_connection_closed(self, exc: BaseException) -> None:
+        # The agent is gone: nothing it started through us may outlive it.
+        if len(self.terminals):
+            self._cleanup.append(asyncio.ensure_future(self.terminals.release_all()))
+
+    def _on_unmatched(self, msg: jsonrpc.Message) -> None:
+        log.warning("ignored a response nobody waits for: %r", msg)
+
+    @property
+    def conn(self) -> AgentConnection:
+        if self.connection is None:
+            raise AcpError("the client is not started (use `async with Client(...)` or `await client.start()`)")
+        return self.connection
+
+    # ------------------------------------------------------------------ raw access
+
+    async def request(self, method: str, params: Any = None, timeout: Optional[float] = -1.0) -> Any:
+        """Any request (extension methods too). `timeout=-1`: the client's default."""
+        return await self.conn.request(method, params, timeout=timeout)
+
+    async def connection_request(self, method: str, params: Any, timeout: Optional[float]) -> Any:
+        return await self.conn.request(method, params, timeout=timeout)
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        await self.conn.notify(method, params)
+
+    def add_update_listener(self, listener: UpdateListener) -> Callable[[], None]:
+        """`listener(session_id, update)` for every `session/update`, as it arrives, even
+        for sessions not known yet. Must not block (it runs in the read path). Returns a
+        function that removes it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    # ------------------------------------------------------------------ conversation
+
+    def capabilities(self) -> Dict[str, Any]:
+        """What we advertise follows what is registered (ACP.md §5: agents send fs and
+        terminal requests only to clients that advertise them)."""
+        d = self.dispatcher
+        return {"fs": {"readTextFile": "fs/read_text_file" in d,
+                       "writeTextFile": "fs/write_text_file" in d},
+                "terminal": "terminal/create" in d}
+
+    async def initialize(self, protocol_version: int = PROTOCOL_VERSION,
+                         client_capabilities: Optional[Dict[str, Any]] = None,
+                         timeout: Optional[float] = -1.0) -> Dict[str, Any]:
+        """ACP.md §3.1. Returns the answer; also kept in `initialize_result`."""
+        result = await self.request("initialize", {
+            "protocolVersion": protocol_version,
+            "clientCapabilities": client_capabilities if client_capabilities is not None else self.capabilities(),
+            "clientInfo": self.client_info}, timeout=timeout)
+        self.initialize_result = result if isinstance(result, dict) else {}
+        return self.initialize_result
+
+    @property
+    def agent_capabilities(self) -> Dict[str, Any]:
+        value = self.initialize_result.get("agentCapabilities")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def agent_info(self) -> Dict[str, Any]:
+        value = self.initialize_result.get("agentInfo")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def auth_methods(self) -> List[Dict[str, Any]]:
+        value = self.initialize_result.get("authMethods")
+        return value if isinstance(value, list) else []
+
+    async def authenticate(self, method_id: str) -> Any:
+        return await self.request("authenticate", {"methodId": method_id})
+
+    async def new_session(self, cwd: Optional[str] = None,
+                          mcp_servers: Optional[List[Dict[str, Any]]] = None) -> Session:
+        """ACP.md §3.2. Updates the agent sent for this session before its answer
+        (`available_commands_update` usually) are applied before this returns (§2)."""
+        cwd = os.path.abspath(cwd or self.cwd or os.getcwd())
+        result = await self.request("session/new", {"cwd": cwd, "mcpServers": list(mcp_servers or [])})
+        session_id = result.get("sessionId") if isinstance(result, dict) else None
+        if not isinstance(session_id, str):
+            raise AcpError("session/new answered without a sessionId: %r" % (result,))
+        session = Session(self, session_id, cwd)
+        session.apply_response(result)
+        self._register(session)
+        return session
+
+    async def load_session(self, session_id: str, cwd: Optional[str] = None,
+                           mcp_servers: Optional[List[Dict[str, Any]]] = None) -> Session:
+        """ACP.md §3.5: the history is replayed as updates before the answer; they land
+        in the returned session (`history`, `tool_calls`)."""
+        cwd = os.path.abspath(cwd or self.cwd or os.getcwd())
+        session = Session(self, session_id, cwd)
+        previous = self.sessions.get(session_id)
+        self._register(session)
+        try:
+            result = await self.request("session/load", {"sessionId": session_id, "cwd": cwd,
+                                                         "mcpServers": list(mcp_servers or [])})
+        except BaseException:
+            if previous is not None:
+                self.sessions[session_id] = previous
+            else:
+                self.sessions.pop(session_id, None)
+            raise
+        session.apply_response(result)
+        return session
+
+    def _register(self, session: Session) -> None:
+        self.sessions[session.session_id] = session
+        for update in self._early.pop(session.session_id, ()):
+            session.apply(update)
+
+    async def list_sessions(self, cwd: Optional[str] = None, cursor: Optional[str] = None) -> List[Dict[str, Any]]:
+        """`session/list` (ACP.md §3.5): `[{sessionId, cwd, title, updatedAt}]`."""
+        params: Dict[str, Any] = {}
+        if cwd is not None:
+            params["cwd"] = os.path.abspath(cwd)
+        if cursor is not None:
+            params["cursor"] = cursor
+        result = await self.request("session/list", params)
+        sessions = result.get("sessions") if isinstance(result, dict) else None
+        return sessions if isinstance(sessions, list) else []
+
+    async def close_session(self, session_id: str) -> Any:
+        result = await self.request("session/close", {"sessionId": session_id})
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            session.closed = True
+        await self.terminals.release_all(session_id)
+        return result
+
+    def session(self, session_id: str) -> Session:
+        try:
+            return self.sessions[session_id]
+        except KeyError:
+            raise AcpError("unknown session %s" % session_id) from None
+
+    def prompt(self, session_id: str, prompt: PromptInput, *, queue: bool = True) -> Turn:
+        return self.session(session_id).prompt(prompt, queue=queue)
+
+    async def cancel(self, session_id: str, _from_session: bool = False) -> None:
+        """`session/cancel`; pending permission requests of the session are answered
+        `cancelled` (ACP.md §5)."""
+        session = self.sessions.get(session_id)
+        if session is not None and not _from_session:
+            await session.cancel()
+            return
+        await self.notify("session/cancel", {"sessionId": session_id})
+
+    async def set_mode(self, session_id: str, mode_id: str) -> Any:
+        return await self.session(session_id).set_mode(mode_id)
+
+    async def set_config_option(self, session_id: str, config_id: str, value: Any) -> Any:
+        return await self.session(session_id).set_config_option(config_id, value)
+
+    # ------------------------------------------------------------------ handlers
+
+    def _on_update(self, params: Any, _context: Any = None) -> None:
+        # Kept synchronous on purpose: notifications then finish in dispatch order,
+        # before a later response wakes its waiter (ACP.md §3.3, updates precede answer).
+        p = jsonrpc.require_params(params, ("sessionId", "update"), {"sessionId": str, "update": dict})
+        session_id, update = p["sessionId"], p["update"]
+        session = self.sessions.get(session_id)
+        if session is not None:
+            session.apply(update)
+        else:
+            # ACP.md §2: updates may name a session before session/new answers.
+            held = self._early.get(session_id)
+            if held is None:
+                if len(self._early) >= MAX_EARLY_SESSIONS:
+                    self._early.popitem(last=False)
+                held = self._early[session_id] = collections.deque(maxlen=MAX_EARLY_UPDATES)
+            held.append(update)
+        for listener in list(self._listeners):
+            try:
+                listener(session_id, update)
+            except Exception:
+                log.exception("update listener failed")
+
+    def _session_roots(self, session_id: Optional[str]) -> List[str]:
+        session = self.sessions.get(session_id) if session_id else None
+        return [session.cwd] if session is not None and session.cwd else []
+
+    def _session_cwd(self, session_id: Optional[str]) -> Optional[str]:
+        session = self.sessions.get(session_id) if session_id else None
+        if session is not None and session.cwd:
+            return session.cwd
+        return self.cwd
+
+    async def _on_permission(self, params: Any, _context: Any = None) -> Dict[str, Any]:
+        request = _permissions.PermissionRequest.from_params(params)
+        session = self.sessions.get(request.session_id) if request.session_id else None
+        loop = asyncio.get_event_loop()
+        cancelled = session.cancel_waiter() if session is not None else loop.create_future()
+        if cancelled.done():  # the turn was cancelled already: no question asked
+            return request.cancelled()
+        decision = asyncio.ensure_future(_permissions.decide(self.permission_policy, request))
+        try:
+            await asyncio.wait({decision, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not decision.done():
+                decision.cancel()
+                await asyncio.wait({decision})
+            if not cancelled.done():
+                cancelled.cancel()
+        if decision.cancelled() or not cancelled.cancelled():
+            return request.cancelled()  # cancelled (or the turn ended) before an answer
+        return request.outcome(decision.result())  # a raising policy → error response

@@ -1,0 +1,349 @@
+"""The agent process and the NDJSON pipe to it: bytes in and out, nothing ACP-specific.
+
+`AgentConnection` owns three things: the child process (or a pair of streams given by
+the caller), the read loop that turns stdout bytes into JSON values for the shared
+`jsonrpc.Peer` (which does id matching and dispatch, ACP.md §2), and the shutdown
+sequence of ACP.md §7. It never interprets methods: that is `client.py`'s job.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import shlex
+import signal
+import sys
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Union
+
+from ._core import jsonrpc, ndjson
+from .errors import AgentExited, AgentStartError, RequestTimeout
+
+log = logging.getLogger(__name__)
+agent_log = logging.getLogger("acp.agent")  # the agent's own stderr lines
+
+DEFAULT_AGENT = "copilot --acp --stdio"
+DEFAULT_REQUEST_TIMEOUT = 60.0
+READ_CHUNK = 256 * 1024
+STDERR_LINE_MAX = 8192  # a stderr line longer than this is kept cut (it is only shown)
+
+Argv = Union[str, Sequence[str]]
+
+
+def split_command(command: Argv) -> List[str]:
+    """A command line as argv: strings are split like a POSIX shell would (no expansion)."""
+    if isinstance(command, str):
+        argv = shlex.split(command, posix=os.name != "nt")
+    else:
+        argv = [str(part) for part in command]
+    if not argv:
+        raise AgentStartError("empty agent command")
+    return argv
+
+
+class AgentConnection:
+    """JSON-RPC over NDJSON with one agent.
+
+    Make one with `await AgentConnection.spawn(argv)` or `AgentConnection.from_streams(
+    reader, writer)` (inside a running loop). `peer` is the shared `jsonrpc.Peer`: add
+    handlers to `peer.dispatcher` before the agent can send requests.
+    """
+
+    def __init__(self, dispatcher: Optional[jsonrpc.Dispatcher] = None, *, context: Any = None,
+                 request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+                 max_line: int = ndjson.DEFAULT_MAX_LINE, stderr_lines: int = 50,
+                 on_stderr: Optional[Callable[[str], None]] = None) -> None:
+        self.peer = jsonrpc.Peer(self._send, dispatcher, context=context,
+                                 default_timeout=request_timeout)
+        self.max_line = max_line
+        self.on_stderr = on_stderr
+        self.stderr_tail: Deque[str] = collections.deque(maxlen=stderr_lines)
+        self.bad_lines = 0  # lines from the agent that were not JSON or too long
+        self.process: Optional[asyncio.subprocess.Process] = None
+        self.argv: List[str] = []
+        self._reader: Optional[asyncio.StreamReader] = None
+        self._writer: Any = None
+        self._group = False  # the agent leads its own process group (we signal the group)
+        self._drain_lock = asyncio.Lock()
+        self._tasks: List["asyncio.Task[None]"] = []
+        self._stderr_task: Optional["asyncio.Task[None]"] = None
+        self._closing = False
+        self._exc: Optional[AgentExited] = None
+        self._done = asyncio.Event()
+        self._close_callbacks: List[Callable[[AgentExited], None]] = []
+
+    # ------------------------------------------------------------------ creation
+
+    @classmethod
+    async def spawn(cls, command: Argv = DEFAULT_AGENT, *, cwd: Optional[str] = None,
+                    env: Optional[Mapping[str, str]] = None, new_process_group: bool = True,
+                    **kwargs: Any) -> "AgentConnection":
+        """Start the agent with pipes on stdin, stdout and stderr.
+
+        `new_process_group` (POSIX) puts the agent in its own session: a Ctrl-C on the
+        terminal then reaches only us (we cancel the turn, the agent keeps running), and
+        shutdown can signal everything the agent started.
+        """
+        conn = cls(**kwargs)
+        argv = split_command(command)
+        conn.argv = argv
+        extra: Dict[str, Any] = {}
+        if new_process_group and os.name == "posix":
+            extra["start_new_session"] = True
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, cwd=cwd,
+                env=dict(env) if env is not None else None, **extra)
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise AgentStartError("could not start the agent `%s`: %s"
+                                  % (" ".join(shlex.quote(a) for a in argv), reason)) from exc
+        conn.process = proc
+        conn._group = bool(extra)
+        assert proc.stdout is not None and proc.stderr is not None
+        conn._start(proc.stdout, proc.stdin)
+        conn._stderr_task = asyncio.ensure_future(conn._stderr_loop(proc.stderr))
+        return conn
+
+    @classmethod
+    def from_streams(cls, reader: asyncio.StreamReader, writer: Any, **kwargs: Any) -> "AgentConnection":
+        """Talk over streams the caller opened (a socket, a pipe pair). `writer` needs
+        `write`, `drain` and `close`; closing the connection closes it."""
+        conn = cls(**kwargs)
+        conn._start(reader, writer)
+        return conn
+
+    def _start(self, reader: asyncio.StreamReader, writer: Any) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._tasks.append(asyncio.ensure_future(self._read_loop()))
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.process.pid if self.process is not None else None
+
+    @property
+    def returncode(self) -> Optional[int]:
+        return self.process.returncode if self.process is not None else None
+
+    @property
+    def closed(self) -> Optional[AgentExited]:
+        """Why the connection is over, or None while it is up."""
+        return self._exc
+
+    def add_close_callback(self, callback: Callable[[AgentExited], None]) -> None:
+        """Called once, with the reason, when the agent's output ends."""
+        if self._exc is not None:
+            callback(self._exc)
+        else:
+            self._close_callbacks.append(callback)
+
+    async def wait_closed(self) -> None:
+        await self._done.wait()
+
+    # ------------------------------------------------------------------ sending
+
+    async def request(self, method: str, params: Any = None, timeout: Optional[float] = -1.0) -> Any:
+        """One request; `timeout=-1` means the connection's default, None waits forever.
+
+        Raises `jsonrpc.JsonRpcError` for an error answer, `RequestTimeout`, or
+        `AgentExited` when the agent goes away first.
+        """
+        if self._exc is not None:
+            raise self._exc
+        if timeout is not None and timeout < 0:
+            timeout = self.peer.default_timeout
+        try:
+            return await self.peer.request(method, params, timeout=timeout)
+        except asyncio.TimeoutError:
+            raise RequestTimeout(method, timeout or 0.0) from None
+        except jsonrpc.TransportClosed as exc:
+            if self._exc is not None and exc is not self._exc:
+                raise self._exc from None
+            raise
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        if self._exc is not None:
+            raise self._exc
+        await self.peer.notify(method, params)
+
+    async def send_raw(self, data: bytes) -> None:
+        """Write bytes as they are (tests and debugging: a malformed line, a batch)."""
+        await self._write(data)
+
+    async def _send(self, msg: Dict[str, Any]) -> None:
+        await self._write(ndjson.encode(msg))
+
+    async def _write(self, data: bytes) -> None:
+        if self._exc is not None:
+            raise self._exc
+        if self._writer is None or self._closing:
+            raise AgentExited("the agent connection is closing")
+        try:
+            self._writer.write(data)
+            # Python < 3.10 asserts when two tasks drain one stream at the same time.
+            async with self._drain_lock:
+                await self._writer.drain()
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            if self._exc is not None:
+                raise self._exc from None
+            raise AgentExited("could not write to the agent: %s" % exc) from exc
+
+    # ------------------------------------------------------------------ reading
+
+    async def _read_loop(self) -> None:
+        assert self._reader is not None
+        splitter = ndjson.LineSplitter(self.max_line)
+        try:
+            while True:
+                data = await self._reader.read(READ_CHUNK)
+                if not data:
+                    break
+                for line in splitter.feed(data):
+                    await self._handle_line(line)
+            for line in splitter.flush():
+                await self._handle_line(line)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a broken pipe or a bug: end the connection cleanly
+            log.warning("reading from the agent failed: %r", exc)
+        await self._finish()
+
+    async def _handle_line(self, line: ndjson.Line) -> None:
+        if isinstance(line, ndjson.LineTooLong):
+            self.bad_lines += 1
+            log.warning("dropped a line of %d bytes from the agent (limit %d)", line.size, self.max_line)
+            return
+        try:
+            obj = jsonrpc.loads(line)
+        except jsonrpc.JsonRpcError:
+            # Not JSON: stray output, not a request, so nothing is owed in reply.
+            self.bad_lines += 1
+            log.warning("ignored a line from the agent that is not JSON: %.120r", line)
+            return
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("A>C %.300s", line.decode("utf-8", "replace"))
+        try:
+            await self.peer.receive(obj)
+        except Exception:  # Peer.receive does not raise for bad input; this is a bug guard
+            log.exception("failed to handle a message from the agent")
+
+    async def _stderr_loop(self, stream: asyncio.StreamReader) -> None:
+        # Own splitting: StreamReader.readline() fails on lines over 64 KiB.
+        buf = b""
+        while True:
+            data = await stream.read(65536)
+            if not data:
+                break
+            buf += data
+            *lines, buf = buf.split(b"\n")
+            for raw in lines:
+                self._stderr_line(raw)
+            if len(buf) > STDERR_LINE_MAX:
+                self._stderr_line(buf)
+                buf = b""
+        if buf:
+            self._stderr_line(buf)
+
+    def _stderr_line(self, raw: bytes) -> None:
+        text = raw[:STDERR_LINE_MAX].decode("utf-8", "replace").rstrip("\r")
+        self.stderr_tail.append(text)
+        agent_log.info("%s", text)
+        if self.on_stderr is not None:
+            try:
+                self.on_stderr(text)
+            except Exception:
+                log.exception("on_stderr callback failed")
+
+    async def _finish(self) -> None:
+        """stdout ended: learn why (exit status, last stderr lines), then fail waiters."""
+        if self._exc is not None:
+            return
+        if self.process is not None:
+            await self._wait_process(2.0)
+            if self._stderr_task is not None:
+                await asyncio.wait({self._stderr_task}, timeout=1.0)
+        exc = AgentExited.describe(self.returncode, list(self.stderr_tail), expected=self._closing)
+        self._exc = exc
+        if not self._closing:
+            log.warning("%s", exc)
+        self.peer.close(exc)
+        self._done.set()
+        callbacks, self._close_callbacks = self._close_callbacks, []
+        for callback in callbacks:
+            try:
+                callback(exc)
+            except Exception:
+                log.exception("close callback failed")
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def _wait_process(self, timeout: float) -> bool:
+        assert self.process is not None
+        if self.process.returncode is not None:
+            return True
+        try:
+            await asyncio.wait_for(self.process.wait(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    def _signal(self, sig: int) -> None:
+        assert self.process is not None
+        try:
+            if self._group:
+                os.killpg(self.process.pid, sig)
+            elif sig == getattr(signal, "SIGKILL", None) or sys.platform == "win32":
+                self.process.kill()
+            else:
+                self.process.send_signal(sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    async def close(self, grace: float = 3.0, term_grace: float = 2.0) -> Optional[int]:
+        """ACP.md §7: close stdin, wait `grace`; SIGTERM, wait `term_grace`; SIGKILL; reap.
+
+        An idle agent leaves within milliseconds of EOF, a busy one in about two
+        seconds. Requests still waiting fail with `AgentExited`. Returns the exit status.
+        Safe to call more than once and after the agent died on its own.
+        """
+        if self._closing:
+            await self._done.wait()
+            return self.returncode
+        self._closing = True
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except (OSError, RuntimeError):
+                pass
+        proc = self.process
+        if proc is not None:
+            if not await self._wait_process(grace):
+                log.info("the agent did not exit after stdin EOF; sending SIGTERM")
+                self._signal(signal.SIGTERM)
+                if not await self._wait_process(term_grace):
+                    log.warning("the agent ignored SIGTERM; sending SIGKILL")
+                    self._signal(getattr(signal, "SIGKILL", signal.SIGTERM))
+                    await proc.wait()
+            if self._group:
+                # Leftovers the agent started in its group would be orphans: end them.
+                try:
+                    os.killpg(proc.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+                except (ProcessLookupError, PermissionError, OSError):
+                    pass
+        # stdout reaches EOF once the process is gone; give the loop a moment to drain.
+        pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=2.0)
+            for task in still:
+                task.cancel()
+        if self._stderr_task is not None and not self._stderr_task.done():
+            await asyncio.wait({self._stderr_task}, timeout=1.0)
+            self._stderr_task.cancel()
+        if self._exc is None:
+            await self._finish()
+        await self.peer.wait_handlers()
+        return self.returncode

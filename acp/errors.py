@@ -1,0 +1,67 @@
+"""The exceptions the ACP client raises, kept apart so every module can share them.
+
+They subclass the wire core's own classes where one fits (`TransportClosed`,
+`asyncio.TimeoutError`), so code written against `ide_protocol.jsonrpc` catches them too.
+Errors the agent answers with stay `jsonrpc.JsonRpcError` (code, message, data).
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Optional, Sequence
+
+from ._core import jsonrpc
+
+JsonRpcError = jsonrpc.JsonRpcError
+
+
+class AcpError(Exception):
+    """Base of the errors raised by this package (not of the agent's JSON-RPC errors)."""
+
+
+class AgentStartError(AcpError):
+    """The agent program could not be started at all (not found, not executable)."""
+
+
+class AgentExited(jsonrpc.TransportClosed, AcpError):
+    """The agent's stdout ended: it exited, crashed or closed the pipe.
+
+    Every request still waiting fails with this (ACP.md §7: a prompt pending at EOF is
+    never answered). The message carries the exit status and the last stderr lines,
+    because a failed start explains itself only there (ACP.md §1).
+    """
+
+    def __init__(self, message: str, returncode: Optional[int] = None,
+                 stderr_tail: Sequence[str] = ()) -> None:
+        self.returncode = returncode
+        self.stderr_tail = list(stderr_tail)
+        super().__init__(message)
+
+    @classmethod
+    def describe(cls, returncode: Optional[int], stderr_tail: Sequence[str],
+                 expected: bool = False) -> "AgentExited":
+        if expected:
+            text = "the agent connection was closed"
+        elif returncode is None:
+            text = "the agent closed its output"
+        elif returncode < 0:
+            text = "the agent was killed by signal %d" % -returncode
+        else:
+            text = "the agent exited with status %d" % returncode
+        last = [line for line in stderr_tail if line.strip()]
+        if last:
+            text += ": " + " | ".join(last[-3:])
+        return cls(text, returncode, stderr_tail)
+
+
+class RequestTimeout(AcpError, asyncio.TimeoutError):
+    """No answer in time. The agent drops lines it cannot parse without replying
+    (ACP.md §1), so a request can otherwise wait forever."""
+
+    def __init__(self, method: str, timeout: float) -> None:
+        self.method = method
+        self.timeout = timeout
+        super().__init__("the agent did not answer %s within %g s" % (method, timeout))
+
+
+class SessionBusy(AcpError):
+    """Raised only by `Session.prompt(..., queue=False)` when a turn is running."""

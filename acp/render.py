@@ -1,0 +1,82 @@
+"""Text shown to a person: tool call lines, edit diffs, permission questions.
+
+Pure functions (strings in, strings out) so the command line and the terminal asker
+share them and tests can check them without a terminal.
+"""
+from __future__ import annotations
+
+import difflib
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .permissions import PermissionRequest
+
+STATUS_MARKS = {"completed": "done", "failed": "FAILED", "cancelled": "cancelled",
+                "pending": "pending", "in_progress": "running"}
+
+
+def _lines(text: str) -> List[str]:
+    # Split on "\n" only: U+2028 inside file text is content, not a line break (ACP.md §1).
+    return text.split("\n")
+
+
+def diff_text(old: str, new: str, path: str) -> str:
+    """A unified diff of one diff content block. Copilot's `oldText`/`newText` are the
+    replaced fragment, not the whole file (ACP.md §4), so line numbers are relative."""
+    old_lines = _lines(old) if old else []
+    new_lines = _lines(new) if new else []
+    if old_lines and old_lines[-1] == "" and new_lines and new_lines[-1] == "":
+        old_lines, new_lines = old_lines[:-1], new_lines[:-1]
+    diff = difflib.unified_diff(old_lines, new_lines,
+                                "a/" + path.lstrip("/") if old else "/dev/null",
+                                "b/" + path.lstrip("/"), lineterm="", n=2)
+    return "\n".join(diff)
+
+
+def content_diffs(content: Any) -> Iterable[str]:
+    """Unified diffs of every `{type: "diff"}` block in a tool call's content."""
+    if not isinstance(content, list):
+        return
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "diff":
+            yield diff_text(str(block.get("oldText") or ""), str(block.get("newText") or ""),
+                            str(block.get("path") or "?"))
+
+
+def tool_call_line(call: Dict[str, Any]) -> str:
+    """One line for a tool call: `[edit] done: Editing /w/hello.txt`."""
+    kind = call.get("kind") or "tool"
+    status = call.get("status") or "pending"
+    title = " ".join(str(call.get("title") or call.get("toolCallId") or "").split())
+    return "[%s] %s: %s" % (kind, STATUS_MARKS.get(status, status), title)
+
+
+def tool_call_block(call: Dict[str, Any], with_diff: bool = True) -> str:
+    """The tool call line followed by the diff of an edit, each diff line indented."""
+    parts = [tool_call_line(call)]
+    if with_diff and call.get("status") != "failed":
+        for diff in content_diffs(call.get("content")):
+            parts.extend("    " + line for line in diff.split("\n"))
+    return "\n".join(parts) + "\n"
+
+
+def permission_question(request: "PermissionRequest") -> str:
+    call = request.tool_call
+    lines = ["", "Permission requested: %s%s" % (request.title,
+                                                   " (%s)" % call["kind"] if call.get("kind") else "")]
+    raw = call.get("rawInput") if isinstance(call.get("rawInput"), dict) else {}
+    if isinstance(raw.get("command"), str):
+        lines.append("    $ " + raw["command"])
+    if isinstance(raw.get("diff"), str) and raw["diff"].strip():
+        lines.extend("    " + line for line in raw["diff"].strip("\n").split("\n"))
+    else:
+        for location in call.get("locations") or []:
+            if isinstance(location, dict) and location.get("path"):
+                lines.append("    " + str(location["path"]))
+    return "\n".join(lines) + "\n"
+
+
+def permission_choices(request: "PermissionRequest") -> str:
+    names = ["[%d] %s" % (i + 1, option.get("name") or option["optionId"])
+             for i, option in enumerate(request.options)]
+    return "  %s\nAnswer (number; Enter denies): " % "  ".join(names)

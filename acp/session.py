@@ -1,0 +1,406 @@
+"""What a client knows about one session, rebuilt from the agent's updates (ACP.md §4),
+and the prompt turn (`Turn`) that streams those updates to the caller.
+
+Nothing here does I/O: `Client` feeds every `session/update` to `Session.apply` and
+sends the requests; `Turn` only waits on queues and futures. That keeps the merge rules
+(tool calls, plans, commands, modes, config options, title, usage) testable alone.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from typing import (TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Generator,
+                    List, Optional, Set, Union)
+
+from .errors import SessionBusy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Client
+
+log = logging.getLogger(__name__)
+
+Update = Dict[str, Any]
+PromptInput = Union[str, Dict[str, Any], List[Any]]
+
+KNOWN_UPDATES = frozenset({
+    "agent_message_chunk", "agent_thought_chunk", "user_message_chunk", "tool_call",
+    "tool_call_update", "plan", "available_commands_update", "current_mode_update",
+    "config_option_update", "session_info_update", "usage_update",
+})
+FINAL_TOOL_STATUSES = frozenset({"completed", "failed", "cancelled"})
+# Our own status for a tool call left open by a cancelled turn: ACP.md §4 says the agent
+# sends no final update then, so the client closes it. Never sent on the wire.
+LOCAL_CANCELLED = "cancelled"
+
+_END = object()  # the queue marker after the last update of a turn
+
+
+def text_of(update: Update) -> str:
+    """The text of a chunk update ('' for images, resources and other kinds)."""
+    content = update.get("content")
+    if isinstance(content, dict) and content.get("type") == "text":
+        text = content.get("text")
+        return text if isinstance(text, str) else ""
+    return ""
+
+
+def prompt_blocks(prompt: PromptInput) -> List[Any]:
+    """A prompt as ACP content blocks: text becomes one text block; slash commands are
+    plain text too (ACP.md §3.6)."""
+    if isinstance(prompt, str):
+        return [{"type": "text", "text": prompt}]
+    if isinstance(prompt, dict):
+        return [prompt]
+    return list(prompt)
+
+
+class PromptResult:
+    """How a turn ended. `error` is the `Error:` text of ACP.md §6 (the stop reason is
+    still `end_turn` then), so check `ok`, not the stop reason."""
+
+    __slots__ = ("stop_reason", "usage", "text", "error", "raw")
+
+    def __init__(self, stop_reason: Optional[str], usage: Optional[Dict[str, Any]], text: str,
+                 error: Optional[str], raw: Any) -> None:
+        self.stop_reason = stop_reason
+        self.usage = usage
+        self.text = text
+        self.error = error
+        self.raw = raw
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.stop_reason != "cancelled"
+
+    def __repr__(self) -> str:
+        return "PromptResult(stop_reason=%r, error=%r)" % (self.stop_reason, self.error)
+
+
+class Turn:
+    """One `session/prompt`: iterate it for the updates as they arrive, await it for the
+    `PromptResult`. Awaiting without iterating simply skips the updates (they are still
+    applied to the session and kept in `updates`).
+
+    Updates are delivered in order and all of them before the end: the read loop
+    dispatches a notification before it resolves a later response (ACP.md §3.3).
+    """
+
+    def __init__(self, session: "Session", blocks: List[Any]) -> None:
+        self.session = session
+        self.blocks = blocks
+        self.updates: List[Update] = []
+        self.tool_call_ids: List[str] = []
+        self.stop_reason: Optional[str] = None
+        self.usage: Optional[Dict[str, Any]] = None
+        self.error: Optional[str] = None
+        self.started = False  # the request was sent (it may wait in the queue before)
+        self.cancel_requested = False
+        self._text: List[str] = []
+        self._error_parts: Optional[List[str]] = None
+        self._queue: "asyncio.Queue[Any]" = asyncio.Queue()
+        self._result: "asyncio.Future[PromptResult]" = asyncio.get_event_loop().create_future()
+        self._task: Optional["asyncio.Task[None]"] = None
+
+    # ---------------------------------------------------------------- feeding
+
+    def _feed(self, update: Update) -> None:
+        self.updates.append(update)
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message_chunk":
+            text = text_of(update)
+            # ACP.md §6: provider failures arrive as message text starting "Error:".
+            if self._error_parts is None and text.lstrip().startswith("Error:"):
+                self._error_parts = []
+            if self._error_parts is not None:
+                self._error_parts.append(text)
+            else:
+                self._text.append(text)
+        elif kind in ("tool_call", "tool_call_update"):
+            call_id = update.get("toolCallId")
+            if isinstance(call_id, str) and call_id not in self.tool_call_ids:
+                self.tool_call_ids.append(call_id)
+        self._queue.put_nowait(update)
+
+    def _finish(self, result: Any = None, exc: Optional[BaseException] = None) -> None:
+        if self._result.done():
+            return
+        if exc is not None:
+            self._result.set_exception(exc)
+            self._result.exception()  # retrieved: the iterator or awaiter re-raises it
+        else:
+            if isinstance(result, dict):
+                reason = result.get("stopReason")
+                self.stop_reason = reason if isinstance(reason, str) else None
+                usage = result.get("usage")
+                self.usage = usage if isinstance(usage, dict) else None
+            if self._error_parts is not None:
+                self.error = "".join(self._error_parts).strip()
+            self._result.set_result(PromptResult(self.stop_reason, self.usage, self.text,
+                                                 self.error, result))
+        self._queue.put_nowait(_END)
+
+    # ---------------------------------------------------------------- consuming
+
+    @property
+    def text(self) -> str:
+        """The agent's message text of this turn, without an `Error:` part."""
+        return "".join(self._text)
+
+    @property
+    def done(self) -> bool:
+        return self._result.done()
+
+    def __aiter__(self) -> AsyncIterator[Update]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Update]:
+        while True:
+            item = await self._queue.get()
+            if item is _END:
+                self._queue.put_nowait(_END)  # a second iteration ends at once
+                break
+            yield item
+        if self._result.exception() is not None:
+            raise self._result.exception()  # type: ignore[misc]
+
+    async def result(self) -> PromptResult:
+        return await asyncio.shield(self._result)
+
+    def __await__(self) -> Generator[Any, None, PromptResult]:
+        return self.result().__await__()
+
+    async def cancel(self) -> None:
+        """Cancel this turn: `session/cancel` if it is running, or drop it from the queue."""
+        if self.done:
+            return
+        self.cancel_requested = True
+        if not self.started:
+            if self._task is not None:
+                self._task.cancel()
+            self.stop_reason = "cancelled"
+            self._finish({"stopReason": "cancelled"})
+            return
+        await self.session.cancel()
+
+
+class Session:
+    """State of one session, merged from updates; the methods call through the client.
+
+    One prompt at a time (ACP.md §3.4: a second prompt cancels the first on Copilot):
+    `prompt()` **queues** — a turn waits until the previous one has ended; with
+    `queue=False` it raises `SessionBusy` instead.
+    """
+
+    def __init__(self, client: "Client", session_id: str, cwd: Optional[str] = None) -> None:
+        self.client = client
+        self.session_id = session_id
+        self.cwd = cwd
+        self.tool_calls: "collections.OrderedDict[str, Dict[str, Any]]" = collections.OrderedDict()
+        self.plan: List[Dict[str, Any]] = []
+        self.commands: List[Dict[str, Any]] = []
+        self.modes: Dict[str, Any] = {}
+        self.current_mode_id: Optional[str] = None
+        self.config_options: List[Dict[str, Any]] = []
+        self.title: Optional[str] = None
+        self.updated_at: Optional[str] = None
+        self.context: Dict[str, Any] = {}  # last usage_update: {used, size, ...}
+        self.usage: Optional[Dict[str, Any]] = None  # cumulative usage of the last prompt answer
+        self.history: List[Dict[str, str]] = []  # merged chunks: {"role", "text"}
+        self.unknown_updates: Deque[Update] = collections.deque(maxlen=100)
+        self.closed = False
+        self.current_turn: Optional[Turn] = None
+        self._lock = asyncio.Lock()  # FIFO: queued turns run in the order asked
+        self._cancel_waiters: Set["asyncio.Future[None]"] = set()
+
+    def __repr__(self) -> str:
+        return "Session(%r, title=%r)" % (self.session_id, self.title)
+
+    # ------------------------------------------------------------------ setup
+
+    def apply_response(self, result: Any) -> None:
+        """Take modes and config options from a `session/new` or `session/load` answer."""
+        if not isinstance(result, dict):
+            return
+        modes = result.get("modes")
+        if isinstance(modes, dict):
+            self.modes = modes
+            current = modes.get("currentModeId")
+            if isinstance(current, str):
+                self.current_mode_id = current
+        options = result.get("configOptions")
+        if isinstance(options, list):
+            self.config_options = options
+
+    # ------------------------------------------------------------------ updates
+
+    def apply(self, update: Update) -> None:
+        """Merge one update into the state and pass it to the running turn."""
+        kind = update.get("sessionUpdate")
+        if kind in ("agent_message_chunk", "user_message_chunk", "agent_thought_chunk"):
+            role = {"agent_message_chunk": "agent", "user_message_chunk": "user"}.get(kind, "thought")
+            text = text_of(update)
+            if self.history and self.history[-1]["role"] == role:
+                self.history[-1]["text"] += text
+            else:
+                self.history.append({"role": role, "text": text})
+        elif kind == "tool_call":
+            self._merge_tool_call(update, replace=True)
+        elif kind == "tool_call_update":
+            self._merge_tool_call(update, replace=False)
+        elif kind == "plan":
+            entries = update.get("entries")
+            self.plan = entries if isinstance(entries, list) else []
+        elif kind == "available_commands_update":
+            commands = update.get("availableCommands")  # a full replacement (ACP.md §3.6)
+            self.commands = commands if isinstance(commands, list) else []
+        elif kind == "current_mode_update":
+            mode = update.get("currentModeId")
+            if isinstance(mode, str):
+                self.current_mode_id = mode
+                self.modes["currentModeId"] = mode
+        elif kind == "config_option_update":
+            options = update.get("configOptions")
+            if isinstance(options, list):
+                self.config_options = options
+        elif kind == "session_info_update":
+            if "title" in update:
+                self.title = update.get("title")
+            if isinstance(update.get("updatedAt"), str):
+                self.updated_at = update["updatedAt"]
+        elif kind == "usage_update":
+            self.context = {k: v for k, v in update.items() if k != "sessionUpdate"}
+        else:
+            # ACP.md §4: unknown kinds are tolerated, logged and passed on.
+            log.info("session %s: update of unknown kind %r", self.session_id, kind)
+            self.unknown_updates.append(update)
+        turn = self.current_turn
+        if turn is not None and not turn.done:
+            turn._feed(update)
+
+    def _merge_tool_call(self, update: Update, replace: bool) -> None:
+        call_id = update.get("toolCallId")
+        if not isinstance(call_id, str):
+            log.info("session %s: tool call update without toolCallId", self.session_id)
+            return
+        fields = {k: v for k, v in update.items() if k != "sessionUpdate"}
+        call = self.tool_calls.get(call_id)
+        if call is None or replace:
+            # A replayed `tool_call` (session/load) starts the call afresh.
+            self.tool_calls[call_id] = fields
+        else:
+            # ACP.md §4: an update carries only the changed fields; present ones replace.
+            call.update(fields)
+
+    def close_open_tool_calls(self, call_ids: List[str]) -> List[Update]:
+        """After a cancelled turn: the agent leaves running tool calls open (ACP.md §4);
+        mark them cancelled and return the synthetic updates for the caller to show."""
+        closed = []
+        for call_id in call_ids:
+            call = self.tool_calls.get(call_id)
+            if call is not None and call.get("status") not in FINAL_TOOL_STATUSES:
+                call["status"] = LOCAL_CANCELLED
+                closed.append({"sessionUpdate": "tool_call_update", "toolCallId": call_id,
+                               "status": LOCAL_CANCELLED, "_local": True})
+        return closed
+
+    @property
+    def busy(self) -> bool:
+        return self.current_turn is not None and not self.current_turn.done
+
+    # ------------------------------------------------------------------ actions
+
+    def prompt(self, prompt: PromptInput, *, queue: bool = True) -> Turn:
+        """Start a turn (call inside the running loop). Returns at once: iterate or
+        await the `Turn`."""
+        if not queue and (self.busy or self._lock.locked()):
+            raise SessionBusy("session %s is running a turn" % self.session_id)
+        turn = Turn(self, prompt_blocks(prompt))
+        turn._task = asyncio.ensure_future(self._run(turn))
+        return turn
+
+    async def _run(self, turn: Turn) -> None:
+        try:
+            async with self._lock:
+                if turn.done:  # cancelled while queued
+                    return
+                self.current_turn = turn
+                turn.started = True
+                try:
+                    result = await self.client.connection_request(
+                        "session/prompt", {"sessionId": self.session_id, "prompt": turn.blocks},
+                        timeout=self.client.prompt_timeout)
+                finally:
+                    self._release_cancel_waiters()
+                # Updates dispatched before the answer are already queued; one more
+                # loop pass lets any handler task scheduled with the answer run first.
+                await asyncio.sleep(0)
+                if isinstance(result, dict) and isinstance(result.get("usage"), dict):
+                    self.usage = result["usage"]
+                if isinstance(result, dict) and result.get("stopReason") == "cancelled":
+                    for update in self.close_open_tool_calls(turn.tool_call_ids):
+                        turn._feed(update)
+                turn._finish(result)
+        except asyncio.CancelledError:
+            turn._finish({"stopReason": "cancelled"})
+            raise
+        except Exception as exc:  # the agent answered an error, died, or timed out
+            turn._finish(exc=exc)
+        finally:
+            if self.current_turn is turn:
+                self.current_turn = None
+
+    def cancel_waiter(self) -> "asyncio.Future[None]":
+        """A future resolved when this session's turn is cancelled (or ends): permission
+        prompts wait on it so that a cancel answers them all `cancelled` (ACP.md §5)."""
+        future: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+        turn = self.current_turn
+        if turn is not None and turn.cancel_requested:
+            future.set_result(None)
+        else:
+            self._cancel_waiters.add(future)
+            future.add_done_callback(self._cancel_waiters.discard)
+        return future
+
+    def _release_cancel_waiters(self) -> None:
+        for future in list(self._cancel_waiters):
+            if not future.done():
+                future.set_result(None)
+        self._cancel_waiters.clear()
+
+    async def cancel(self) -> None:
+        """`session/cancel` (a notification; the prompt then answers `cancelled`), and
+        every pending permission request of this session is answered `cancelled`."""
+        turn = self.current_turn
+        if turn is not None:
+            turn.cancel_requested = True
+        self._release_cancel_waiters()
+        await self.client.cancel(self.session_id, _from_session=True)
+
+    async def set_mode(self, mode_id: str) -> Any:
+        result = await self.client.request("session/set_mode",
+                                           {"sessionId": self.session_id, "modeId": mode_id})
+        self.current_mode_id = mode_id
+        self.modes["currentModeId"] = mode_id
+        return result
+
+    async def set_config_option(self, config_id: str, value: Any) -> Any:
+        result = await self.client.request(
+            "session/set_config_option",
+            {"sessionId": self.session_id, "configId": config_id, "value": value})
+        if isinstance(result, dict) and isinstance(result.get("configOptions"), list):
+            self.config_options = result["configOptions"]
+        return result
+
+    async def close(self) -> None:
+        await self.client.close_session(self.session_id)
+
+    def config_value(self, config_id: str) -> Any:
+        """The current value of one config option (`mode`, `allow_all`, ...)."""
+        for option in self.config_options:
+            if isinstance(option, dict) and option.get("id") == config_id:
+                return option.get("currentValue")
+        return None
+
+
+UpdateListener = Callable[[str, Update], Optional[Awaitable[None]]]
