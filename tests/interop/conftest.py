@@ -1,0 +1,229 @@
+"""Fixtures of the interop suite (real Copilot CLI, fully offline).
+
+Every test in this folder is marked ``interop`` and skipped unless
+``INTEROP_COPILOT_BIN`` names the CLI's native binary: ``make interop``
+(tests/interop/run.sh) installs the pinned CLI and sets it. So the unit suite, which
+collects this folder too, skips these tests at once.
+"""
+
+import os
+import re
+import shutil
+import signal
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import copilot_harness as H  # noqa: E402
+from fake_model import FakeModel  # noqa: E402
+from tmux_driver import Tmux, become_subreaper  # noqa: E402
+
+SAMPLE = "def hello():\n    return x\n"
+
+
+def pytest_collection_modifyitems(config, items):
+    here = os.path.dirname(os.path.abspath(__file__))
+    binary, reason = H.cli_binary()
+    for item in items:
+        if not str(item.fspath).startswith(here + os.sep):
+            continue
+        item.add_marker(pytest.mark.interop)
+        if binary is None:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "interop_rep_" + rep.when, rep)
+
+
+# --- session-wide -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def copilot_bin():
+    binary, reason = H.cli_binary()
+    if binary is None:
+        pytest.skip(reason)
+    become_subreaper()
+    return binary
+
+
+@pytest.fixture(scope="session")
+def log_root(tmp_path_factory):
+    root = os.environ.get(H.LOG_ENV)
+    if root:
+        os.makedirs(root, exist_ok=True)
+        return root
+    return str(tmp_path_factory.mktemp("interop-logs"))
+
+
+# --- per test ---------------------------------------------------------------------------------------
+
+@pytest.fixture
+def logdir(request, log_root):
+    """This test's log folder: removed when the test passed (unless INTEROP_KEEP_LOGS=1),
+    kept for a failed one."""
+    name = re.sub(r"[^\w.-]+", "_", request.node.nodeid.split("::", 1)[-1])[:120]
+    path = os.path.join(log_root, name)
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    yield path
+    failed = any(getattr(getattr(request.node, "interop_rep_" + w, None), "failed", False)
+                 for w in ("setup", "call"))
+    if not failed and os.environ.get("INTEROP_KEEP_LOGS") != "1":
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    """A temporary workspace (its real path: the CLI compares its physical cwd) with one
+    small Python file, ``hello.py``."""
+    ws = os.path.realpath(str(tmp_path / "ws"))
+    os.makedirs(ws)
+    with open(os.path.join(ws, "hello.py"), "w", encoding="utf-8") as fh:
+        fh.write(SAMPLE)
+    return ws
+
+
+@pytest.fixture
+def copilot_home(tmp_path, leak_check):
+    home = os.path.realpath(str(tmp_path / "copilot-home"))
+    os.makedirs(home)
+    leak_check.append(home)
+    return home
+
+
+@pytest.fixture(autouse=True)
+def leak_check(request):
+    """Set up first, so torn down last: no process may still run with this test's COPILOT_HOME, no lock file
+    may be left in its ``ide`` folder. Leftovers are killed/removed and fail the test."""
+    homes = []
+    yield homes
+    problems = []
+    for home in homes:
+        for pid in _pids_with_env("COPILOT_HOME=" + home):
+            problems.append("process %d still running: %s" % (pid, _cmdline(pid)))
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        ide = os.path.join(home, "ide")
+        if os.path.isdir(ide):
+            for name in os.listdir(ide):
+                if name.endswith(".lock"):
+                    problems.append("lock file left behind: %s" % os.path.join(ide, name))
+                    os.unlink(os.path.join(ide, name))
+    if problems and not getattr(getattr(request.node, "interop_rep_call", None),
+                                "failed", False):
+        pytest.fail("left behind:\n  " + "\n  ".join(problems))
+
+
+@pytest.fixture
+def fake_model(logdir):
+    model = FakeModel(log_path=os.path.join(logdir, "model.jsonl")).start()
+    yield model
+    model.stop()
+
+
+@pytest.fixture
+def cli_env(copilot_home, fake_model):
+    return H.copilot_env(copilot_home, fake_model.base_url)
+
+
+@pytest.fixture
+def tmux(logdir):
+    t = Tmux(width=160, height=50, log_dir=logdir)
+    yield t
+    if t.pane_pid is not None:
+        try:
+            t.save_screen("final")
+        except Exception:
+            pass
+    t.close()
+    sock = os.path.join(os.environ.get("TMUX_TMPDIR", "/tmp"), "tmux-%d" % os.getuid(),
+                        t.socket_name)
+    assert not os.path.exists(sock), "tmux socket left behind: " + sock
+
+
+@pytest.fixture
+def tui(copilot_bin, tmux, workspace, cli_env, logdir):
+    """The CLI's TUI in ``workspace`` (not started: call ``tui.start()``)."""
+    return H.CopilotTui(tmux, copilot_bin, workspace, cli_env, logdir)
+
+
+@pytest.fixture
+def serve(workspace, copilot_home, cli_env, logdir):
+    """A factory: ``serve()`` starts ``python3 -m ide_protocol serve WORKSPACE``."""
+    if not H.module_available("ide_protocol"):
+        pytest.skip("`python3 -m ide_protocol serve` does not exist yet (no ide_protocol/__main__.py)")
+    started = []
+
+    def start(*args, **kw):
+        s = H.Serve(kw.get("folder", workspace), copilot_home, cli_env,
+                    os.path.join(logdir, "serve-%d.log" % (len(started) + 1)), args=args)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture
+def acp_cli(copilot_bin, workspace, copilot_home, cli_env, logdir):
+    """A factory: ``acp_cli("prompt", "--yes")`` runs
+    ``python3 -m acp --agent "<copilot --acp --stdio ...>" --cwd WORKSPACE ...`` as a
+    ``Proc`` (call ``.wait()``)."""
+    if not H.module_available("acp"):
+        pytest.skip("`python3 -m acp` does not exist yet (no acp/__main__.py)")
+    started = []
+    cli_logs = os.path.join(logdir, "cli")
+    os.makedirs(cli_logs, exist_ok=True)
+    agent = " ".join(H.acp_agent_argv(copilot_bin, cli_logs))
+
+    def run(*args):
+        argv = [sys.executable, "-m", "acp", "--agent", agent, "--cwd", workspace] + list(args)
+        p = H.Proc(argv, cwd=workspace, env=H.python_env(cli_env, copilot_home),
+                   log_path=os.path.join(logdir, "acp-%d.log" % (len(started) + 1)))
+        started.append(p)
+        return p
+
+    yield run
+    for p in started:
+        p.stop()
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+def _pids_with_env(needle):
+    found = []
+    me = os.getpid()
+    if not os.path.isdir("/proc"):
+        return found
+    needle_b = needle.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open("/proc/%s/environ" % entry, "rb") as fh:
+                env = fh.read().split(b"\0")
+            with open("/proc/%s/stat" % entry) as fh:
+                if fh.read().split(")")[-1].split()[0] == "Z":
+                    continue
+        except OSError:
+            continue
+        if needle_b in env:
+            found.append(int(entry))
+    return found
+
+
+def _cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode("utf-8", "replace")[:200]
+    except OSError:
+        return "?"

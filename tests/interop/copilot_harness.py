@@ -1,0 +1,441 @@
+"""Helpers of the interop suite: the real Copilot CLI (TUI in tmux, or ACP over stdio),
+our ``python3 -m ide_protocol serve`` and ``python3 -m acp`` as subprocesses.
+
+Everything here is standard library only and Python 3.8 compatible (the unit suite
+imports conftest.py under every CPython 3.8-3.13, even though it skips these tests).
+"""
+
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+PINNED_VERSION = "1.0.102"
+BIN_ENV = "INTEROP_COPILOT_BIN"      # path of the CLI's native binary (run.sh sets it)
+HOME_ENV = "INTEROP_HOME"            # HOME for the CLI: where it unpacks itself (~240 MB)
+LOG_ENV = "INTEROP_LOG_DIR"          # where each test's logs go (kept for failed tests)
+MODEL = "gpt-4.1"
+
+
+def wait_until(predicate, timeout=30.0, interval=0.1, message="condition"):
+    """Poll ``predicate()`` until it returns a true value (returned)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("%s not met within %.0f s" % (message, timeout))
+        time.sleep(interval)
+
+
+def read(path):
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+# --- locating the CLI -------------------------------------------------------------------
+
+def default_prefix():
+    return os.path.join(REPO, ".interop")
+
+
+def find_installed_binary(prefix=None):
+    """The native binary of an npm install in ``prefix`` (``@github/copilot-<platform>``)."""
+    prefix = prefix or default_prefix()
+    for path in sorted(glob.glob(os.path.join(prefix, "node_modules", "@github",
+                                              "copilot-*", "copilot"))):
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def cli_binary():
+    """``(path, None)`` or ``(None, reason to skip)``."""
+    path = os.environ.get(BIN_ENV)
+    if not path:
+        return None, ("%s is not set: run `make interop` (tests/interop/run.sh installs "
+                      "@github/copilot@%s into .interop/ and runs this suite)"
+                      % (BIN_ENV, PINNED_VERSION))
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        return None, "%s=%s is not an executable file" % (BIN_ENV, path)
+    return path, None
+
+
+def cli_home():
+    home = os.environ.get(HOME_ENV) or os.path.join(default_prefix(), "home")
+    os.makedirs(home, exist_ok=True)
+    return home
+
+
+def module_available(name):
+    """True when ``python3 -m name`` can run from the repository (its ``__main__``)."""
+    return os.path.isfile(os.path.join(REPO, name, "__main__.py"))
+
+
+def copilot_env(copilot_home, model_url, extra=None):
+    """A minimal, explicit environment for the CLI: offline, our fake model, a private
+    ``COPILOT_HOME`` (so its IDE lock folder is ``$COPILOT_HOME/ide``)."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": cli_home(),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TERM": "xterm-256color",
+        "COPILOT_HOME": copilot_home,
+        "COPILOT_OFFLINE": "true",
+        "COPILOT_PROVIDER_BASE_URL": model_url,
+        "COPILOT_MODEL": MODEL,
+        "COPILOT_AUTO_UPDATE": "false",
+    }
+    if os.environ.get("TMPDIR"):
+        env["TMPDIR"] = os.environ["TMPDIR"]
+    env.update(extra or {})
+    return env
+
+
+def python_env(base, copilot_home):
+    """Environment for our own programs (serve, acp): the CLI's plus the repo on
+    PYTHONPATH, unbuffered output, no colours."""
+    env = dict(base)
+    env["COPILOT_HOME"] = copilot_home
+    env["PYTHONPATH"] = REPO + (os.pathsep + os.environ["PYTHONPATH"]
+                                if os.environ.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["NO_COLOR"] = "1"
+    env.pop("TERM", None)
+    return env
+
+
+# --- a subprocess whose output is collected as it comes -------------------------------------
+
+class Proc(object):
+    """A child process with stdin piped and stdout/stderr collected (and copied to a log
+    file) by reader threads. ``wait_output(regex)`` waits for a line."""
+
+    def __init__(self, argv, cwd, env, log_path, stdin=True, new_session=True):
+        self.argv = list(argv)
+        self.log_path = log_path
+        self._lines = []              # (stream, text)
+        self._cond = threading.Condition()
+        self._log = open(log_path, "a", encoding="utf-8")
+        self._log.write("$ %s\n" % " ".join(self.argv))
+        self._log.flush()
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen(
+            self.argv, cwd=cwd, env=env,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=new_session)
+        self._threads = [threading.Thread(target=self._pump, args=(self.proc.stdout, "out"),
+                                          daemon=True),
+                         threading.Thread(target=self._pump, args=(self.proc.stderr, "err"),
+                                          daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def _pump(self, stream, name):
+        for raw in iter(stream.readline, b""):
+            text = raw.decode("utf-8", "replace").rstrip("\n")
+            with self._cond:
+                self._lines.append((name, text))
+                try:
+                    self._log.write("%7.3f %s| %s\n" % (time.monotonic() - self.t0, name, text))
+                    self._log.flush()
+                except ValueError:
+                    pass
+                self._cond.notify_all()
+        stream.close()
+
+    def lines(self, stream=None):
+        with self._cond:
+            return [t for s, t in self._lines if stream is None or s == stream]
+
+    def output(self, stream=None):
+        return "\n".join(self.lines(stream))
+
+    def wait_output(self, pattern, timeout=30.0, stream=None, start=0):
+        """Wait for a line matching ``pattern`` (regex); returns the match object.
+        ``start``: ignore lines before this index (see ``mark()``)."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                lines = [t for s, t in self._lines[start:] if stream is None or s == stream]
+                for line in lines:
+                    m = rx.search(line)
+                    if m:
+                        return m
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and self._drained()):
+                    raise AssertionError(
+                        "no output line matching %r from %s within %.0f s (exit status %s); "
+                        "output so far:\n%s" % (pattern, self.argv[:4], timeout,
+                                                self.proc.poll(), "\n".join(lines[-60:])))
+                self._cond.wait(min(left, 0.2))
+
+    def mark(self):
+        with self._cond:
+            return len(self._lines)
+
+    def _drained(self):
+        return not any(t.is_alive() for t in self._threads)
+
+    def send(self, line):
+        self._log.write("%7.3f in | %s\n" % (time.monotonic() - self.t0, line))
+        self._log.flush()
+        self.proc.stdin.write((line + "\n").encode("utf-8"))
+        self.proc.stdin.flush()
+
+    def close_stdin(self):
+        try:
+            self.proc.stdin.close()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def wait(self, timeout=30.0):
+        status = self.proc.wait(timeout)
+        for t in self._threads:
+            t.join(5)
+        return status
+
+    def signal(self, sig):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def stop(self, grace=5.0):
+        """Close stdin, wait, SIGTERM (the whole process group), wait, SIGKILL; reap."""
+        if self.proc.poll() is None:
+            self.close_stdin()
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if self.proc.poll() is not None:
+                break
+            try:
+                os.killpg(self.proc.pid, sig)
+            except OSError:
+                pass
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        # Anything left in its process group (e.g. a copilot agent it started).
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        for t in self._threads:
+            t.join(5)
+        try:
+            self._log.write("exit status %s after %.1f s\n"
+                            % (self.proc.returncode, time.monotonic() - self.t0))
+            self._log.close()
+        except ValueError:
+            pass
+        return self.proc.returncode
+
+
+# --- our IDE side: python3 -m ide_protocol serve ------------------------------------------------
+
+class Serve(Proc):
+    """``python3 -m ide_protocol serve FOLDER`` driven through its stdin."""
+
+    def __init__(self, folder, copilot_home, env, log_path, args=()):
+        self.folder = folder
+        self.lock_dir = os.path.join(copilot_home, "ide")
+        argv = [sys.executable, "-m", "ide_protocol", "serve"] + list(args) + [folder]
+        Proc.__init__(self, argv, cwd=REPO, env=python_env(env, copilot_home),
+                      log_path=log_path)
+
+    def locks(self):
+        return sorted(glob.glob(os.path.join(self.lock_dir, "*.lock")))
+
+    def wait_lock(self, timeout=15.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for path in self.locks():
+                try:
+                    with open(path, encoding="utf-8") as fh:
+                        data = json.load(fh)
+                except (OSError, ValueError):
+                    continue
+                if data.get("pid") == self.pid:
+                    return path, data
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError("serve wrote no lock file in %s within %.0f s (exit status %s)\n%s"
+                             % (self.lock_dir, timeout, self.proc.poll(), self.output()))
+
+    def quit(self, timeout=10.0):
+        self.send("quit")
+        return self.wait(timeout)
+
+
+# --- the real CLI's TUI in tmux -------------------------------------------------------------
+
+class CopilotTui(object):
+    """The interactive Copilot CLI in a private tmux server, with its debug log."""
+
+    READY = r"(/ commands|\? help|/help show help)"
+    TRUST = r"Confirm folder trust"
+    PERMISSION = r"Do you want to (edit|create)"
+
+    def __init__(self, tmux, binary, workspace, env, log_dir, args=()):
+        self.tmux = tmux
+        self.binary = binary
+        self.workspace = workspace
+        self.env = env
+        self.cli_log_dir = os.path.join(log_dir, "cli")
+        os.makedirs(self.cli_log_dir, exist_ok=True)
+        self.args = list(args)
+        self.t0 = None
+
+    def start(self, trust=True, timeout=60.0):
+        """Start the TUI and wait until it takes input. The folder-trust dialog (shown on
+        each start in an untrusted folder) is answered ``1. Yes`` (Enter) when ``trust``."""
+        argv = [self.binary, "--log-level", "all", "--log-dir", self.cli_log_dir] + self.args
+        # A shell wrapper records the exit status: tmux's own pane_dead_status is not
+        # reliable here (a CLI that exits a few seconds after its start stays an unreaped
+        # zombie of the tmux server, its status unknown).
+        self.status_file = os.path.join(self.cli_log_dir, "exit-status")
+        wrapper = ['/bin/sh', '-c', '"$@"; echo $? > "$0"', self.status_file] + argv
+        self.t0 = time.monotonic()
+        self.tmux.start(wrapper, cwd=self.workspace, env=self.env)
+        deadline = time.monotonic() + timeout
+
+        def state(screen):
+            if re.search(self.TRUST, screen):
+                return "trust"
+            if re.search(self.READY, screen) and re.search(r"^\s*❯", screen, re.M):
+                return "ready"
+            return None
+
+        seen = self.tmux.wait_for(state, timeout=timeout)
+        if seen == "trust":
+            if not trust:
+                return "trust"
+            self.tmux.send_keys("Enter")
+            left = max(1.0, deadline - time.monotonic())
+            self.tmux.wait_for(lambda s: state(s) == "ready", timeout=left)
+        return "ready"
+
+    # screen
+    def screen(self):
+        return self.tmux.screen()
+
+    def wait_screen(self, pattern, timeout=30.0):
+        return self.tmux.wait_for(pattern, timeout=timeout)
+
+    def prompt(self, text):
+        self.tmux.submit(text)
+
+    def answer_permission(self, choice=1, timeout=30.0):
+        """Answer the edit/create permission dialog in the terminal: 1 = Yes,
+        2 = Yes and don't ask again, 3 = No (Escape)."""
+        self.tmux.wait_for(self.PERMISSION, timeout=timeout)
+        if choice == 3:
+            self.tmux.send_keys("Escape")
+            return
+        for _ in range(choice - 1):
+            self.tmux.send_keys("Down")
+            time.sleep(0.1)
+        self.tmux.send_keys("Enter")
+
+    def exit_status(self):
+        """``None`` while the CLI runs, else its exit status."""
+        try:
+            text = read(self.status_file).strip()
+        except OSError:
+            return None
+        return int(text) if text.lstrip("-").isdigit() else None
+
+    def wait_exit(self, timeout=20.0):
+        wait_until(lambda: self.exit_status() is not None, timeout, message="CLI exit")
+        return self.exit_status()
+
+    def exit(self, timeout=20.0):
+        """``/exit``; returns the CLI's exit status."""
+        if self.exit_status() is None:
+            self.tmux.submit("/exit")
+        return self.wait_exit(timeout)
+
+    # debug log
+    def log_text(self):
+        out = []
+        for path in sorted(glob.glob(os.path.join(self.cli_log_dir, "*.log"))):
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                out.append(fh.read())
+        return "\n".join(out)
+
+    def wait_log(self, pattern, timeout=30.0):
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            m = rx.search(self.log_text())
+            if m:
+                return m
+            if time.monotonic() > deadline:
+                lines = self.log_text().splitlines()
+                raise AssertionError("CLI log shows no %r within %.0f s; IDE lines:\n%s" % (
+                    pattern, timeout, "\n".join(l for l in lines if "IDE" in l)[-4000:]))
+            time.sleep(0.2)
+
+
+# --- the real CLI as an ACP agent --------------------------------------------------------------
+
+def acp_agent_argv(binary, log_dir):
+    return [binary, "--acp", "--stdio", "--log-level", "all", "--log-dir", log_dir]
+
+
+class RawAcp(Proc):
+    """A minimal ACP client used only to check the harness itself (fake model + CLI),
+    independent of the project's ``acp`` package."""
+
+    def __init__(self, binary, workspace, env, log_dir):
+        cli_logs = os.path.join(log_dir, "cli")
+        os.makedirs(cli_logs, exist_ok=True)
+        Proc.__init__(self, acp_agent_argv(binary, cli_logs), cwd=workspace, env=env,
+                      log_path=os.path.join(log_dir, "acp-raw.log"))
+        self._next = 0
+        self._read = 0
+
+    def request(self, method, params, timeout=60.0):
+        self._next += 1
+        rid = self._next
+        self.send(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
+                              "params": params}))
+        deadline = time.monotonic() + timeout
+        updates = []
+        while True:
+            out = self.lines("out")
+            for line in out[self._read:]:
+                self._read += 1
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if msg.get("method") == "session/update":
+                    updates.append(msg["params"]["update"])
+                elif msg.get("id") == rid and "method" not in msg:
+                    if "error" in msg:
+                        raise AssertionError("%s failed: %s" % (method, msg["error"]))
+                    return msg["result"], updates
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError("no answer to %s (exit status %s)\n%s"
+                                     % (method, self.proc.poll(), self.output("err")))
+            time.sleep(0.05)
