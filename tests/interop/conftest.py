@@ -8,6 +8,7 @@ collects this folder too, skips these tests at once.
 
 import os
 import re
+import shlex
 import shutil
 import signal
 import sys
@@ -183,7 +184,7 @@ def acp_cli(copilot_bin, workspace, copilot_home, cli_env, logdir):
     started = []
     cli_logs = os.path.join(logdir, "cli")
     os.makedirs(cli_logs, exist_ok=True)
-    agent = " ".join(H.acp_agent_argv(copilot_bin, cli_logs))
+    agent = " ".join(shlex.quote(a) for a in H.acp_agent_argv(copilot_bin, cli_logs))
 
     def run(*args):
         argv = [sys.executable, "-m", "acp", "--agent", agent, "--cwd", workspace] + list(args)

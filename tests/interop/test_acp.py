@@ -1,0 +1,106 @@
+"""`python3 -m acp --agent "<the real copilot --acp --stdio>"` against the fake model."""
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+import copilot_harness as H
+from fake_model import Turn
+
+pytestmark = pytest.mark.interop
+
+
+def _result_line(proc):
+    """The final ``{"result": {...}}`` line printed by ``--json``."""
+    for line in reversed(proc.lines("out")):
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and "result" in obj:
+            return obj["result"]
+    raise AssertionError("no result line in --json output:\n" + proc.output())
+
+
+def test_plain_prompt_streams_the_model_text(acp_cli, fake_model):
+    fake_model.script(Turn.say("Hello from the fake model, streamed in words"))
+    proc = acp_cli("Say hello")
+    assert proc.wait(60) == 0, proc.output()
+    assert "Hello from the fake model, streamed in words" in proc.output("out")
+    assert "Say hello" in fake_model.user_texts()[-1]
+    assert len(fake_model.chat_requests()) == 1
+
+
+def test_plain_prompt_json_updates(acp_cli, fake_model):
+    fake_model.script(Turn.say("one two three"))
+    proc = acp_cli("--json", "Count")
+    assert proc.wait(60) == 0, proc.output()
+    chunks = []
+    for line in proc.lines("out"):
+        obj = json.loads(line)
+        upd = obj.get("update") or obj.get("params", {}).get("update") or obj
+        if upd.get("sessionUpdate") == "agent_message_chunk":
+            chunks.append(upd["content"]["text"])
+    assert "".join(chunks) == "one two three"
+    assert len(chunks) > 1  # streamed, not one block
+    assert _result_line(proc)["stopReason"] == "end_turn"
+
+
+@pytest.mark.parametrize("answer", ["--yes", "--no"])
+def test_edit_permission(acp_cli, fake_model, workspace, answer):
+    path = os.path.join(workspace, "hello.py")
+    before = H.read(path)
+    fake_model.script(
+        Turn.tool("edit", {"path": path, "old_str": "return x", "new_str": "return 42"}),
+        Turn.say("Changed it."))
+    proc = acp_cli(answer, "Fix hello.py")
+    status = proc.wait(60)
+    if answer == "--yes":
+        assert status == 0, proc.output()
+        assert H.read(path) == before.replace("return x", "return 42")
+        assert "Changed it." in proc.output("out")
+        # The CLI told the model the edit was made.
+        assert any("updated" in r or "edited" in r.lower() for r in fake_model.tool_results("edit")), \
+            fake_model.tool_results("edit")
+    else:
+        assert H.read(path) == before
+        # A rejection ends the turn at once: the model is not asked again.
+        assert len(fake_model.chat_requests()) == 1
+        assert status == 0, proc.output()
+
+
+def test_create_with_yes(acp_cli, fake_model, workspace):
+    path = os.path.join(workspace, "new_file.txt")
+    fake_model.script(Turn.tool("create", {"path": path, "file_text": "fresh\n"}),
+                      Turn.say("Created."))
+    proc = acp_cli("--yes", "Create a file")
+    assert proc.wait(60) == 0, proc.output()
+    assert H.read(path) == "fresh\n"
+
+
+def test_cancelled_slow_turn(acp_cli, fake_model):
+    fake_model.script(Turn.say("too late", delay=60))
+    proc = acp_cli("--json", "Take your time")
+    fake_model.wait_for_chat(1, timeout=60)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    proc.signal(signal.SIGINT)
+    status = proc.wait(20)
+    elapsed = time.monotonic() - t0
+    assert _result_line(proc)["stopReason"] == "cancelled", proc.output()
+    assert status == 130, proc.output()
+    assert elapsed < 10, "cancel took %.1f s" % elapsed
+    assert "too late" not in proc.output("out")
+
+
+def test_provider_error_exits_non_zero(acp_cli, fake_model):
+    # 400: not retried by the CLI (a 5xx is retried 5 times over ~15 s first).
+    fake_model.script(Turn.fail(400, "fake provider says no"))
+    proc = acp_cli("Say hello")
+    status = proc.wait(60)
+    assert status != 0, proc.output()
+    err = proc.output("err")
+    assert "Error:" in err and "fake provider says no" in err, proc.output()
