@@ -34,7 +34,7 @@ from .mcp import CallContext, McpApp, Session
 from .paths import path_to_uri, uri_to_path
 from .pushes import Debounced, DiagnosticsWindow
 from .tools import Diagnostic, Selection
-from .transport import Listener
+from .transport import REQUEST_TIMEOUT, Listener
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +120,7 @@ class IdeServer:
                  debounce: float = DEFAULT_DEBOUNCE,
                  idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
                  max_body: int = DEFAULT_MAX_BODY,
+                 request_timeout: float = REQUEST_TIMEOUT,
                  json_response: bool = False,
                  write_lock: bool = True,
                  server_info: Optional[Dict[str, Any]] = None,
@@ -153,7 +154,7 @@ class IdeServer:
         self.app = McpApp(self.dispatcher, self.nonce, server_info=server_info, json_response=json_response,
                           on_session_start=self._session_started, on_session_end=self._session_ended,
                           on_stream_open=self._stream_opened, on_exchange=on_exchange)
-        self.listener = Listener(self.app, max_body)
+        self.listener = Listener(self.app, max_body, request_timeout)
         self.dispatcher.add("tools/list", lambda params, ctx: {"tools": tools.TOOLS})
         self.dispatcher.add("tools/call", self._tools_call)
         self._tool_handlers: Dict[str, Callable[[Dict[str, Any], CallContext], Any]] = {
@@ -530,6 +531,11 @@ class IdeServer:
             # No server timeout: the user decides (PROTOCOL.md §4).
             return await asyncio.shield(diff.future)
         except asyncio.CancelledError:
+            if diff.done and ctx.session is not None and ctx.session.ended:
+                # The session ended (DELETE, server stop) and resolved this diff
+                # client_disconnected (§4): answer that on the still-open connection
+                # instead of ending the response with nothing.
+                return diff.future.result()
             # The request was cancelled or its connection dropped: nobody waits any more.
             self._resolve(diff, False, tools.CLIENT_DISCONNECTED)
             raise
