@@ -210,6 +210,7 @@ class Session:
         self.unknown_updates: Deque[Update] = collections.deque(maxlen=100)
         self.closed = False
         self.current_turn: Optional[Turn] = None
+        self._turns: List[Turn] = []  # queued and running
         self._lock = asyncio.Lock()  # FIFO: queued turns run in the order asked
         self._cancel_waiters: Set["asyncio.Future[None]"] = set()
 
@@ -306,16 +307,18 @@ class Session:
 
     @property
     def busy(self) -> bool:
-        return self.current_turn is not None and not self.current_turn.done
+        """A turn is running or waiting in the queue."""
+        return any(not turn.done for turn in self._turns)
 
     # ------------------------------------------------------------------ actions
 
     def prompt(self, prompt: PromptInput, *, queue: bool = True) -> Turn:
         """Start a turn (call inside the running loop). Returns at once: iterate or
         await the `Turn`."""
-        if not queue and (self.busy or self._lock.locked()):
+        if not queue and self.busy:
             raise SessionBusy("session %s is running a turn" % self.session_id)
         turn = Turn(self, prompt_blocks(prompt))
+        self._turns = [t for t in self._turns if not t.done] + [turn]
         turn._task = asyncio.ensure_future(self._run(turn))
         return turn
 

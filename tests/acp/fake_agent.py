@@ -11,6 +11,7 @@ The prompt's first word picks a scenario (see `Agent.turn`). Environment:
   FAKE_ACP_START=fail      print one stderr line and exit 1 (a failed start)
   FAKE_ACP_STUBBORN=eof    ignore stdin EOF (needs SIGTERM); =term also ignores SIGTERM
   FAKE_ACP_LOG=path        append every line received (C>A) and sent (A>C)
+  FAKE_ACP_IGNORE_CANCEL=1 keep running turns after session/cancel
 """
 from __future__ import annotations
 
@@ -111,7 +112,7 @@ class Agent:
             task = asyncio.ensure_future(self.answer(msg))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
-        elif msg["method"] == "session/cancel":
+        elif msg["method"] == "session/cancel" and not os.environ.get("FAKE_ACP_IGNORE_CANCEL"):
             params = msg.get("params") or {}
             turn = self.turns.get(params.get("sessionId"))
             if turn is not None and not turn.done():

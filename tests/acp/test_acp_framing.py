@@ -1,0 +1,104 @@
+"""ACP.md §1 (framing) against the fake agent: raw U+2028, multi-MB lines both ways,
+bad lines ignored in both directions, stderr of a failed start surfaced, timeouts."""
+from __future__ import annotations
+
+import pytest
+
+from acp_testlib import make_client, read_log, run, workspace
+from acp import AgentExited, RequestTimeout
+
+
+def test_u2028_inside_strings_is_not_a_line_break(tmp_path):
+    async def main():
+        async with make_client() as client:
+            await client.initialize()
+            session = await client.new_session(workspace(tmp_path))
+            result = await session.prompt("UNICODE")
+            return result
+
+    result = run(main())
+    assert result.text == "a\u2028b\u2029c \u65e5\u672c \U0001F30D \"q\" \\ \t\r\x0c end"
+
+
+def test_five_megabyte_line_from_the_agent(tmp_path):
+    async def main():
+        async with make_client() as client:
+            await client.initialize()
+            session = await client.new_session(workspace(tmp_path))
+            return await session.prompt("BIG"), client.connection.bad_lines
+
+    result, bad = run(main())
+    assert len(result.text) == 5 * 1024 * 1024 and result.text.endswith("END")
+    assert bad == 0
+
+
+def test_line_over_the_limit_is_dropped_and_the_stream_stays_in_sync(tmp_path):
+    async def main():
+        async with make_client(max_line=1024 * 1024) as client:
+            await client.initialize()
+            session = await client.new_session(workspace(tmp_path))
+            big = await session.prompt("BIG 2000000")
+            after = await session.prompt("hello")
+            return big, after, client.connection.bad_lines
+
+    big, after, bad = run(main())
+    assert big.stop_reason == "end_turn" and big.text == ""
+    assert after.text == "Hello from the fake agent."
+    assert bad == 1
+
+
+def test_long_request_lines_are_sent_whole(tmp_path):
+    async def main():
+        async with make_client() as client:
+            await client.initialize()
+            value = "\u00e9\u65e5\U0001F30D" * 100000  # ~0.9 MB of UTF-8 in one line
+            return value, await client.request("_fake/echo", {"value": value})
+
+    value, answer = run(main())
+    assert answer == {"value": value}
+
+
+def test_junk_from_the_agent_never_breaks_the_connection(tmp_path):
+    log = str(tmp_path / "agent.log")
+
+    async def main():
+        async with make_client(log=log) as client:
+            await client.initialize()
+            session = await client.new_session(workspace(tmp_path))
+            junk = await session.prompt("JUNK")
+            after = await session.prompt("hello")
+            return junk, after, client.connection.bad_lines
+
+    junk, after, bad = run(main())
+    assert junk.text == "still fine" and after.text == "Hello from the fake agent."
+    assert bad == 3  # "not json at all", "[1,2" and the non-UTF-8 line
+    # A request with an id but a bad method got a JSON-RPC error back with that id.
+    answers = [m for d, m in read_log(log) if d == "C>A" and isinstance(m, dict) and m.get("id") == "junk-1"]
+    assert answers and answers[0]["error"]["code"] == -32600
+
+
+def test_agent_drops_a_malformed_line_and_a_request_times_out(tmp_path):
+    async def main():
+        async with make_client(request_timeout=0.5) as client:
+            await client.initialize()
+            await client.connection.send_raw(b'{"jsonrpc":"2.0","id":77,"method":"session/list"\n')
+            with pytest.raises(RequestTimeout) as info:
+                await client.request("_fake/ignore", {})
+            assert "_fake/ignore" in str(info.value)
+            # Nothing is stuck: the next request is answered.
+            return await client.request("session/list", {}, timeout=10)
+
+    assert run(main()) == {"sessions": []}
+
+
+def test_failed_start_reports_the_stderr_line(tmp_path):
+    async def main():
+        async with make_client(env={"FAKE_ACP_START": "fail"}) as client:
+            with pytest.raises(AgentExited) as info:
+                await client.initialize()
+            return info.value
+
+    exc = run(main())
+    assert exc.returncode == 1
+    assert "Offline mode requires a local model provider" in str(exc)
+    assert "status 1" in str(exc)

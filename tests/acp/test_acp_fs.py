@@ -1,0 +1,118 @@
+"""ACP.md §5, fs/*: the agent reads and writes real files through the client, inside
+the allowed roots only (`..` and symlinks out of the root refused)."""
+from __future__ import annotations
+
+import json
+import os
+
+from acp_testlib import make_client, run
+
+
+def agent_asks(root, requests, **client_kwargs):
+    """Have the fake agent send each (method, params) to the client; return the answers."""
+
+    async def main():
+        async with make_client(**client_kwargs) as client:
+            await client.initialize()
+            session = await client.new_session(root)
+            answers = []
+            for method, params in requests:
+                result = await session.prompt("RAW %s %s" % (method, json.dumps(params)))
+                assert result.text.startswith("RAW-RESULT "), result.text
+                answers.append(json.loads(result.text[len("RAW-RESULT "):]))
+            return answers
+
+    return run(main())
+
+
+def make_tree(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.txt").write_text("one\ntwo\u2028still two\nthree\nfour", encoding="utf-8")
+    (tmp_path / "secret.txt").write_text("secret\n", encoding="utf-8")
+    return root
+
+
+def test_read_whole_file_and_line_ranges(tmp_path):
+    root = make_tree(tmp_path)
+    path = str(root / "a.txt")
+    answers = agent_asks(str(root), [
+        ("fs/read_text_file", {"path": path}),
+        ("fs/read_text_file", {"path": path, "line": 2, "limit": 2}),  # 1-based
+        ("fs/read_text_file", {"path": path, "line": 4}),
+        ("fs/read_text_file", {"path": path, "limit": 1}),
+        ("fs/read_text_file", {"path": path, "line": 0}),
+    ])
+    assert answers[0] == {"result": {"content": "one\ntwo\u2028still two\nthree\nfour"}}
+    assert answers[1] == {"result": {"content": "two\u2028still two\nthree\n"}}
+    assert answers[2] == {"result": {"content": "four"}}
+    assert answers[3] == {"result": {"content": "one\n"}}
+    assert answers[4]["error"]["code"] == -32602
+
+
+def test_paths_outside_the_root_are_refused(tmp_path):
+    root = make_tree(tmp_path)
+    os.symlink(str(tmp_path / "secret.txt"), str(root / "link-out.txt"))
+    os.symlink(str(tmp_path), str(root / "dir-out"))
+    os.symlink(str(root / "a.txt"), str(root / "link-in.txt"))
+    answers = agent_asks(str(root), [
+        ("fs/read_text_file", {"path": str(tmp_path / "secret.txt")}),
+        ("fs/read_text_file", {"path": str(root) + "/../secret.txt"}),
+        ("fs/read_text_file", {"path": str(root / "link-out.txt")}),
+        ("fs/read_text_file", {"path": str(root / "dir-out" / "secret.txt")}),
+        ("fs/read_text_file", {"path": "a.txt"}),
+        ("fs/read_text_file", {"path": str(root / "link-in.txt"), "limit": 1}),
+        ("fs/write_text_file", {"path": str(tmp_path / "new.txt"), "content": "x"}),
+        ("fs/write_text_file", {"path": str(root / "dir-out" / "new.txt"), "content": "x"}),
+        ("fs/write_text_file", {"path": str(root / "link-out.txt"), "content": "pwned"}),
+    ])
+    for answer in answers[:5] + answers[6:]:
+        assert answer["error"]["code"] == -32602, answer
+        assert "result" not in answer
+    assert "outside the allowed folders" in answers[0]["error"]["message"]
+    assert answers[5] == {"result": {"content": "one\n"}}  # a link inside the root is fine
+    assert not (tmp_path / "new.txt").exists()
+    assert (tmp_path / "secret.txt").read_text(encoding="utf-8") == "secret\n"
+
+
+def test_write_creates_and_replaces_files(tmp_path):
+    root = make_tree(tmp_path)
+    answers = agent_asks(str(root), [
+        ("fs/write_text_file", {"path": str(root / "a.txt"), "content": "new \u65e5\u672c\r\nline"}),
+        ("fs/write_text_file", {"path": str(root / "sub" / "dir" / "b.txt"), "content": "b"}),
+        ("fs/read_text_file", {"path": str(root / "missing.txt")}),
+    ])
+    assert answers[0] == {"result": None} and answers[1] == {"result": None}  # null (ACP.md §5)
+    assert (root / "a.txt").read_bytes() == "new \u65e5\u672c\r\nline".encode("utf-8")
+    assert (root / "sub" / "dir" / "b.txt").read_text(encoding="utf-8") == "b"
+    assert answers[2]["error"]["code"] == -32002
+
+
+def test_explicit_roots_replace_the_session_folder(tmp_path):
+    root = make_tree(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "c.txt").write_text("c", encoding="utf-8")
+    answers = agent_asks(str(root), [
+        ("fs/read_text_file", {"path": str(other / "c.txt")}),
+        ("fs/read_text_file", {"path": str(root / "a.txt")}),
+    ], fs_roots=[str(other)])
+    assert answers[0] == {"result": {"content": "c"}}
+    assert answers[1]["error"]["code"] == -32602
+
+
+def test_replaced_handler_that_raises_gives_an_error_and_disabled_fs_is_unknown(tmp_path):
+    root = make_tree(tmp_path)
+
+    def broken(params, client):
+        raise KeyError("oops")
+
+    answers = agent_asks(str(root), [
+        ("fs/read_text_file", {"path": str(root / "a.txt")}),
+        ("fs/write_text_file", {"path": str(root / "a.txt"), "content": "x"}),
+        ("fs/read_text_file", {"path": str(root / "a.txt")}),  # still alive afterwards
+    ], handlers={"fs/read_text_file": broken, "fs/write_text_file": None})
+    assert answers[0]["error"]["code"] == -32603 and "KeyError" in answers[0]["error"]["message"]
+    assert answers[1]["error"]["code"] == -32601
+    assert answers[2]["error"]["code"] == -32603
+    assert (root / "a.txt").read_text(encoding="utf-8").startswith("one")

@@ -1,0 +1,136 @@
+"""ACP.md §5, session/request_permission: policies on real edits of real files, only
+offered ids ever sent, `cancelled` for every pending request after a cancel."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from acp_testlib import make_client, read_log, run, workspace
+from acp import PermissionRequest, TerminalAsker
+from acp.permissions import parse_answer
+
+EDITED = "line one\nline two (edited)\nline three\n"
+ORIGINAL = "line one\nline two\nline three\n"
+
+
+def edit_with(tmp_path, permission):
+    root = workspace(tmp_path)
+
+    async def main():
+        async with make_client(permission=permission) as client:
+            await client.initialize()
+            session = await client.new_session(root)
+            result = await session.prompt("EDIT")
+            [call] = session.tool_calls.values()
+            return result, call
+
+    result, call = run(main())
+    with open(root + "/hello.txt", encoding="utf-8") as handle:
+        return result, call, handle.read()
+
+
+def test_allow_once_lets_the_edit_happen(tmp_path):
+    result, call, text = edit_with(tmp_path, "allow")
+    assert text == EDITED and call["status"] == "completed"
+    assert call["rawOutput"]["outcome"] == "allow_once"
+
+
+def test_reject_is_the_default_and_leaves_the_file_alone(tmp_path):
+    result, call, text = edit_with(tmp_path, None)
+    assert text == ORIGINAL and call["status"] == "failed"
+    assert "Info: Operation cancelled by user" in result.text  # still end_turn (ACP.md §5)
+    assert result.stop_reason == "end_turn"
+
+
+def test_async_callback_sees_the_request_and_chooses(tmp_path):
+    seen = []
+
+    async def policy(request):
+        seen.append(request)
+        await asyncio.sleep(0)
+        return "allow_always"
+
+    result, call, text = edit_with(tmp_path, policy)
+    assert text == EDITED and call["rawOutput"]["outcome"] == "allow_always"
+    [request] = seen
+    assert request.option_ids == ["allow_once", "allow_always", "reject_once"]
+    assert request.tool_call_id == call["toolCallId"]  # shared id (ACP.md §4)
+    assert request.title == "Edit file"
+
+
+def test_an_id_that_was_not_offered_is_never_sent(tmp_path):
+    result, call, text = edit_with(tmp_path, lambda request: "reject_always")
+    assert text == ORIGINAL
+    assert call["rawOutput"]["message"] == "Permission denied (cancelled)."
+
+
+def test_a_raising_policy_gives_an_error_response_not_a_dead_connection(tmp_path):
+    def policy(request):
+        raise RuntimeError("boom")
+
+    result, call, text = edit_with(tmp_path, policy)
+    assert text == ORIGINAL
+    assert call["rawOutput"]["message"] == "Permission denied (error)."
+    assert result.stop_reason == "end_turn"
+
+
+def test_cancel_answers_every_pending_request_cancelled(tmp_path):
+    log = str(tmp_path / "agent.log")
+    asked = []
+
+    async def never(request):
+        asked.append(request.tool_call_id)
+        await asyncio.sleep(3600)
+
+    async def main():
+        async with make_client(log=log, permission=never) as client:
+            await client.initialize()
+            session = await client.new_session(workspace(tmp_path))
+            turn = session.prompt("PERM2")
+            while len(asked) < 2:
+                await asyncio.sleep(0.01)
+            await turn.cancel()
+            return await turn
+
+    assert run(main()).stop_reason == "cancelled"
+    entries = read_log(log)
+    ids = [m["id"] for d, m in entries if d == "A>C" and m.get("method") == "session/request_permission"]
+    answers = {m["id"]: m["result"] for d, m in entries if d == "C>A" and m.get("id") in ids and "result" in m}
+    assert ids == [0, 1]
+    assert answers == {0: {"outcome": {"outcome": "cancelled"}}, 1: {"outcome": {"outcome": "cancelled"}}}
+
+
+def test_terminal_asker_reads_answers_and_defaults_to_deny():
+    request = PermissionRequest("s", {"toolCallId": "c", "title": "Edit file", "kind": "edit",
+                                      "rawInput": {"diff": "-a\n+b\n"}},
+                                [{"optionId": "allow_once", "kind": "allow_once", "name": "Allow once"},
+                                 {"optionId": "allow_always", "kind": "allow_always", "name": "Always allow"},
+                                 {"optionId": "reject_once", "kind": "reject_once", "name": "Deny"}])
+    assert parse_answer("1", request) == "allow_once"
+    assert parse_answer(" always ", request) == "allow_always"
+    assert parse_answer("Deny", request) == "reject_once"
+    assert parse_answer("y", request) == "allow_once"
+    assert parse_answer("", request) == "reject_once"
+    assert parse_answer("9", request) is not None and parse_answer("9", request) not in request.option_ids
+
+    async def ask(lines):
+        written = []
+        queue = list(lines)
+
+        async def readline():
+            return queue.pop(0) if queue else None
+
+        choice = await TerminalAsker(readline, written.append)(request)
+        return choice, "".join(written)
+
+    choice, text = asyncio.run(ask(["what?", "2"]))
+    assert choice == "allow_always"
+    assert "Permission requested: Edit file (edit)" in text and "+b" in text
+    assert "[1] Allow once" in text and "Please answer" in text
+    assert asyncio.run(ask([]))[0] == "reject_once"  # end of input denies
+
+
+def test_unknown_policy_name_is_refused():
+    with pytest.raises(ValueError):
+        make_client(permission="sometimes")
