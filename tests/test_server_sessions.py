@@ -1,0 +1,119 @@
+"""Session lifetime (PROTOCOL.md §3, §7): idle expiry of abandoned sessions, never while a
+GET stream or a request is open; shutdown with live sessions."""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any, List
+
+from tests.ide_wire import cli_for, make_server, run, tool_json, until
+
+
+def _far(server: Any) -> float:
+    return time.monotonic() + server.idle_timeout + 1
+
+
+def test_idle_expiry_spares_streams_and_running_requests(tmp_path) -> None:
+    async def main() -> None:
+        events: List[Any] = []
+        async with make_server(tmp_path, on_diff=lambda d: None, idle_timeout=3600,
+                               on_session=lambda ev, info: events.append((ev, info["id"], info.get("reason")))) as server:
+            streaming, working, idle = cli_for(server), cli_for(server), cli_for(server)
+            for cli in (streaming, working, idle):
+                await cli.handshake(probes=0)
+            _, stream_conn = await streaming.open_stream()
+            blocked = asyncio.ensure_future(working.call_tool("open_diff", {
+                "original_file_path": str(tmp_path / "a"), "new_file_contents": "x", "tab_name": "t"}))
+            await until(lambda: server.stats()["streams"] == 1 and server.stats()["running_requests"] == 1,
+                        what="stream and request open")
+            # Not yet idle for long enough: nothing expires.
+            assert server.expire_idle_sessions() == 0
+            # Far in the future: only the session with neither a stream nor a request.
+            assert server.expire_idle_sessions(now=_far(server)) == 1
+            ids = {s["id"] for s in server.sessions}
+            assert ids == {streaming.session_id, working.session_id}
+            assert ("disconnected", idle.session_id, "idle") in events
+            # Its id is gone: 404 now.
+            assert (await idle.send_request("ping")).status == 404
+            # Both busy sessions survive repeated reaping.
+            for _ in range(3):
+                assert server.expire_idle_sessions(now=_far(server)) == 0
+            # The stream closes: then that session may expire; the request still runs.
+            stream_conn.abort()
+            await until(lambda: server.stats()["streams"] == 0, what="stream gone")
+            assert server.expire_idle_sessions(now=_far(server)) == 1
+            assert {s["id"] for s in server.sessions} == {working.session_id}
+            assert not blocked.done()
+            server.resolve_diff("t", accept=True)
+            assert tool_json(await blocked)["result"] == "SAVED"
+            assert server.expire_idle_sessions(now=_far(server)) == 1
+            assert server.stats()["sessions"] == 0
+            for cli in (streaming, working, idle):
+                cli.close()
+    run(main())
+
+
+def test_reaper_expires_abandoned_sessions(tmp_path) -> None:
+    async def main() -> None:
+        async with make_server(tmp_path, idle_timeout=0.2) as server:
+            cli = cli_for(server)
+            await cli.handshake(probes=0)
+            _, stream = await cli.open_stream()
+            await until(lambda: server.stats()["streams"] == 1, what="stream open")
+            await asyncio.sleep(0.5)  # longer than idle_timeout: the stream keeps it alive
+            assert server.stats()["sessions"] == 1
+            cli.abort()
+            await until(lambda: server.stats()["sessions"] == 0, what="session reaped")
+            assert server.stats()["connections"] == 0
+    run(main())
+
+
+def test_stop_ends_sessions_resolves_diffs_removes_lock(tmp_path) -> None:
+    async def main() -> None:
+        closed: List[Any] = []
+        server = make_server(tmp_path, on_diff=lambda d: None, on_diff_closed=lambda d, a: closed.append(a))
+        await server.start()
+        lock, sock = server.lock_path, server.socket_path
+        assert lock and os.path.exists(lock) and os.path.exists(sock)
+        cli = cli_for(server)
+        await cli.handshake(probes=0)
+        _, stream = await cli.open_stream()
+        blocked = asyncio.ensure_future(cli.send_request("tools/call", {"name": "open_diff", "arguments": {
+            "original_file_path": str(tmp_path / "a"), "new_file_contents": "x", "tab_name": "t"}}))
+        await until(lambda: server.stats()["pending_diffs"] == 1, what="diff pending")
+        await server.stop()
+        assert [a["trigger"] for a in closed] == ["client_disconnected"]
+        assert not os.path.exists(lock) and not os.path.exists(os.path.dirname(sock))
+        assert server.stats()["sessions"] == 0 and server.stats()["connections"] == 0
+        assert server.stats()["connection_tasks"] == 0
+        # The client sees its stream and request end (or the connection close).
+        assert await stream.next_sse() is None
+        await blocked
+        await server.stop()  # idempotent
+        cli.close()
+    run(main())
+
+
+def test_many_sessions_at_once_are_independent(tmp_path) -> None:
+    async def main() -> None:
+        async with make_server(tmp_path, debounce=0) as server:
+            clis = [cli_for(server) for _ in range(20)]
+            await asyncio.gather(*(c.handshake(probes=1) for c in clis))
+            streams = await asyncio.gather(*(c.open_stream() for c in clis))
+            await until(lambda: server.stats()["streams"] == 20, what="20 streams")
+            names = await asyncio.gather(*(c.call_tool("update_session_name", {"name": "n%d" % i})
+                                           for i, c in enumerate(clis)))
+            assert all(tool_json(n) == {"success": True} for n in names)
+            assert sorted(s["name"] for s in server.sessions) == sorted("n%d" % i for i in range(20))
+            assert server.add_file_reference(str(tmp_path / "x")) == 20
+            msgs = await asyncio.gather(*(conn.next_notification() for _, conn in streams))
+            assert all(m["method"] == "add_file_reference" for m in msgs)
+            replies = await asyncio.gather(*(c.delete() for c in clis))
+            assert all(r.status == 200 for r in replies)
+            ends = await asyncio.gather(*(conn.next_sse() for _, conn in streams))
+            assert ends == [None] * 20
+            assert server.stats()["sessions"] == 0 and server.stats()["streams"] == 0
+            for c in clis:
+                c.close()
+    run(main())
