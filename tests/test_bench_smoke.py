@@ -1,0 +1,46 @@
+"""`tools/bench.py --quick` runs end to end and writes valid JSON (issue 6).
+
+No timing is asserted: the machine running the suite may be slow or busy. The SDK
+comparison is skipped (it needs `make bench-venv`).
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "tools", "bench.py")
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or sys.version_info < (3, 8),
+                                reason="the benchmark reads /proc (Linux only)")
+
+
+def test_bench_quick_writes_json(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, BENCH, "--quick", "--no-sdk", "--json", str(out)], cwd=ROOT,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    data = json.loads(out.read_text())
+    assert data["mode"] == "quick"
+    assert data["machine"]["cores"] >= 1 and data["machine"]["python"]
+    assert data["date"]
+    rt = data["rt"]["servers"]
+    for name in ("ours", "floor"):
+        for conc in ("c1", "c16"):
+            assert rt[name][conc]["n"] > 0
+            assert rt[name][conc]["errors"] == 0
+    assert "sdk" not in rt
+    for key in ("s1", "s10"):
+        assert data["push"][key]["received"] == data["push"][key]["expected"] > 0
+    assert data["diff"]["body_bytes"] > data["diff"]["contents_bytes"] > 0
+    assert data["diff"]["peak_bytes"] > 0
+    startup = data["startup"]
+    assert startup["baseline_s"] > 0 and startup["serve_lock_s"] > 0
+    assert startup["serve_idle_rss_kb"] > 0 and startup["baseline_rss_kb"] > 0
+    statuses = {t["target"]: t["status"] for t in data["targets"]}
+    assert len(statuses) >= 8
+    assert set(statuses.values()) <= {"PASS", "MISS", "N/A"}
+    assert data["table"] and "targets" in data["table"]
+    assert "targets" in proc.stdout.decode()

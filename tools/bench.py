@@ -1,0 +1,1252 @@
+#!/usr/bin/env python3
+"""Benchmarks of the `/ide` server against baselines measured in the same run (issue 6).
+
+    python3 tools/bench.py                  # everything; table on stdout, bench-results.json
+    python3 tools/bench.py --quick          # a fast end-to-end pass (used by the test suite)
+    python3 tools/bench.py --only rt,push   # some groups: rt, push, diff, startup
+    python3 tools/bench.py --json PATH      # where the JSON goes (default bench-results.json)
+    python3 tools/bench.py --profile DIR    # also cProfile our server during the rt runs
+
+Groups (each against a baseline measured in the same run; medians of several repetitions):
+
+1. rt: `tools/call get_selection` round trip over a Unix socket, as Copilot CLI sends it
+   (chunked POST, SSE answer, keep-alive), p50/p99 latency and throughput at concurrency 1
+   and 16, for our server, the floor (a minimal asyncio Unix-socket server answering each
+   request with a fixed pre-built response) and, when `make bench-venv` has installed
+   them, the official MCP Python SDK (its Streamable HTTP app served by uvicorn on a Unix
+   socket). Every server runs in its own process; the load generator is this process.
+   Its own ceiling is shown as requests per second of its CPU time.
+2. push: `set_selection` (debounce 0) to arrival on the client's GET stream, 1 and 100
+   sessions; the server runs here, the clients in another process; CLOCK_MONOTONIC is
+   shared by all processes (Linux), so `time.monotonic()` stamps are comparable.
+3. diff: `open_diff` with 10 MB of `new_file_contents`, chunked in 16 KiB pieces: time,
+   and peak memory in the server process (tracemalloc, and the VmHWM / ru_maxrss rise).
+4. startup: `import ide_protocol`, `serve` to lock file, idle RSS, RSS with 100 sessions,
+   against a bare `python3 -c "import asyncio, json"`.
+
+Only the SDK comparison uses packages beyond the standard library, and only from
+`.bench-venv/` (`make bench-venv`), in a subprocess run by that environment's Python.
+Linux only (reads /proc); loopback and Unix sockets only; every run is bounded in time.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SDK_PYTHON = os.path.join(ROOT, ".bench-venv", "bin", "python")
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+# What the CLI sends (tests/captures/copilot-cli-1.0.102-ide-session.log), in its order.
+CLI_SESSION = "dd2a8913-a676-4133-b217-36b97d0ac572"
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "copilot-cli", "version": "1.0.102"},
+        "io.modelcontextprotocol/clientCapabilities": {"sampling": {}, "elicitation": {"form": {}, "url": {}}}}
+SELECTION_TEXT = "def main():\n    return 42\n"
+SELECTION = {"text": SELECTION_TEXT, "filePath": "/work/project/src/app.py",
+             "fileUrl": "file:///work/project/src/app.py",
+             "selection": {"start": {"line": 10, "character": 0}, "end": {"line": 12, "character": 0},
+                           "isEmpty": False}, "current": True}
+
+
+# ----------------------------------------------------------------- wire helpers
+
+
+def encode_chunked(body: bytes, chunk_size: int = 0) -> bytes:
+    if not chunk_size or chunk_size >= len(body):
+        return b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    parts = [b"%x\r\n%s\r\n" % (len(body[i:i + chunk_size]), body[i:i + chunk_size])
+             for i in range(0, len(body), chunk_size)]
+    parts.append(b"0\r\n\r\n")
+    return b"".join(parts)
+
+
+def cli_request(method: str, auth: Optional[str], body: Optional[bytes] = None, session: Optional[str] = None,
+                extra: Tuple[Tuple[str, str], ...] = (), chunk_size: int = 0, accept: Optional[str] = None,
+                client_session: str = CLI_SESSION) -> bytes:
+    """A request with the CLI's header order; POST bodies always chunked (PROTOCOL.md §2)."""
+    lines = ["%s /mcp HTTP/1.1" % method, "X-Copilot-Session-Id: " + client_session, "X-Copilot-PID: 32748",
+             "X-Copilot-Parent-PID: 32746"]
+    if auth:
+        lines.append("Authorization: " + auth)
+    lines.append("accept: " + (accept or ("text/event-stream" if method == "GET"
+                                          else "application/json, text/event-stream")))
+    if body is not None:
+        lines.append("content-type: application/json")
+    if session:
+        lines.append("mcp-session-id: " + session)
+    lines.extend("%s: %s" % kv for kv in extra)
+    lines += ["Host: localhost", "Connection: keep-alive"]
+    if body is not None:
+        lines.append("Transfer-Encoding: chunked")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return head + (encode_chunked(body, chunk_size) if body is not None else b"")
+
+
+def response_end(buf: bytes, start: int = 0) -> int:
+    """End offset of the complete HTTP response starting at `start`, or -1. Minimal on
+    purpose (the load generator must be cheap): Content-Length or chunked framing."""
+    he = buf.find(b"\r\n\r\n", start)
+    if he < 0:
+        return -1
+    body = he + 4
+    head = bytes(buf[start:he]).lower()
+    i = head.find(b"\r\ncontent-length:")
+    if i >= 0:
+        j = head.find(b"\r\n", i + 2)
+        n = int(head[i + 17:j if j >= 0 else len(head)])
+        return body + n if len(buf) >= body + n else -1
+    if b"chunked" not in head:
+        return -1  # read-until-close bodies are not used here
+    pos = body
+    size_line_end = buf.find
+    while True:
+        nl = size_line_end(b"\r\n", pos)
+        if nl < 0:
+            return -1
+        size = int(bytes(buf[pos:nl]).split(b";")[0], 16)
+        if size == 0:
+            return nl + 4 if len(buf) >= nl + 4 else -1  # no trailers from any server here
+        pos = nl + 2 + size + 2
+        if pos > len(buf):
+            return -1
+
+
+def split_response(raw: bytes) -> Tuple[int, Dict[str, str], bytes]:
+    """Status, lower-cased headers and decoded body of one complete response."""
+    he = raw.find(b"\r\n\r\n")
+    lines = raw[:he].decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    body = raw[he + 4:]
+    if "chunked" in headers.get("transfer-encoding", ""):
+        out, pos = [], 0
+        while True:
+            nl = body.find(b"\r\n", pos)
+            size = int(body[pos:nl].split(b";")[0], 16)
+            if size == 0:
+                break
+            out.append(body[nl + 2:nl + 2 + size])
+            pos = nl + 2 + size + 2
+        body = b"".join(out)
+    return status, headers, body
+
+
+def sse_json(body: bytes) -> Any:
+    """The JSON of the (last) data line of an SSE body, or the body itself as JSON."""
+    text = body.decode("utf-8")
+    datas = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+    datas = [d for d in datas if d]
+    return json.loads(datas[-1] if datas else text)
+
+
+class BlockingConn:
+    """A keep-alive client connection with a blocking socket (lowest-overhead client)."""
+
+    def __init__(self, path: str) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.buf = bytearray()
+
+    def roundtrip(self, request: bytes) -> bytes:
+        self.sock.sendall(request)
+        buf = self.buf
+        recv = self.sock.recv
+        while True:
+            end = response_end(buf) if buf else -1
+            if end >= 0:
+                raw = bytes(buf[:end])
+                del buf[:end]
+                return raw
+            data = recv(262144)
+            if not data:
+                raise ConnectionError("server closed the connection")
+            buf += data
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+# ----------------------------------------------------------- process measurements
+
+
+def proc_status(pid: int) -> Dict[str, int]:
+    """VmRSS, VmHWM (kB) of a process, from /proc."""
+    out = {}
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    out[line.split(":")[0]] = int(line.split()[1])
+    except OSError:
+        pass
+    return out
+
+
+def proc_cpu(pid: int) -> float:
+    """utime + stime of a process in seconds (clock-tick resolution)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def pct(values: List[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = min(len(s) - 1, max(0, int(round(q / 100.0 * (len(s) - 1)))))
+    return s[k]
+
+
+def median(values: List[float]) -> float:
+    values = [v for v in values if v == v]
+    return statistics.median(values) if values else float("nan")
+
+
+# ============================================================== server processes
+#
+# `bench.py _serve KIND DIR` runs one server and prints one JSON line (socket, auth, pid)
+# when it listens; then it obeys commands on stdin, one per line, answering each with a
+# JSON line: rss | reset_hwm | trace_start | trace_stop | profile_start | profile_stop PATH.
+# EOF on stdin stops it.
+
+
+def _serve_main(kind: str, directory: str, extra: List[str]) -> int:
+    cmds: "List[Tuple[str, threading.Event, List[Any]]]" = []
+    out_lock = threading.Lock()
+
+    def emit(obj: Any) -> None:
+        with out_lock:
+            sys.stdout.write(json.dumps(obj) + "\n")
+            sys.stdout.flush()
+
+    profiler: List[Any] = []
+
+    def command(line: str) -> Any:
+        parts = line.split()
+        name = parts[0] if parts else ""
+        if name == "rss":
+            import resource
+            st = proc_status(os.getpid())
+            return {"rss_kb": st.get("VmRSS"), "hwm_kb": st.get("VmHWM"),
+                    "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+        if name == "reset_hwm":
+            try:
+                with open("/proc/self/clear_refs", "w") as f:
+                    f.write("5")
+                return {"ok": True}
+            except OSError as exc:
+                return {"ok": False, "error": str(exc)}
+        if name == "trace_start":
+            import tracemalloc
+            tracemalloc.start()
+            tracemalloc.reset_peak() if hasattr(tracemalloc, "reset_peak") else None
+            return {"ok": True}
+        if name == "trace_stop":
+            import tracemalloc
+            current, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            return {"current": current, "peak": peak}
+        if name == "profile_start":
+            import cProfile
+            profiler[:] = [cProfile.Profile()]
+            profiler[0].enable()
+            return {"ok": True}
+        if name == "profile_stop":
+            if profiler:
+                profiler[0].disable()
+                profiler[0].dump_stats(parts[1])
+                del profiler[:]
+            return {"ok": True}
+        return {"error": "unknown command %r" % line}
+
+    loop_holder: List[asyncio.AbstractEventLoop] = []
+    stop_event: List[asyncio.Event] = []
+
+    def stdin_thread() -> None:
+        for line in sys.stdin:
+            line = line.strip()
+            if not line:
+                continue
+            # Commands touching the profiler must run on the loop's thread.
+            if line.startswith(("profile_", "trace_")) and loop_holder:
+                box: List[Any] = []
+                done = threading.Event()
+
+                def run(line: str = line) -> None:
+                    box.append(command(line))
+                    done.set()
+                loop_holder[0].call_soon_threadsafe(run)
+                done.wait(10)
+                emit(box[0] if box else {"error": "timeout"})
+            else:
+                emit(command(line))
+        if loop_holder and stop_event:
+            loop_holder[0].call_soon_threadsafe(stop_event[0].set)
+
+    async def main() -> None:
+        loop_holder.append(asyncio.get_event_loop())
+        stop = asyncio.Event()
+        stop_event.append(stop)
+        if kind == "ours":
+            await _serve_ours(directory, emit, stop, extra)
+        elif kind == "floor":
+            await _serve_floor(directory, emit, stop, extra)
+        elif kind == "sdk":
+            await _serve_sdk(directory, emit, stop, extra)
+        else:
+            raise SystemExit("unknown server kind %r" % kind)
+
+    threading.Thread(target=stdin_thread, daemon=True).start()
+    asyncio.run(main())
+    return 0
+
+
+async def _serve_ours(directory: str, emit: Callable[[Any], None], stop: asyncio.Event, extra: List[str]) -> None:
+    sys.path.insert(0, ROOT)
+    from ide_protocol.server import IdeServer
+    from ide_protocol.tools import Selection
+
+    server = IdeServer([os.path.join(directory, "project")], lock_dir=os.path.join(directory, "locks"),
+                       socket_dir=directory, on_diff=lambda diff: True)
+    await server.start()
+    server.set_selection(Selection(SELECTION["filePath"], SELECTION_TEXT, (10, 0), (12, 0)))
+    server.flush_pushes()
+    emit({"socket": server.socket_path, "auth": "Nonce " + server.nonce, "pid": os.getpid()})
+    await stop.wait()
+    await server.stop()
+
+
+class _FloorProtocol(asyncio.Protocol):
+    """What Python cannot beat: find the end of each request, answer a fixed response."""
+
+    response = b""
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self.buf = b""
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf + data
+        while True:
+            i = buf.find(b"\r\n0\r\n\r\n")
+            if i < 0:
+                break
+            buf = buf[i + 7:]
+            self.transport.write(self.response)
+        self.buf = buf
+
+
+async def _serve_floor(directory: str, emit: Callable[[Any], None], stop: asyncio.Event, extra: List[str]) -> None:
+    with open(extra[0], "rb") as f:
+        _FloorProtocol.response = f.read()
+    path = os.path.join(directory, "floor.sock")
+    server = await asyncio.get_event_loop().create_unix_server(_FloorProtocol, path)
+    emit({"socket": path, "auth": None, "pid": os.getpid()})
+    await stop.wait()
+    server.close()
+
+
+async def _serve_sdk(directory: str, emit: Callable[[Any], None], stop: asyncio.Event, extra: List[str]) -> None:
+    import logging
+
+    import uvicorn
+    try:
+        from mcp.server.mcpserver import MCPServer as Server  # mcp >= 2
+        flavour = "MCPServer"
+    except ImportError:
+        from mcp.server.fastmcp import FastMCP as Server  # mcp 1.x
+        flavour = "FastMCP"
+    try:
+        from mcp.server.transport_security import TransportSecuritySettings
+        security: Any = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    except ImportError:
+        security = None
+    mcp_server = Server("bench-sdk")
+    logging.disable(logging.INFO)  # the SDK logs every session at INFO
+    text = json.dumps(SELECTION, indent=2)
+
+    @mcp_server.tool(description="Get text selection.")
+    def get_selection() -> str:
+        return text
+
+    kwargs: Dict[str, Any] = {}
+    if security is not None:
+        kwargs["transport_security"] = security
+    try:
+        app = mcp_server.streamable_http_app(**kwargs)
+    except TypeError:
+        if security is not None:
+            mcp_server.settings.transport_security = security  # type: ignore[attr-defined]
+        app = mcp_server.streamable_http_app()
+    path = os.path.join(directory, "sdk.sock")
+    config = uvicorn.Config(app, uds=path, log_level="warning", access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    server.install_signal_handlers = lambda: None  # type: ignore[assignment]
+    task = asyncio.ensure_future(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    import importlib.metadata as md
+    emit({"socket": path, "auth": None, "pid": os.getpid(), "flavour": flavour,
+          "versions": {p: md.version(p) for p in ("mcp", "uvicorn", "starlette")},
+          "http": type(server.servers[0]).__name__ if getattr(server, "servers", None) else ""})
+    await stop.wait()
+    server.should_exit = True
+    await task
+
+
+class ServerProc:
+    """A server subprocess started with `_serve`, with its command channel."""
+
+    def __init__(self, kind: str, python: str = sys.executable, extra: Tuple[str, ...] = ()) -> None:
+        self.kind = kind
+        self.dir = tempfile.mkdtemp(prefix="b-", dir="/tmp")  # short: sun_path is 107 bytes
+        os.makedirs(os.path.join(self.dir, "project"))
+        self.proc = subprocess.Popen([python, os.path.abspath(__file__), "_serve", kind, self.dir] + list(extra),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        line = self.proc.stdout.readline()  # type: ignore[union-attr]
+        if not line:
+            self.proc.wait(5)
+            raise RuntimeError("%s server did not start (exit %s)" % (kind, self.proc.returncode))
+        self.info = json.loads(line)
+        self.socket = self.info["socket"]
+        self.auth = self.info["auth"]
+        self.pid = self.proc.pid
+
+    def command(self, line: str) -> Any:
+        self.proc.stdin.write(line + "\n")  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+        return json.loads(self.proc.stdout.readline())  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()  # type: ignore[union-attr]
+            self.proc.wait(10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# ============================================================ sessions (clients)
+
+
+def handshake(path: str, auth: Optional[str], sdk: bool = False) -> Tuple[str, Tuple[Tuple[str, str], ...]]:
+    """initialize + notifications/initialized as the CLI does; returns the session id and
+    the extra headers later requests need (the SDK wants its protocol version header)."""
+    conn = BlockingConn(path)
+    try:
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                           "clientInfo": {"name": "copilot-cli", "version": "1.0.102"}}}
+        # Each CLI process has its own session UUID (our server reuses it as the MCP id).
+        raw = conn.roundtrip(cli_request("POST", auth, json.dumps(init, separators=(",", ":")).encode(),
+                                         client_session=str(uuid.uuid4())))
+        status, headers, body = split_response(raw)
+        if status != 200 or "mcp-session-id" not in headers:
+            raise RuntimeError("initialize failed: %d %r" % (status, raw[:300]))
+        sid = headers["mcp-session-id"]
+        result = sse_json(body)["result"]
+        extra: Tuple[Tuple[str, str], ...] = ()
+        if sdk:
+            extra = (("mcp-protocol-version", result["protocolVersion"]),)
+        note = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+        raw = conn.roundtrip(cli_request("POST", auth, note, session=sid, extra=extra))
+        status = split_response(raw)[0]
+        if status not in (200, 202):
+            raise RuntimeError("notifications/initialized failed: %r" % raw[:300])
+        return sid, extra
+    finally:
+        conn.close()
+
+
+def get_selection_request(auth: Optional[str], sid: Optional[str], extra: Tuple[Tuple[str, str], ...],
+                          rid: int) -> bytes:
+    meta = dict(META)
+    meta["progressToken"] = rid
+    body = {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+            "params": {"_meta": meta, "arguments": {}, "name": "get_selection"}}
+    return cli_request("POST", auth, json.dumps(body, separators=(",", ":")).encode(), session=sid, extra=extra)
+
+
+def check_selection_response(raw: bytes) -> None:
+    status, headers, body = split_response(raw)
+    if status != 200:
+        raise RuntimeError("get_selection answered %d: %r" % (status, raw[:300]))
+    msg = sse_json(body)
+    text = msg["result"]["content"][0]["text"]
+    if json.loads(text)["text"] != SELECTION_TEXT:
+        raise RuntimeError("get_selection answered %r" % text[:200])
+
+
+class Target:
+    """A server under the round-trip test: its socket and pre-encoded requests."""
+
+    def __init__(self, name: str, proc: ServerProc, requests: List[List[bytes]]) -> None:
+        self.name = name
+        self.proc = proc
+        self.requests = requests  # per connection: a ring of requests with distinct ids
+
+
+def make_target(name: str, proc: ServerProc, conns: int = 16, ring: int = 64) -> Target:
+    sid: Optional[str] = None
+    extra: Tuple[Tuple[str, str], ...] = ()
+    if name != "floor":
+        sid, extra = handshake(proc.socket, proc.auth, sdk=(name == "sdk"))
+    requests = [[get_selection_request(proc.auth, sid, extra, 100 + c * ring + k) for k in range(ring)]
+                for c in range(conns)]
+    conn = BlockingConn(proc.socket)
+    try:
+        for _ in range(3):
+            raw = conn.roundtrip(requests[0][0])
+            if name != "floor":
+                check_selection_response(raw)
+    finally:
+        conn.close()
+    return Target(name, proc, requests)
+
+
+# ========================================================= group 1: round trip
+
+
+def run_c1(target: Target, duration: float) -> Dict[str, Any]:
+    """Concurrency 1: one keep-alive connection, blocking socket, back-to-back requests."""
+    conn = BlockingConn(target.proc.socket)
+    ring = target.requests[0]
+    lat: List[float] = []
+    errors = 0
+    perf = time.perf_counter
+    # warm-up (not counted)
+    for i in range(50):
+        conn.roundtrip(ring[i % len(ring)])
+    cpu0, scpu0 = time.process_time(), proc_cpu(target.proc.pid)
+    t_start = perf()
+    deadline = t_start + duration
+    i = 0
+    while True:
+        t0 = perf()
+        raw = conn.roundtrip(ring[i % len(ring)])
+        t1 = perf()
+        lat.append(t1 - t0)
+        if not raw.startswith(b"HTTP/1.1 200"):
+            errors += 1
+        i += 1
+        if t1 >= deadline:
+            break
+    wall = perf() - t_start
+    cpu, scpu = time.process_time() - cpu0, proc_cpu(target.proc.pid) - scpu0
+    conn.close()
+    return _rt_result(lat, wall, cpu, scpu, errors)
+
+
+def _rt_result(lat: List[float], wall: float, cpu: float, scpu: float, errors: int) -> Dict[str, Any]:
+    n = len(lat)
+    return {"n": n, "errors": errors, "p50_us": pct(lat, 50) * 1e6, "p99_us": pct(lat, 99) * 1e6,
+            "rps": n / wall if wall else 0.0, "gen_cpu_util": cpu / wall if wall else 0.0,
+            "gen_ceiling_rps": n / cpu if cpu > 0 else float("inf"),
+            "server_cpu_util": scpu / wall if wall else 0.0,
+            "server_cpu_us_per_req": scpu / n * 1e6 if n else float("nan")}
+
+
+class _LoadProtocol(asyncio.Protocol):
+    def __init__(self, ring: List[bytes], state: Dict[str, Any], done: "asyncio.Future[None]") -> None:
+        self.ring = ring
+        self.state = state
+        self.done = done
+        self.buf = bytearray()
+        self.i = 0
+        self.t0 = 0.0
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def fire(self) -> None:
+        self.t0 = time.perf_counter()
+        self.transport.write(self.ring[self.i % len(self.ring)])
+        self.i += 1
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        end = response_end(buf)
+        if end < 0:
+            return
+        t1 = time.perf_counter()
+        state = self.state
+        if not buf.startswith(b"HTTP/1.1 200"):
+            state["errors"] += 1
+        del buf[:end]
+        if state["counting"]:
+            state["lat"].append(t1 - self.t0)
+        if t1 < state["deadline"]:
+            self.fire()
+        else:
+            state["active"] -= 1
+            if state["active"] == 0 and not self.done.done():
+                self.done.set_result(None)
+
+    def connection_lost(self, exc: Any) -> None:
+        if not self.done.done() and self.state["deadline"] > time.perf_counter():
+            self.done.set_exception(ConnectionError("server closed a connection"))
+
+
+async def _run_cn(target: Target, conc: int, duration: float) -> Dict[str, Any]:
+    loop = asyncio.get_event_loop()
+    conns = []
+    for c in range(conc):
+        done = loop.create_future()
+        conns.append(done)
+    state: Dict[str, Any] = {"lat": [], "errors": 0, "counting": False, "active": conc,
+                             "deadline": time.perf_counter() + 0.3}
+    done = loop.create_future()
+    protos = []
+    for c in range(conc):
+        _, proto = await loop.create_unix_connection(
+            lambda c=c: _LoadProtocol(target.requests[c % len(target.requests)], state, done), target.proc.socket)
+        protos.append(proto)
+    for p in protos:  # warm-up round, then the measured one
+        p.fire()
+    await asyncio.wait_for(done, 30)
+    done = loop.create_future()
+    for p in protos:
+        p.done = done
+    state.update(lat=[], errors=0, counting=True, active=conc)
+    cpu0, scpu0 = time.process_time(), proc_cpu(target.proc.pid)
+    t_start = time.perf_counter()
+    state["deadline"] = t_start + duration
+    for p in protos:
+        p.fire()
+    await asyncio.wait_for(done, duration + 30)
+    wall = time.perf_counter() - t_start
+    cpu, scpu = time.process_time() - cpu0, proc_cpu(target.proc.pid) - scpu0
+    for p in protos:
+        p.transport.close()
+    return _rt_result(state["lat"], wall, cpu, scpu, state["errors"])
+
+
+def run_cn(target: Target, conc: int, duration: float) -> Dict[str, Any]:
+    return asyncio.run(_run_cn(target, conc, duration))
+
+
+def group_rt(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str, Any]:
+    procs: List[ServerProc] = []
+    targets: List[Target] = []
+    result: Dict[str, Any] = {"servers": {}}
+    try:
+        ours = ServerProc("ours")
+        procs.append(ours)
+        targets.append(make_target("ours", ours))
+        # The floor answers with the very bytes our server sends for this request.
+        conn = BlockingConn(ours.socket)
+        response = conn.roundtrip(targets[0].requests[0][0])
+        conn.close()
+        resp_file = os.path.join(ours.dir, "floor-response.bin")
+        with open(resp_file, "wb") as f:
+            f.write(response)
+        floor = ServerProc("floor", extra=(resp_file,))
+        procs.append(floor)
+        targets.insert(0, make_target("floor", floor))
+        result["response_bytes"] = len(response)
+        result["request_bytes"] = len(targets[1].requests[0][0])
+        if args.sdk and os.path.exists(SDK_PYTHON):
+            try:
+                sdk = ServerProc("sdk", python=SDK_PYTHON)
+                procs.append(sdk)
+                targets.append(make_target("sdk", sdk))
+                result["sdk"] = {k: sdk.info.get(k) for k in ("flavour", "versions", "http")}
+            except Exception as exc:  # report, do not fail the whole run
+                log("SDK server failed: %s" % exc)
+                result["sdk"] = "failed: %s" % exc
+        else:
+            result["sdk"] = "not installed (make bench-venv)" if args.sdk else "skipped (--no-sdk)"
+        runs: Dict[Tuple[str, int], List[Dict[str, Any]]] = {}
+        if args.profile:
+            os.makedirs(args.profile, exist_ok=True)
+        for rep in range(args.reps):
+            for t in targets:
+                for conc in (1, 16):
+                    prof = args.profile and t.name == "ours" and rep == 0
+                    if prof:
+                        t.proc.command("profile_start")
+                    r = run_c1(t, args.duration) if conc == 1 else run_cn(t, conc, args.duration)
+                    if prof:
+                        t.proc.command("profile_stop %s" % os.path.join(args.profile, "ours-c%d.prof" % conc))
+                    runs.setdefault((t.name, conc), []).append(r)
+            log("  rt rep %d/%d done" % (rep + 1, args.reps))
+        for (name, conc), rs in runs.items():
+            agg = {k: median([r[k] for r in rs]) for k in rs[0] if k not in ("n", "errors")}
+            agg["n"] = sum(r["n"] for r in rs)
+            agg["errors"] = sum(r["errors"] for r in rs)
+            agg["reps"] = [{k: round(v, 1) if isinstance(v, float) else v for k, v in r.items()} for r in rs]
+            result["servers"].setdefault(name, {})["c%d" % conc] = agg
+    finally:
+        for p in procs:
+            p.close()
+    return result
+
+
+
+# ============================================================ group 2: pushes
+
+
+class _StreamProtocol(asyncio.Protocol):
+    """One GET stream in the push client: stamps every selection_changed it sees."""
+
+    MARK = b'"text":"bench-'
+
+    def __init__(self, request: bytes, arrivals: List[Tuple[int, float]], ready: Callable[[], None]) -> None:
+        self.request = request
+        self.arrivals = arrivals
+        self.ready = ready
+        self.head = True
+        self.tail = b""
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.monotonic()
+        data = self.tail + data
+        if self.head:
+            if b"\r\n\r\n" not in data:
+                self.tail = data
+                return
+            if not data.startswith(b"HTTP/1.1 200"):
+                raise SystemExit("GET stream refused: %r" % data[:200])
+            self.head = False
+            self.ready()
+        mark = self.MARK
+        pos = 0
+        while True:
+            i = data.find(mark, pos)
+            if i < 0 or i + len(mark) + 6 > len(data):
+                break
+            self.arrivals.append((int(data[i + len(mark):i + len(mark) + 6]), now))
+            pos = i + len(mark) + 6
+        self.tail = data[max(pos, len(data) - len(mark) - 6):]
+
+
+def _push_client_main(path: str, auth: str, sessions: int) -> int:
+    """`bench.py _pushclient SOCKET AUTH N`: N sessions with open GET streams; prints
+    `ready`, then on EOF of stdin the arrival stamps as JSON."""
+    async def main() -> None:
+        loop = asyncio.get_event_loop()
+        arrivals: List[Tuple[int, float]] = []
+        pending = [sessions]
+        all_ready = loop.create_future()
+
+        def ready() -> None:
+            pending[0] -= 1
+            if pending[0] == 0 and not all_ready.done():
+                all_ready.set_result(None)
+        transports = []
+        for _ in range(sessions):
+            sid, extra = handshake(path, auth)
+            req = cli_request("GET", auth, session=sid)
+            tr, _ = await loop.create_unix_connection(lambda: _StreamProtocol(req, arrivals, ready), path)
+            transports.append(tr)
+        await asyncio.wait_for(all_ready, 30)
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        eof = loop.create_future()
+        threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(eof.set_result, None)),
+                         daemon=True).start()
+        await eof
+        for tr in transports:
+            tr.close()
+        sys.stdout.write(json.dumps(arrivals) + "\n")
+        sys.stdout.flush()
+    asyncio.run(main())
+    return 0
+
+
+async def _push_run(sessions: int, events: int, gap: float) -> Dict[str, Any]:
+    sys.path.insert(0, ROOT)
+    from ide_protocol.server import IdeServer
+    from ide_protocol.tools import Selection
+
+    tmp = tempfile.mkdtemp(prefix="b-", dir="/tmp")
+    server = IdeServer([tmp], lock_dir=os.path.join(tmp, "locks"), socket_dir=tmp, debounce=0)
+    await server.start()
+    try:
+        client = await asyncio.create_subprocess_exec(
+            sys.executable, os.path.abspath(__file__), "_pushclient", server.socket_path or "",
+            "Nonce " + server.nonce, str(sessions), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        line = await asyncio.wait_for(client.stdout.readline(), 60)  # type: ignore[union-attr]
+        if line.strip() != b"ready":
+            raise RuntimeError("push client failed: %r" % line)
+        sent: Dict[int, float] = {}
+        await asyncio.sleep(0.05)
+        for i in range(events):
+            sel = Selection(os.path.join(tmp, "a.py"), "bench-%06d" % i, (i, 0), (i, 3))
+            t0 = time.monotonic()
+            server.set_selection(sel)
+            sent[i] = t0
+            await asyncio.sleep(gap)
+        await asyncio.sleep(0.1)
+        client.stdin.close()  # type: ignore[union-attr]
+        out = await asyncio.wait_for(client.stdout.read(), 60)  # type: ignore[union-attr]
+        await client.wait()
+    finally:
+        await server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    arrivals = json.loads(out)
+    lat = [t - sent[i] for i, t in arrivals if i in sent]
+    last: Dict[int, float] = {}
+    for i, t in arrivals:
+        if i in sent:
+            last[i] = max(last.get(i, 0.0), t - sent[i])
+    return {"sessions": sessions, "events": events, "received": len(lat), "expected": sessions * events,
+            "p50_ms": pct(lat, 50) * 1e3, "p99_ms": pct(lat, 99) * 1e3,
+            "last_session_p50_ms": pct(list(last.values()), 50) * 1e3}
+
+
+def group_push(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for sessions in (1, args.push_sessions):
+        reps = [asyncio.run(_push_run(sessions, args.push_events, 0.004 if sessions == 1 else 0.02))
+                for _ in range(args.push_reps)]
+        agg = {k: median([r[k] for r in reps]) for k in ("p50_ms", "p99_ms", "last_session_p50_ms")}
+        agg.update(sessions=sessions, events=args.push_events, reps=len(reps),
+                   received=sum(r["received"] for r in reps), expected=sum(r["expected"] for r in reps),
+                   rep_p50_ms=[round(r["p50_ms"], 3) for r in reps])
+        out["s%d" % sessions] = agg
+        log("  push %d session(s): p50 %.3f ms" % (sessions, agg["p50_ms"]))
+    return out
+
+
+# ======================================================= group 3: large open_diff
+
+
+def _diff_contents(size: int) -> str:
+    line = "    value = compute(alpha, beta, gamma)  # a line of ordinary source code\n"
+    text = line * (size // len(line) + 1)
+    return text[:size]
+
+
+def _diff_once(contents: str, trace: bool, chunk: int) -> Dict[str, Any]:
+    proc = ServerProc("ours")
+    try:
+        sid, extra = handshake(proc.socket, proc.auth)
+        body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"_meta": dict(META, progressToken=7), "name": "open_diff",
+                           "arguments": {"original_file_path": os.path.join(proc.dir, "project", "big.txt"),
+                                         "new_file_contents": contents, "tab_name": "[Copilot CLI] - big.txt"}}}
+        raw_body = json.dumps(body, separators=(",", ":")).encode()
+        request = cli_request("POST", proc.auth, raw_body, session=sid, extra=extra, chunk_size=chunk)
+        del body
+        if trace:
+            proc.command("trace_start")
+        before = proc.command("rss")
+        reset = proc.command("reset_hwm")
+        conn = BlockingConn(proc.socket)
+        t0 = time.perf_counter()
+        raw = conn.roundtrip(request)
+        elapsed = time.perf_counter() - t0
+        conn.close()
+        after = proc.command("rss")
+        traced = proc.command("trace_stop") if trace else {}
+        status, _, resp_body = split_response(raw)
+        answer = json.loads(sse_json(resp_body)["result"]["content"][0]["text"])
+        if status != 200 or answer.get("result") != "SAVED":
+            raise RuntimeError("open_diff answered %d %r" % (status, answer))
+        hwm_base = before["rss_kb"] if reset.get("ok") else before["hwm_kb"]
+        return {"ms": elapsed * 1e3, "body_bytes": len(raw_body),
+                "hwm_delta_bytes": (after["hwm_kb"] - hwm_base) * 1024,
+                "maxrss_delta_bytes": (after["maxrss_kb"] - before["maxrss_kb"]) * 1024,
+                "traced_peak_bytes": traced.get("peak"),
+                "hwm_reset": bool(reset.get("ok"))}
+    finally:
+        proc.close()
+
+
+def group_diff(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str, Any]:
+    contents = _diff_contents(args.diff_mb * 1024 * 1024)
+    runs = [_diff_once(contents, False, 16384) for _ in range(args.diff_reps)]
+    traced = _diff_once(contents, True, 16384)
+    out = {"contents_bytes": len(contents), "body_bytes": runs[0]["body_bytes"], "chunk_bytes": 16384,
+           "ms": median([r["ms"] for r in runs]),
+           "hwm_delta_bytes": median([r["hwm_delta_bytes"] for r in runs]),
+           "maxrss_delta_bytes": median([r["maxrss_delta_bytes"] for r in runs]),
+           "traced_peak_bytes": traced["traced_peak_bytes"], "traced_ms": traced["ms"],
+           "hwm_reset": runs[0]["hwm_reset"],
+           "rep_ms": [round(r["ms"], 1) for r in runs]}
+    out["peak_bytes"] = max(out["hwm_delta_bytes"], out["traced_peak_bytes"] or 0)
+    out["peak_ratio"] = out["peak_bytes"] / out["body_bytes"]
+    log("  diff: %.1f ms, peak %.1f MB" % (out["ms"], out["peak_bytes"] / 1e6))
+    return out
+
+
+# ================================================== group 4: start-up and footprint
+
+
+def _time_process(argv: List[str], env: Dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(argv, env=env, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def _idle_rss(argv: List[str], env: Dict[str, str], settle: float) -> int:
+    p = subprocess.Popen(argv, env=env, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        p.stdout.readline()  # type: ignore[union-attr]
+        time.sleep(settle)
+        return proc_status(p.pid).get("VmRSS", 0)
+    finally:
+        p.stdin.close()  # type: ignore[union-attr]
+        p.wait(10)
+
+
+def _serve_once(env: Dict[str, str], sessions: int, settle: float) -> Dict[str, Any]:
+    home = tempfile.mkdtemp(prefix="b-", dir="/tmp")
+    folder = os.path.join(home, "project")
+    os.makedirs(folder)
+    env = dict(env, COPILOT_HOME=home, NO_COLOR="1")
+    lock_dir = os.path.join(home, "ide")
+    log_file = open(os.path.join(home, "serve.out"), "wb")
+    t0 = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-m", "ide_protocol", "serve", folder], env=env, cwd=ROOT,
+                         stdin=subprocess.PIPE, stdout=log_file, stderr=subprocess.STDOUT)
+    lock = None
+    try:
+        deadline = t0 + 20
+        while time.perf_counter() < deadline:
+            try:
+                names = [n for n in os.listdir(lock_dir) if n.endswith(".lock")]
+            except OSError:
+                names = []
+            if names:
+                lock = os.path.join(lock_dir, names[0])
+                break
+            if p.poll() is not None:
+                break
+            time.sleep(0.0005)
+        t_lock = time.perf_counter() - t0
+        if lock is None:
+            log_file.flush()
+            with open(os.path.join(home, "serve.out"), "rb") as f:
+                raise RuntimeError("serve wrote no lock file: %r" % f.read()[-500:])
+        out: Dict[str, Any] = {"lock_s": t_lock}
+        time.sleep(settle)
+        out["idle_rss_kb"] = proc_status(p.pid).get("VmRSS", 0)
+        if sessions:
+            for _ in range(50):
+                try:
+                    with open(lock) as f:
+                        info = json.load(f)
+                    break
+                except ValueError:
+                    time.sleep(0.01)
+            path, auth = info["socketPath"], info["headers"]["Authorization"]
+            streams = []
+            for _ in range(sessions):
+                sid, _ = handshake(path, auth)
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(path)
+                s.sendall(cli_request("GET", auth, session=sid))
+                streams.append(s)
+            for s in streams:  # each stream's head has arrived
+                s.settimeout(10)
+                s.recv(65536)
+            time.sleep(settle)
+            out["sessions"] = sessions
+            out["sessions_rss_kb"] = proc_status(p.pid).get("VmRSS", 0)
+            for s in streams:
+                s.close()
+        return out
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        log_file.close()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def group_startup(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str, Any]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    py = sys.executable
+    base_argv = [py, "-c", "import asyncio, json"]
+    variants = {
+        "baseline": base_argv,
+        "import_ide_protocol": [py, "-c", "import asyncio, json; import ide_protocol"],
+        "import_server": [py, "-c", "import asyncio, json; from ide_protocol import IdeServer"],
+        "import_serve": [py, "-c", "import asyncio, json; import ide_protocol.__main__, ide_protocol.serve"],
+    }
+    for argv in variants.values():  # warm the bytecode caches and the page cache
+        _time_process(argv, env)
+    times: Dict[str, List[float]] = {k: [] for k in variants}
+    serve_runs: List[Dict[str, Any]] = []
+    for rep in range(args.startup_reps):
+        for name, argv in variants.items():  # interleaved: drift hits all alike
+            times[name].append(_time_process(argv, env))
+        serve_runs.append(_serve_once(env, args.push_sessions if rep == 0 else 0, args.settle))
+    base = median(times["baseline"])
+    out: Dict[str, Any] = {"baseline_s": base}
+    for name in variants:
+        if name != "baseline":
+            out[name + "_s"] = median(times[name])
+            out[name + "_added_ms"] = (median(times[name]) - base) * 1e3
+    inproc = subprocess.run([py, "-c", "import asyncio, json, time; t = time.perf_counter(); import ide_protocol, "
+                             "ide_protocol.server; print(time.perf_counter() - t)"], env=env, cwd=ROOT,
+                            check=True, stdout=subprocess.PIPE, text=True)
+    out["inprocess_import_server_ms"] = float(inproc.stdout) * 1e3
+    out["serve_lock_s"] = median([r["lock_s"] for r in serve_runs])
+    out["serve_lock_after_baseline_ms"] = (out["serve_lock_s"] - base) * 1e3
+    rss_base = [_idle_rss([py, "-c", "import asyncio, json, sys; print(1, flush=True); sys.stdin.read()"], env,
+                          args.settle) for _ in range(3)]
+    out["baseline_rss_kb"] = median(rss_base)
+    out["serve_idle_rss_kb"] = median([r["idle_rss_kb"] for r in serve_runs])
+    out["idle_rss_ratio"] = out["serve_idle_rss_kb"] / out["baseline_rss_kb"]
+    with_sessions = [r for r in serve_runs if "sessions_rss_kb" in r]
+    if with_sessions:
+        r = with_sessions[0]
+        out["sessions"] = r["sessions"]
+        out["sessions_rss_kb"] = r["sessions_rss_kb"]
+        out["per_session_kb"] = (r["sessions_rss_kb"] - r["idle_rss_kb"]) / r["sessions"]
+    out["rep_lock_ms"] = [round(r["lock_s"] * 1e3, 1) for r in serve_runs]
+    out["rep_baseline_ms"] = [round(t * 1e3, 1) for t in times["baseline"]]
+    log("  startup: baseline %.1f ms, serve lock %.1f ms" % (base * 1e3, out["serve_lock_s"] * 1e3))
+    return out
+
+
+
+# ================================================================ report
+
+
+def machine_info() -> Dict[str, Any]:
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = []
+    return {"cores": os.cpu_count(), "cpu": model, "python": platform.python_version(),
+            "implementation": platform.python_implementation(), "platform": platform.platform(),
+            "loadavg_at_start": [round(x, 2) for x in load]}
+
+
+def evaluate(results: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The issue's targets, each as a ratio or a figure measured in this run."""
+    targets: List[Dict[str, Any]] = []
+
+    def add(name: str, value: Optional[float], limit: float, higher_is_better: bool, unit: str, detail: str) -> None:
+        op = ">=" if higher_is_better else "<"
+        if value is None or value != value:
+            targets.append({"target": name, "value": None, "op": op, "limit": limit, "unit": unit,
+                            "status": "N/A", "detail": detail})
+            return
+        ok = value >= limit if higher_is_better else value < limit
+        targets.append({"target": name, "value": value, "op": op, "limit": limit, "unit": unit,
+                        "status": "PASS" if ok else "MISS", "detail": detail})
+
+    rt = results.get("rt")
+    if rt:
+        s = rt["servers"]
+        ours, floor = s["ours"]["c1"], s["floor"]["c1"]
+        add("rt c1 p50 vs floor", ours["p50_us"] / floor["p50_us"], 1.5, False, "x",
+            "%.0f us vs %.0f us" % (ours["p50_us"], floor["p50_us"]))
+        if "sdk" in s:
+            add("rt c1 throughput vs SDK", ours["rps"] / s["sdk"]["c1"]["rps"], 8.0, True, "x",
+                "%.0f vs %.0f req/s" % (ours["rps"], s["sdk"]["c1"]["rps"]))
+        else:
+            add("rt c1 throughput vs SDK", None, 8.0, True, "x", "SDK: %s" % rt.get("sdk"))
+    push = results.get("push")
+    if push:
+        key = max(push, key=lambda k: push[k]["sessions"])
+        add("push p50, %d sessions" % push[key]["sessions"], push[key]["p50_ms"], 2.0, False, "ms",
+            "p99 %.2f ms" % push[key]["p99_ms"])
+    diff = results.get("diff")
+    if diff:
+        mb = diff["contents_bytes"] / 1048576
+        add("open_diff %.0f MB peak / body" % mb, diff["peak_ratio"], 4.0, False, "x",
+            "%.1f MB peak for %.1f MB body" % (diff["peak_bytes"] / 1e6, diff["body_bytes"] / 1e6))
+        add("open_diff %.0f MB time" % mb, diff["ms"], 100.0, False, "ms", "")
+    st = results.get("startup")
+    if st:
+        add("import ide_protocol added", st["import_ide_protocol_added_ms"], 15.0, False, "ms",
+            "process time vs baseline %.1f ms" % (st["baseline_s"] * 1e3))
+        add("from ide_protocol import IdeServer added", st["import_server_added_ms"], 15.0, False, "ms",
+            "in-process %.1f ms" % st["inprocess_import_server_ms"])
+        add("serve lock written after baseline", st["serve_lock_after_baseline_ms"], 100.0, False, "ms",
+            "lock at %.1f ms" % (st["serve_lock_s"] * 1e3))
+        add("serve idle RSS / baseline", st["idle_rss_ratio"], 1.3, False, "x",
+            "%.1f MB vs %.1f MB" % (st["serve_idle_rss_kb"] / 1024, st["baseline_rss_kb"] / 1024))
+    return targets
+
+
+def render(results: Dict[str, Any]) -> str:
+    m = results["machine"]
+    lines = ["ide_protocol benchmarks  %s" % results["date"],
+             "machine: %s cores, %s, %s %s, load %s" % (m["cores"], m["cpu"] or "?", m["implementation"],
+                                                        m["python"], m["loadavg_at_start"]),
+             "mode: %s; medians of the repetitions; other work on the machine adds noise" % results["mode"], ""]
+    rt = results.get("rt")
+    if rt:
+        lines.append("1. tools/call get_selection round trip (chunked POST, SSE answer, keep-alive; %d B request, "
+                     "%d B response)" % (rt["request_bytes"], rt["response_bytes"]))
+        lines.append("   %-6s %4s %9s %9s %9s %8s %10s %10s %9s" % (
+            "server", "conc", "p50 us", "p99 us", "req/s", "vs floor", "server us", "gen ceil", "gen cpu"))
+        floor = rt["servers"]["floor"]
+        for name in ("floor", "ours", "sdk"):
+            if name not in rt["servers"]:
+                continue
+            for conc in ("c1", "c16"):
+                r = rt["servers"][name][conc]
+                lines.append("   %-6s %4s %9.0f %9.0f %9.0f %7.2fx %10.0f %10.0f %8.0f%%" % (
+                    name, conc[1:], r["p50_us"], r["p99_us"], r["rps"], r["p50_us"] / floor[conc]["p50_us"],
+                    r["server_cpu_us_per_req"], r["gen_ceiling_rps"], r["gen_cpu_util"] * 100))
+        if "sdk" in rt["servers"]:
+            sdk = rt["servers"]["sdk"]
+            ours = rt["servers"]["ours"]
+            lines.append("   ours/SDK throughput: c1 %.1fx, c16 %.1fx  (SDK: %s)" % (
+                ours["c1"]["rps"] / sdk["c1"]["rps"], ours["c16"]["rps"] / sdk["c16"]["rps"],
+                json.dumps(rt.get("sdk"))))
+        else:
+            lines.append("   SDK: %s" % rt.get("sdk"))
+        lines.append("   (server us: server CPU per request; gen ceil: generator req/s per CPU-second, its "
+                     "ceiling; gen cpu: its utilisation)")
+        lines.append("")
+    push = results.get("push")
+    if push:
+        lines.append("2. push: set_selection (debounce 0) to arrival on the GET stream (client in another process)")
+        for key in sorted(push, key=lambda k: push[k]["sessions"]):
+            r = push[key]
+            lines.append("   %3d session(s): p50 %.3f ms  p99 %.3f ms  last session p50 %.3f ms  (%d/%d events)" % (
+                r["sessions"], r["p50_ms"], r["p99_ms"], r["last_session_p50_ms"], r["received"], r["expected"]))
+        lines.append("")
+    diff = results.get("diff")
+    if diff:
+        lines.append("3. open_diff, %.1f MB new_file_contents in %d B chunks (%.1f MB body)" % (
+            diff["contents_bytes"] / 1048576, diff["chunk_bytes"], diff["body_bytes"] / 1e6))
+        lines.append("   time %.1f ms (reps %s); peak %.1f MB = %.2fx body (VmHWM rise %.1f MB, tracemalloc %.1f MB, "
+                     "ru_maxrss rise %.1f MB)" % (
+                         diff["ms"], diff["rep_ms"], diff["peak_bytes"] / 1e6, diff["peak_ratio"],
+                         diff["hwm_delta_bytes"] / 1e6, (diff["traced_peak_bytes"] or 0) / 1e6,
+                         diff["maxrss_delta_bytes"] / 1e6))
+        lines.append("")
+    st = results.get("startup")
+    if st:
+        lines.append("4. start-up and footprint vs python3 -c \"import asyncio, json\" (%.1f ms, %.1f MB)" % (
+            st["baseline_s"] * 1e3, st["baseline_rss_kb"] / 1024))
+        lines.append("   import ide_protocol           +%.1f ms (process)" % st["import_ide_protocol_added_ms"])
+        lines.append("   from ide_protocol import IdeServer +%.1f ms (process), %.1f ms in-process" % (
+            st["import_server_added_ms"], st["inprocess_import_server_ms"]))
+        lines.append("   import what serve needs       +%.1f ms (process)" % st["import_serve_added_ms"])
+        lines.append("   serve: lock file at %.1f ms = baseline +%.1f ms (reps %s)" % (
+            st["serve_lock_s"] * 1e3, st["serve_lock_after_baseline_ms"], st["rep_lock_ms"]))
+        lines.append("   idle RSS %.1f MB = %.2fx baseline" % (st["serve_idle_rss_kb"] / 1024, st["idle_rss_ratio"]))
+        if "sessions_rss_kb" in st:
+            lines.append("   RSS with %d sessions (GET streams open) %.1f MB (+%.1f kB per session)" % (
+                st["sessions"], st["sessions_rss_kb"] / 1024, st["per_session_kb"]))
+        lines.append("")
+    lines.append("targets")
+    for t in results["targets"]:
+        value = "n/a" if t["value"] is None else "%.2f %s" % (t["value"], t["unit"])
+        lines.append("   %-4s %-40s %12s  (target %s %g %s) %s" % (
+            t["status"], t["target"], value, t["op"], t["limit"], t["unit"], t["detail"]))
+    return "\n".join(lines)
+
+
+GROUPS = ("rt", "push", "diff", "startup")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="tools/bench.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one short repetition of everything (smoke test)")
+    parser.add_argument("--only", default=",".join(GROUPS), help="comma-separated groups: %s" % ", ".join(GROUPS))
+    parser.add_argument("--json", default=os.path.join(ROOT, "bench-results.json"), metavar="PATH",
+                        help="where to write the results (default: %(default)s)")
+    parser.add_argument("--no-sdk", dest="sdk", action="store_false", help="skip the official SDK comparison")
+    parser.add_argument("--reps", type=int, default=None, help="repetitions of the round-trip runs")
+    parser.add_argument("--duration", type=float, default=None, help="seconds per round-trip run")
+    parser.add_argument("--profile", default=None, metavar="DIR", help="cProfile our server in the first rt runs")
+    args = parser.parse_args(argv)
+    if sys.platform != "linux":
+        print("tools/bench.py reads /proc: Linux only", file=sys.stderr)
+        return 2
+    groups = [g.strip() for g in args.only.split(",") if g.strip()]
+    for g in groups:
+        if g not in GROUPS:
+            parser.error("unknown group %r" % g)
+    q = args.quick
+    defaults = dict(reps=1 if q else 5, duration=0.2 if q else 1.5, push_sessions=10 if q else 100,
+                    push_events=10 if q else 60, push_reps=1 if q else 3, diff_mb=1 if q else 10,
+                    diff_reps=1 if q else 5, startup_reps=1 if q else 15, settle=0.05 if q else 0.3)
+    for k, v in defaults.items():
+        if getattr(args, k, None) is None:
+            setattr(args, k, v)
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    results: Dict[str, Any] = {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "machine": machine_info(), "mode": "quick" if q else "full",
+        "config": {k: getattr(args, k) for k in ("reps", "duration", "push_sessions", "push_events", "push_reps",
+                                                  "diff_mb", "diff_reps", "startup_reps", "settle", "sdk")},
+    }
+    runners = {"rt": group_rt, "push": group_push, "diff": group_diff, "startup": group_startup}
+    for g in groups:
+        log("running %s ..." % g)
+        t0 = time.perf_counter()
+        results[g] = runners[g](args, log)
+        results.setdefault("seconds", {})[g] = round(time.perf_counter() - t0, 1)
+    try:
+        results["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        pass
+    results["targets"] = evaluate(results)
+    text = render(results)
+    results["table"] = text.split("\n")
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+            f.write("\n")
+        print("\nwritten %s" % args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_serve":
+        sys.exit(_serve_main(sys.argv[2], sys.argv[3], sys.argv[4:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "_pushclient":
+        sys.exit(_push_client_main(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    sys.exit(main())
