@@ -1,0 +1,113 @@
+"""`python3 -m ide_protocol client list | call TOOL [JSON] | watch`.
+
+A command line over `IdeClient`, so anyone can read the selection or diagnostics of a
+running IDE (VS Code, Visual Studio, JetBrains, our own `serve`) or watch its pushes,
+without writing Python. The server is found as the CLI finds it (PROTOCOL.md §1): the
+lock whose `workspaceFolders` holds `--folder` (default: the current directory), or
+the lock file given with `--lock`.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any, List, Optional
+
+from . import jsonrpc, tools
+from .client import ClientError, IdeClient, NoIdeFound
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python3 -m ide_protocol client",
+                                description="Talk to a running /ide server as Copilot CLI does.")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--lock", metavar="FILE", help="use this lock file")
+    where.add_argument("--folder", metavar="DIR", help="find the IDE whose workspace is DIR (default: cwd)")
+    p.add_argument("--lock-dir", metavar="DIR", help="lock directory (default: $COPILOT_HOME/ide or ~/.copilot/ide)")
+    p.add_argument("--json", action="store_true", help="machine-readable output (one JSON document per line)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60, as the CLI)")
+    sub = p.add_subparsers(dest="action", metavar="ACTION")
+    sub.required = True
+    sub.add_parser("list", help="list the server's tools")
+    call = sub.add_parser("call", help="call a tool: call TOOL [JSON-ARGUMENTS]")
+    call.add_argument("tool")
+    call.add_argument("arguments", nargs="?", default="{}", help='JSON object, e.g. \'{"uri": "file:///a.py"}\'')
+    watch = sub.add_parser("watch", help="print pushes (selection_changed, ...) as they come")
+    watch.add_argument("--count", type=int, default=0, help="stop after N pushes (0: until interrupted)")
+    return p
+
+
+def _client(args: argparse.Namespace) -> IdeClient:
+    if args.lock:
+        return IdeClient.from_lock_file(args.lock, timeout=args.timeout)
+    return IdeClient.discover(args.folder, args.lock_dir, timeout=args.timeout)
+
+
+def _emit(args: argparse.Namespace, obj: Any, text: str) -> None:
+    if args.json:
+        print(json.dumps(obj, ensure_ascii=False), flush=True)
+    else:
+        print(text, flush=True)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    client = _client(args)
+    async with client:
+        if not args.json:
+            print("# connected to %s (pid %d), session %s" % (client.lock.ide_name, client.lock.pid,
+                                                             client.session_id), file=sys.stderr)
+        if args.action == "list":
+            tool_list = client.tools or []
+            if args.json:
+                _emit(args, tool_list, "")
+            else:
+                for tool in tool_list:
+                    props = (tool.get("inputSchema") or {}).get("properties") or {}
+                    print("%-20s %s" % (tool.get("name"), ", ".join(props) or "-"))
+                    print("    %s" % tool.get("description"))
+            return 0
+        if args.action == "call":
+            try:
+                arguments = json.loads(args.arguments)
+            except ValueError as exc:
+                print("arguments must be a JSON object: %s" % exc, file=sys.stderr)
+                return 2
+            if not isinstance(arguments, dict):
+                print("arguments must be a JSON object", file=sys.stderr)
+                return 2
+            timeout = None if args.tool == "open_diff" else args.timeout  # open_diff waits for the user (§4)
+            result = await client.call_tool(args.tool, arguments, timeout=timeout)
+            try:
+                value = tools.parse_text_result(result)
+            except tools.ToolError as exc:
+                _emit(args, result, "error: %s" % exc)
+                return 1
+            _emit(args, value, json.dumps(value, indent=2, ensure_ascii=False) if not isinstance(value, str) else value)
+            return 0
+        # watch
+        seen = 0
+        async for push in client.pushes():
+            seen += 1
+            _emit(args, push.raw, "%s %s" % (push.method, json.dumps(push.params, ensure_ascii=False)))
+            if args.count and seen >= args.count:
+                break
+        return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return asyncio.run(_run(args))
+    except KeyboardInterrupt:
+        return 130
+    except NoIdeFound as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    except (ClientError, jsonrpc.JsonRpcError, OSError, ValueError) as exc:
+        print("error: %s" % exc, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
