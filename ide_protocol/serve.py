@@ -229,10 +229,9 @@ class FileText:
             else:  # "L:C": a cursor
                 l2, c2 = l1, c1
         assert l2 is not None
-        start = (l1, 1 if c1 is None else c1)
-        end_line = self._line(l2)
-        end = (l2, len(end_line) + 1 if c2 is None else c2)
         self._line(l1)
+        start = (l1, 1 if c1 is None else c1)
+        end = (l2, len(self._line(l2)) + 1 if c2 is None else c2)
         for line, col in (start, end):
             length = len(self.lines[line - 1])
             if not 1 <= col <= length + 1:
