@@ -1,0 +1,436 @@
+"""The conformance checker: every check passes against our server, and every check
+FAILs against a server with exactly the matching fault (no check that cannot fail).
+
+The faults live in this test double, not in the server: `FaultyServer` wraps the HTTP
+application that the listener runs (requests can be rewritten or answered early,
+responses rewritten on their way out) and swaps dispatcher or tool handlers.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import pytest
+
+from ide_protocol import check, http11, jsonrpc, lockfile, mcp, sse, tools
+from ide_protocol.server import IdeServer
+from ide_protocol.tools import Diagnostic, Selection
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAULT_TIMEOUT = 2.0  # seconds the checker waits for an answer when a fault makes it wait
+
+
+class Proxy:
+    """A responder whose outgoing head and chunks can be rewritten by a fault."""
+
+    def __init__(self, real: Any, request: http11.Request, body: bytes, fault: "Fault") -> None:
+        self._real = real
+        self._request = request
+        self._body = body
+        self._fault = fault
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    async def send(self, status: int, headers: Any = None, body: bytes = b"") -> bool:
+        status, headers, body = self._fault.out_send(self._request, self._body, status, list(headers or []), body)
+        return await self._real.send(status, headers, body)
+
+    async def start(self, status: int, headers: Any = None) -> bool:
+        status, headers = self._fault.out_start(self._request, status, list(headers or []))
+        if self._fault.close_after(self._request):
+            self._real.close_after = True
+        return await self._real.start(status, headers)
+
+    async def chunk(self, data: bytes) -> bool:
+        return await self._real.chunk(self._fault.out_chunk(self._request, data))
+
+    def chunk_nowait(self, data: bytes) -> bool:
+        return self._real.chunk_nowait(self._fault.out_chunk(self._request, data))
+
+
+class Fault:
+    """Default: no fault. Subclasses override the hooks they need."""
+
+    def setup(self, server: "FaultyServer") -> None:
+        pass
+
+    def before_lock(self, server: "FaultyServer") -> None:
+        pass
+
+    def intercept(self, server: "FaultyServer", request: http11.Request, body: bytes
+                  ) -> Optional[Tuple[int, List[Tuple[str, str]], bytes]]:
+        return None
+
+    def out_send(self, request: http11.Request, body: bytes, status: int, headers: List[Tuple[str, str]],
+                 payload: bytes) -> Tuple[int, List[Tuple[str, str]], bytes]:
+        return status, headers, payload
+
+    def out_start(self, request: http11.Request, status: int, headers: List[Tuple[str, str]]
+                  ) -> Tuple[int, List[Tuple[str, str]]]:
+        return status, headers
+
+    def out_chunk(self, request: http11.Request, data: bytes) -> bytes:
+        return data
+
+    def close_after(self, request: http11.Request) -> bool:
+        return False
+
+
+class FaultyServer(IdeServer):
+    """Our IdeServer with one fault switched on."""
+
+    def __init__(self, folder: str, lock_dir: str, fault: Optional[Fault] = None, **kwargs: Any) -> None:
+        super().__init__([folder], lock_dir=lock_dir, **kwargs)
+        self.fault = fault or Fault()
+        real_app = self.listener.app
+
+        async def app(request: http11.Request, body: bytes, responder: Any) -> None:
+            early = self.fault.intercept(self, request, body)
+            if early is not None:
+                await responder.send(*early)
+                return
+            await real_app(request, body, Proxy(responder, request, body, self.fault))
+
+        self.listener.app = app
+        self.fault.setup(self)
+
+
+def _method(body: bytes) -> Optional[str]:
+    try:
+        obj = json.loads(body.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return obj.get("method") if isinstance(obj, dict) else None
+
+
+def _rewrite_lock(server: IdeServer, change: Callable[[Dict[str, Any]], None]) -> None:
+    with open(server.lock_path) as f:
+        raw = json.load(f)
+    change(raw)
+    with open(server.lock_path, "w") as f:
+        json.dump(raw, f)
+
+
+def _sse_answer(request_id: Any, result: Any) -> bytes:
+    return sse.encode_message(json.dumps(jsonrpc.result_response(request_id, result)))
+
+
+# ------------------------------------------------------------------ the faults
+
+
+class F(Fault):
+    """A fault built from keyword hooks, to keep the table below short."""
+
+    def __init__(self, **hooks: Any) -> None:
+        for name, hook in hooks.items():
+            setattr(self, "_" + name, hook)
+
+    def setup(self, server: "FaultyServer") -> None:
+        if hasattr(self, "_setup"):
+            self._setup(server)
+
+    def intercept(self, server: "FaultyServer", request: http11.Request, body: bytes) -> Any:
+        if hasattr(self, "_intercept"):
+            return self._intercept(server, request, body)
+        return None
+
+    def out_send(self, request: http11.Request, body: bytes, status: int, headers: Any, payload: bytes) -> Any:
+        if hasattr(self, "_out_send"):
+            return self._out_send(request, body, status, headers, payload)
+        return status, headers, payload
+
+    def out_start(self, request: http11.Request, status: int, headers: Any) -> Any:
+        if hasattr(self, "_out_start"):
+            return self._out_start(request, status, headers)
+        return status, headers
+
+    def out_chunk(self, request: http11.Request, data: bytes) -> bytes:
+        if hasattr(self, "_out_chunk"):
+            return self._out_chunk(request, data)
+        return data
+
+    def close_after(self, request: http11.Request) -> bool:
+        return bool(getattr(self, "_close_after", lambda r: False)(request))
+
+
+def _add_auth(server: IdeServer, request: http11.Request, body: bytes) -> None:
+    request.headers.remove("authorization")
+    request.headers.add("Authorization", "Nonce " + server.nonce)
+
+
+def _tools_list_with(change: Callable[[List[Dict[str, Any]]], None]) -> Callable[[IdeServer], None]:
+    def setup(server: IdeServer) -> None:
+        listed = json.loads(json.dumps(tools.TOOLS))
+        change(listed)
+        server.dispatcher.add("tools/list", lambda params, ctx: {"tools": listed})
+    return setup
+
+
+def _tool_handler(name: str, handler: Callable[[Dict[str, Any], Any], Any]) -> Callable[[IdeServer], None]:
+    def setup(server: IdeServer) -> None:
+        server._tool_handlers[name] = handler
+    return setup
+
+
+def _deleted_twice(server: IdeServer, request: http11.Request, body: bytes) -> Any:
+    if request.method == "DELETE" and request.headers.get("mcp-session-id") not in server.app.sessions:
+        return 200, [], b""
+    return None
+
+
+def _replace_without_resolving(server: IdeServer) -> None:
+    real = server._tool_handlers["open_diff"]
+
+    async def open_diff(arguments: Dict[str, Any], ctx: Any) -> Any:
+        server._diffs.pop(arguments.get("tab_name"), None)  # forget the first: it never resolves
+        return await real(arguments, ctx)
+    server._tool_handlers["open_diff"] = open_diff
+
+
+def _write_then_accept(diff: Any) -> bool:
+    with open(diff.original_file_path, "w") as f:
+        f.write(diff.new_file_contents)
+    return True
+
+
+def _unknown_tool_succeeds(server: IdeServer) -> None:
+    real = server._tools_call
+
+    async def tools_call(params: Any, ctx: Any) -> Any:
+        if isinstance(params, dict) and params.get("name") not in server._tool_handlers:
+            return tools.text_result({"ok": True})
+        return await real(params, ctx)
+    server.dispatcher.add("tools/call", tools_call)
+
+
+def _no_allow(request: http11.Request, body: bytes, status: int, headers: Any, payload: bytes) -> Any:
+    return status, [(k, v) for k, v in headers if k.lower() != "allow"], payload
+
+
+FAULTS: Dict[str, Fault] = {
+    "lock.fields": F(lock=lambda raw: raw.update(pid=str(raw["pid"]))),
+    "lock.permissions": F(chmod=0o644),
+    "lock.folders": F(lock=lambda raw: raw.update(workspaceFolders=["relative/project"])),
+    "lock.socket": F(lock=lambda raw: raw.update(socketPath="/nonexistent/mcp-x/mcp.sock")),
+    "auth.missing": F(intercept=lambda s, r, b: _add_auth(s, r, b) if "authorization" not in r.headers else None),
+    "auth.wrong_nonce": F(intercept=lambda s, r, b: _add_auth(s, r, b)),
+    "auth.origin": F(intercept=lambda s, r, b: r.headers.remove("origin")),
+    "http.path": F(intercept=lambda s, r, b: setattr(r, "target", "/mcp")),
+    "http.method": F(out_send=_no_allow),
+    "http.content_length": F(intercept=lambda s, r, b: (411, [("Content-Type", "text/plain")], b"chunked only")
+                             if "content-length" in r.headers else None),
+    "http.large_body": F(intercept=lambda s, r, b: (413, [("Content-Type", "text/plain")], b"too large")
+                         if len(b) > 1024 * 1024 else None),
+    "http.response_format": F(intercept=lambda s, r, b: (200, [("Content-Type", "text/plain")],
+                                                         json.dumps(jsonrpc.result_response(
+                                                             json.loads(b)["id"], {})).encode())
+                              if _method(b) == "ping" else None),
+    "http.keep_alive_after_stream": F(close_after=lambda r: r.method == "GET"),
+    "discover.fallback": F(intercept=lambda s, r, b: (401, [("Content-Type", "text/plain")], b"Unauthorized")
+                           if _method(b) == "server/discover" else None),
+    "initialize.result": F(out_chunk=lambda r, d: d.replace(b'"protocolVersion":"2025-11-25"',
+                                                            b'"protocolVersion":"2024-11-05"')),
+    "initialize.versions": F(setup=lambda s: setattr(mcp, "SUPPORTED_VERSIONS", ("2025-11-25",))),
+    "initialized.202": F(intercept=lambda s, r, b: (200, [("Content-Type", "text/plain")], b"")
+                         if _method(b) == "notifications/initialized" else None),
+    "session.unknown": F(intercept=lambda s, r, b: (400, [("Content-Type", "text/plain")], b"bad session")
+                         if r.headers.get("mcp-session-id") not in (None,) and
+                         r.headers.get("mcp-session-id") not in s.app.sessions else None),
+    "session.missing": F(intercept=lambda s, r, b: (404, [("Content-Type", "text/plain")], b"no session")
+                         if r.headers.get("mcp-session-id") is None and _method(b) != "initialize" else None),
+    "jsonrpc.ping": F(setup=lambda s: s.dispatcher.add("ping", lambda p, c: {"pong": True})),
+    "jsonrpc.unknown_method": F(setup=lambda s: setattr(s.dispatcher, "_fallback", lambda p, c: None)),
+    "jsonrpc.parse_error": F(intercept=lambda s, r, b: (400, [("Content-Type", "application/json")],
+                                                        b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
+                                                        b'"message":"Invalid Request"}}')
+                             if r.method == "POST" and _method(b) is None and not b.startswith(b"[") else None),
+    "jsonrpc.batch": F(intercept=lambda s, r, b: (200, [("Content-Type", "application/json")], b"[]")
+                       if b.startswith(b"[") else None),
+    "delete.session": F(intercept=_deleted_twice),
+    "stream.get": F(out_start=lambda r, st, h: (st, [(k, v) for k, v in h if k.lower() != "cache-control"])
+                    if r.method == "GET" else (st, h)),
+    "stream.selection_on_open": F(setup=lambda s: setattr(s.app, "on_stream_open", None)),
+    "tools.names": F(setup=_tools_list_with(lambda listed: listed.pop())),
+    "tools.descriptions": F(setup=_tools_list_with(lambda listed: listed[1].update(description=""))),
+    "tools.schemas": F(setup=_tools_list_with(lambda listed: listed[2]["inputSchema"].pop("additionalProperties"))),
+    "tools.execution": F(setup=_tools_list_with(lambda listed: [t.update(taskSupport="forbidden") or
+                                                                t.pop("execution") for t in listed])),
+    "tool.get_selection": F(setup=_tool_handler("get_selection", lambda a, c: {
+        "text": "x", "filePath": "/a", "fileUrl": "file:///a",
+        "selection": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}, "current": True})),
+    "tool.get_diagnostics": F(setup=_tool_handler("get_diagnostics", lambda a, c: [{
+        "uri": "file:///a", "filePath": "/a", "diagnostics": [{
+            "message": "m", "severity": "error",
+            "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}}]}])),
+    "tool.get_vscode_info": F(setup=_tool_handler("get_vscode_info", lambda a, c: {"version": "1", "appName": "x"})),
+    "tool.update_session_name": F(setup=_tool_handler("update_session_name", lambda a, c: {"ok": True})),
+    "tool.close_diff_unknown": F(setup=_tool_handler("close_diff", lambda a, c: tools.close_diff_answer(
+        a["tab_name"], True))),
+    "tool.unknown": F(setup=_unknown_tool_succeeds),
+    "diff.close_via_tool": F(on_diff=lambda diff: True),
+    "diff.replace": F(setup=_replace_without_resolving),
+    "diff.accept": F(on_diff=_write_then_accept),
+}
+
+
+def test_every_check_has_a_fault() -> None:
+    assert sorted(FAULTS) == sorted(c.name for c in check.CHECKS)
+
+
+# ------------------------------------------------------------------ running
+
+
+def _prepare(server: IdeServer, folder: str) -> None:
+    path = os.path.join(folder, "a.py")
+    with open(path, "w") as f:
+        f.write("print('hi')\nx = 1\n")
+    server.set_selection(Selection(path, "print", (0, 0), (0, 5)))
+    server.set_diagnostics(path, [Diagnostic("undefined name", "Error", (1, 0), (1, 1), source="test")])
+    server.flush_pushes()  # debounced pushes go now (to nobody), not into a check's stream
+
+
+async def _run(fault: Optional[Fault], names: Optional[List[str]] = None, with_diff: bool = False,
+               timeout: float = check.DEFAULT_CHECK_TIMEOUT) -> List[check.Result]:
+    base = tempfile.mkdtemp(prefix="ide-check-test-")
+    folder = os.path.join(base, "project")
+    os.mkdir(folder)
+    on_diff = getattr(fault, "_on_diff", None)
+    if on_diff is None and with_diff:
+        on_diff = lambda diff: True  # the person who accepts
+    saved = mcp.SUPPORTED_VERSIONS
+    server = FaultyServer(folder, os.path.join(base, "ide"), fault, on_diff=on_diff)
+    await server.start()
+    try:
+        _prepare(server, folder)
+        if fault is not None and hasattr(fault, "_lock"):
+            _rewrite_lock(server, fault._lock)
+        if fault is not None and hasattr(fault, "_chmod"):
+            os.chmod(server.lock_path, fault._chmod)
+        lock, raw = check.load_lock(server.lock_path)
+        return await asyncio.wait_for(check.run_checks(lock, raw, names=names, with_diff=with_diff,
+                                                       timeout=timeout, prompt=lambda text: None), 120)
+    finally:
+        mcp.SUPPORTED_VERSIONS = saved
+        await server.stop()
+
+
+def test_all_checks_pass_against_our_server() -> None:
+    results = asyncio.run(_run(None))
+    bad = [r.line() for r in results if r.status != check.PASS and r.name != "diff.accept"]
+    assert not bad, "\n".join(bad)
+    assert [r.status for r in results if r.name == "diff.accept"] == [check.SKIP]
+    assert len(results) == len(check.CHECKS)
+
+
+def test_the_diff_check_passes_when_a_person_accepts() -> None:
+    results = asyncio.run(_run(None, ["diff.accept"], with_diff=True))
+    assert [(r.name, r.status) for r in results] == [("diff.accept", check.PASS)], results[0].line()
+
+
+@pytest.mark.parametrize("name", [c.name for c in check.CHECKS])
+def test_each_check_fails_against_its_fault(name: str) -> None:
+    results = asyncio.run(_run(FAULTS[name], [name], with_diff=True, timeout=FAULT_TIMEOUT))
+    assert len(results) == 1
+    result = results[0]
+    assert result.status == check.FAIL, result.line()
+    assert result.section.startswith("§")
+    assert result.message
+
+
+def test_json_report_and_exit_status(tmp_path: Any) -> None:
+    """The command line: one line per check, --json, exit 1 on a FAIL."""
+
+    async def scenario() -> Tuple[int, str, int, str]:
+        folder = str(tmp_path / "project")
+        os.mkdir(folder)
+        server = FaultyServer(folder, str(tmp_path / "ide"), FAULTS["jsonrpc.ping"])
+        await server.start()
+        try:
+            _prepare(server, folder)
+            loop = asyncio.get_event_loop()
+            env = dict(os.environ, PYTHONPATH=ROOT)
+
+            def run(args: List[str]) -> Tuple[int, str]:
+                p = subprocess.run([sys.executable, "-m", "ide_protocol", "check"] + args, cwd=ROOT, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                                   universal_newlines=True)
+                return p.returncode, p.stdout
+            text_rc, text = await loop.run_in_executor(None, run, ["--lock", server.lock_path, "--only", "jsonrpc.ping",
+                                                                   "--only", "tools.names"])
+            json_rc, out = await loop.run_in_executor(None, run, ["--lock-dir", str(tmp_path / "ide"), folder,
+                                                                  "--json"])
+            return text_rc, text, json_rc, out
+        finally:
+            await server.stop()
+
+    text_rc, text, json_rc, out = asyncio.run(scenario())
+    assert text_rc == 1
+    assert "FAIL jsonrpc.ping" in text and "PASS tools.names" in text and "(PROTOCOL.md §3)" in text
+    assert "1 failed" in text
+    report = json.loads(out)
+    assert json_rc == 1
+    statuses = {r["name"]: r["status"] for r in report["results"]}
+    assert statuses["jsonrpc.ping"] == "FAIL" and statuses["tools.names"] == "PASS"
+    assert statuses["diff.accept"] == "SKIP"
+    assert report["summary"]["FAIL"] == 1
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(ROOT, "ide_protocol", "serve.py")) or os.name == "nt",
+                    reason="no `serve` command yet")
+def test_all_checks_pass_against_the_serve_command(tmp_path: Any) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "a.py").write_text("print('hi')\nx = 1\n")
+    home = tmp_path / "home"
+    env = dict(os.environ, PYTHONPATH=ROOT, COPILOT_HOME=str(home))
+    proc = subprocess.Popen([sys.executable, "-m", "ide_protocol", "serve", str(folder), "--color", "never"],
+                            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        lock_dir = str(home / "ide")
+        deadline = time.monotonic() + 30
+        locks: List[Any] = []
+        while time.monotonic() < deadline and not locks:
+            locks = [info for _, info in lockfile.read_locks(lock_dir) if isinstance(info, lockfile.LockInfo)]
+            if not locks:
+                assert proc.poll() is None, "serve exited early"
+                time.sleep(0.05)
+        assert locks, "serve wrote no lock under $COPILOT_HOME/ide"
+        assert proc.stdin is not None
+        proc.stdin.write(b"select a.py 1:1-1:6\ndiag a.py 2 error undefined name\n")
+        proc.stdin.flush()
+
+        async def checks() -> List[check.Result]:
+            lock, raw = check.load_lock(locks[0].path)
+            # The commands above travel through a pipe: wait until the server has them.
+            from ide_protocol.client import IdeClient
+            async with IdeClient(lock, timeout=10) as client:
+                for _ in range(200):
+                    sel, diags = await client.get_selection(), await client.get_diagnostics()
+                    if sel and sel.get("current") and diags:
+                        break
+                    await asyncio.sleep(0.05)
+            return await check.run_checks(lock, raw, prompt=lambda text: None)
+
+        results = asyncio.run(asyncio.wait_for(checks(), 120))
+        bad = [r.line() for r in results if r.status not in (check.PASS,) and r.name != "diff.accept"]
+        assert not bad, "\n".join(bad)
+    finally:
+        if proc.stdin is not None:
+            try:
+                proc.stdin.write(b"quit\n")
+                proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
