@@ -32,6 +32,9 @@ READ_SIZE = 256 * 1024
 #: A request that has started arriving must finish within this many seconds (a slow
 #: or stuck peer must not hold a connection forever with half a request).
 REQUEST_TIMEOUT = 60.0
+#: Bytes a peer may leave unread in our send buffer (pushes queued on a GET stream it
+#: stopped reading) before the connection is dropped rather than growing without bound.
+MAX_WRITE_BUFFER = 16 * 1024 * 1024
 
 
 class Responder:
@@ -73,6 +76,8 @@ class Responder:
         self.started = self.finished = True
         self.status = status
         data = http11.write_response(status, self._conn_headers(list(headers or [])), body)
+        if self.request.method == "HEAD" and body:
+            data = data[:-len(body)]  # a HEAD response has no body (RFC 9110 §9.3.2)
         return await self._conn.write(data)
 
     async def start(self, status: int, headers: Optional[List[Tuple[str, str]]] = None) -> bool:
@@ -129,6 +134,10 @@ class HttpConnection:
             return False
         try:
             self.writer.write(data)
+            if self.writer.transport.get_write_buffer_size() > MAX_WRITE_BUFFER:
+                log.warning("connection %d: peer stopped reading; dropping it", self.number)
+                self.abort()
+                return False
         except (ConnectionError, RuntimeError, OSError):
             self._lost()
             return False
@@ -190,6 +199,8 @@ class HttpConnection:
         reader_task = asyncio.ensure_future(self._read_loop())
         try:
             while True:
+                if self._eof.is_set() and self._queue.empty():
+                    break  # the reader is done (or the connection lost): nothing more comes
                 get = asyncio.ensure_future(self._queue.get())
                 try:
                     item = await get

@@ -453,3 +453,61 @@ def test_vanishing_peers_and_garbage(tmp_path) -> None:
             cli.close()
             await still_works(server)
     run(main())
+
+
+def test_head_405_has_no_body_and_connection_stays_usable(tmp_path) -> None:
+    async def main() -> None:
+        async with make_server(tmp_path) as server:
+            cli = cli_for(server)
+            await cli.handshake(probes=0)
+            conn = await cli.new_conn()
+            conn.send_raw(head("HEAD", "/mcp", cli.headers("GET")), expect="HEAD")
+            reply = await conn.read_reply()
+            assert reply.status == 405 and reply.body == b""
+            # The next request on the same connection parses cleanly.
+            reply, used = await cli.exchange("POST", {"jsonrpc": "2.0", "id": 3, "method": "ping"}, conn=conn)
+            assert used is conn and reply.status == 200 and reply.message == {"jsonrpc": "2.0", "id": 3, "result": {}}
+            cli.close()
+    run(main())
+
+
+def test_connection_close_request_header(tmp_path) -> None:
+    async def main() -> None:
+        async with make_server(tmp_path) as server:
+            cli = cli_for(server)
+            await cli.handshake(probes=0)
+            conn = await cli.new_conn()
+            h = [(k, "close" if k == "Connection" else v) for k, v in cli.headers("POST")]
+            conn.send_raw(head("POST", "/mcp", h) + chunked(b'{"jsonrpc":"2.0","id":4,"method":"ping"}'),
+                          expect="POST")
+            reply = await conn.read_reply()
+            assert reply.status == 200 and reply.message["result"] == {}
+            assert reply.headers.get("connection") == "close"
+            assert await conn.wait_closed()
+            cli.close()
+    run(main())
+
+
+def test_stream_reader_that_never_reads_is_dropped(tmp_path) -> None:
+    """Pushes to a GET stream whose peer stopped reading must not pile up without
+    bound: past the transport's limit the connection is dropped."""
+    async def main() -> None:
+        from ide_protocol import transport
+
+        async with make_server(tmp_path, debounce=0) as server:
+            stuck = cli_for(server)
+            await stuck.handshake(probes=0)
+            _, stuck_conn = await stuck.open_stream()
+            await until(lambda: server.stats()["streams"] == 1, what="stream open")
+            text = "x" * (1024 * 1024)
+            pushes = 0
+            while server.stats()["streams"] == 1:
+                server.add_selection(str(tmp_path / "f"), (0, 0), (0, 1), text)
+                pushes += 1
+                assert pushes * len(text) < 4 * transport.MAX_WRITE_BUFFER + 64 * 1024 * 1024, "never dropped"
+                await asyncio.sleep(0)
+            await until(lambda: server.stats()["connections"] == 0, what="stuck connection dropped")
+            assert server.stats()["sessions"] == 1  # the session itself is not ended
+            stuck.close()
+            await still_works(server)
+    run(main())
