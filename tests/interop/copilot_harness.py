@@ -374,6 +374,28 @@ class CopilotTui(object):
             self.tmux.submit("/exit")
         return self.wait_exit(timeout)
 
+    IDE_EVENT = re.compile(r"(Connecting to|Connected to|Disconnecting from|Disconnected from) "
+                           r"IDE MCP server")
+
+    def wait_ide_connected(self, timeout=30.0, settle=1.5):
+        """Wait until the CLI is connected to an IDE and has stayed so for ``settle``
+        seconds: at start-up it connects, then (after folder trust is settled) DELETEs its
+        MCP session and connects again, once or twice, within about a second."""
+        deadline = time.monotonic() + timeout
+        last = None
+        since = time.monotonic()
+        while True:
+            events = self.IDE_EVENT.findall(self.log_text())
+            if events != last:
+                last, since = events, time.monotonic()
+            elif events and events[-1] == "Connected to" and \
+                    time.monotonic() - since >= settle:
+                return len([e for e in events if e == "Connected to"])
+            if time.monotonic() > deadline:
+                raise AssertionError("CLI not (stably) connected to an IDE within %.0f s; "
+                                     "IDE events: %s" % (timeout, events))
+            time.sleep(0.2)
+
     # debug log
     def log_text(self):
         out = []

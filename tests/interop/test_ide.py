@@ -1,0 +1,204 @@
+"""`/ide`: the real Copilot CLI TUI (in tmux) against `python3 -m ide_protocol serve`."""
+
+import json
+import os
+import re
+import time
+
+import pytest
+
+import copilot_harness as H
+from fake_model import Turn
+
+pytestmark = pytest.mark.interop
+
+CONNECTED = r"connected: session (\S+), copilot-cli %s" % re.escape(H.PINNED_VERSION)
+
+
+@pytest.fixture
+def ide(serve, tui):
+    """``serve`` running on the workspace and the CLI started there, connected to it."""
+    srv = serve()
+    lock_path, lock = srv.wait_lock()
+    tui.start()
+    tui.wait_ide_connected()
+    m = srv.wait_output(CONNECTED, timeout=15)
+    srv.session = m.group(1)
+    srv.lock_path, srv.lock = lock_path, lock
+    return srv, tui
+
+
+def _diff_number(srv, start=0, timeout=30):
+    return srv.wait_output(r"^diff (\d+) proposed by session", timeout=timeout,
+                           start=start).group(1)
+
+
+def test_connects_at_startup_and_receives_pushed_selection(ide, workspace, fake_model):
+    srv, tui = ide
+    assert srv.lock["workspaceFolders"][0] == workspace
+    assert srv.lock["pid"] == srv.pid
+    # The CLI connected on its own at start-up (its cwd is the lock's folder).
+    tui.wait_log(r"Connected to IDE MCP server")
+    srv.send("select hello.py 1:1-1:13")
+    srv.wait_output(r"^selected hello\.py 1:1-1:13")
+    path = os.path.join(workspace, "hello.py")
+    tui.wait_log(r"IDE selection changed: %s \[0:0-0:12\]" % re.escape(path))
+    tui.wait_screen(r"@hello\.py:1\b")
+    # The pushed selection goes with the next prompt to the model.
+    fake_model.script(Turn.say("I see your selection."))
+    tui.prompt("What did I select?")
+    tui.wait_screen(r"I see your selection\.")
+    user = fake_model.user_texts()[-1]
+    assert "<ide_selection>" in user and "def hello():" in user, user
+    assert {"ide-get_selection", "ide-get_diagnostics"} <= set(fake_model.offered_tools())
+    # Only those two of our six tools are offered to the model.
+    assert not [t for t in fake_model.offered_tools()
+                if t.startswith("ide-") and t not in ("ide-get_selection", "ide-get_diagnostics")]
+
+
+def test_model_reads_selection_and_diagnostics(ide, workspace, fake_model):
+    srv, tui = ide
+    srv.send("select hello.py 2:5-2:13")
+    srv.wait_output(r"^selected hello\.py 2:5-2:13")
+    srv.send("diag hello.py 2 error undefined name 'x'")
+    srv.wait_output(r"^diagnostic hello\.py 2")
+    fake_model.script(Turn.tool("ide-get_selection"), Turn.tool("ide-get_diagnostics"),
+                      Turn.say("Selection and diagnostics read."))
+    tui.prompt("Check my code")
+    tui.wait_screen(r"Selection and diagnostics read\.")
+    path = os.path.join(workspace, "hello.py")
+
+    (sel_text,) = fake_model.tool_results("ide-get_selection")
+    sel = json.loads(sel_text)
+    assert sel["text"] == "return x"
+    assert sel["filePath"] == path
+    assert sel["fileUrl"] == "file://" + path
+    assert sel["selection"]["start"] == {"line": 1, "character": 4}
+    assert sel["selection"]["end"] == {"line": 1, "character": 12}
+    assert sel["selection"]["isEmpty"] is False
+    assert sel["current"] is True
+
+    (diag_text,) = fake_model.tool_results("ide-get_diagnostics")
+    diags = json.loads(diag_text)
+    assert [d["filePath"] for d in diags] == [path]
+    (d,) = diags[0]["diagnostics"]
+    assert d["message"] == "undefined name 'x'"
+    assert d["severity"] == "Error"
+    assert d["range"]["start"]["line"] == 1
+
+    srv.wait_output(r"^tool get_selection\(\) from session")
+    srv.wait_output(r"^tool get_diagnostics\(.*\) from session")
+    # The CLI counts only capitalised severities in its own display.
+    tui.wait_screen(r"1 error")
+
+
+def test_edit_accepted_in_serve(ide, workspace, fake_model):
+    srv, tui = ide
+    path = os.path.join(workspace, "hello.py")
+    fake_model.script(Turn.tool("edit", {"path": path, "old_str": "return x",
+                                         "new_str": "return 42"}),
+                      Turn.say("Accepted edit done."))
+    tui.prompt("Fix hello.py")
+    n = _diff_number(srv)
+    tui.wait_screen(tui.PERMISSION)     # the terminal asks too, while the diff is open
+    assert "return x" in H.read(path)   # the IDE side never writes the file itself
+    srv.send("accept")
+    srv.wait_output(r"^diff %s SAVED \(accepted_via_button\)" % n)
+    tui.wait_screen(r"Accepted edit done\.")
+    assert H.read(path) == "def hello():\n    return 42\n"
+    assert any("updated" in r for r in fake_model.tool_results("edit")), \
+        fake_model.tool_results("edit")
+
+
+def test_edit_rejected_in_serve(ide, workspace, fake_model):
+    srv, tui = ide
+    path = os.path.join(workspace, "hello.py")
+    before = H.read(path)
+    fake_model.script(Turn.tool("edit", {"path": path, "old_str": "return x",
+                                         "new_str": "return 0"}))
+    tui.prompt("Fix hello.py")
+    n = _diff_number(srv)
+    srv.send("reject")
+    srv.wait_output(r"^diff %s REJECTED \(rejected_via_button\)" % n)
+    tui.wait_screen(r"rejected this tool call|Operation cancelled by user")
+    time.sleep(1.0)
+    assert H.read(path) == before
+    # A rejection ends the turn: the model is not asked again.
+    assert len(fake_model.chat_requests()) == 1
+
+
+@pytest.mark.parametrize("answer", ["yes", "no"])
+def test_edit_answered_in_the_terminal_closes_the_diff(ide, workspace, fake_model, answer):
+    srv, tui = ide
+    path = os.path.join(workspace, "hello.py")
+    before = H.read(path)
+    fake_model.script(Turn.tool("edit", {"path": path, "old_str": "return x",
+                                         "new_str": "return 7"}),
+                      Turn.say("Terminal answer handled."))
+    tui.prompt("Fix hello.py")
+    n = _diff_number(srv)
+    tui.answer_permission(1 if answer == "yes" else 3)
+    # The CLI closes the diff it opened in the IDE ...
+    srv.wait_output(r'^tool close_diff\(tab_name="\[Copilot CLI\] - hello\.py')
+    # ... and serve resolves the pending open_diff with closed_via_tool.
+    srv.wait_output(r"^diff %s REJECTED \(closed_via_tool\)" % n)
+    if answer == "yes":
+        tui.wait_screen(r"Terminal answer handled\.")
+        assert H.read(path) == "def hello():\n    return 7\n"
+    else:
+        tui.wait_screen(r"Operation cancelled by user|Operation aborted by user")
+        time.sleep(0.5)
+        assert H.read(path) == before
+    srv.send("status")
+    time.sleep(0.3)
+    assert not re.search(r"diff %s waits" % n, "\n".join(srv.lines()[-5:]))
+
+
+def test_create_of_a_new_file_through_the_ide(ide, workspace, fake_model):
+    srv, tui = ide
+    path = os.path.join(workspace, "pkg", "new_module.py")
+    os.makedirs(os.path.dirname(path))
+    fake_model.script(Turn.tool("create", {"path": path, "file_text": "VALUE = 1\n"}),
+                      Turn.say("Created the module."))
+    tui.prompt("Create a module")
+    n = _diff_number(srv)
+    assert not os.path.exists(path)
+    srv.send("accept %s" % n)
+    srv.wait_output(r"^diff %s SAVED" % n)
+    tui.wait_screen(r"Created the module\.")
+    assert H.read(path) == "VALUE = 1\n"
+
+
+def test_exit_deletes_the_session_and_quit_leaves_no_lock(ide):
+    srv, tui = ide
+    socket_dir = os.path.dirname(srv.lock["socketPath"])
+    mark = srv.mark()
+    assert tui.exit() == 0
+    srv.wait_output(r"^disconnected: session %s \(deleted\)" % re.escape(srv.session),
+                    start=mark, timeout=15)
+    assert os.path.exists(srv.lock_path)
+    assert srv.quit() == 0
+    assert not os.path.exists(srv.lock_path)
+    assert not srv.locks()
+    assert not os.path.exists(srv.lock["socketPath"])
+    assert not os.path.exists(socket_dir)
+
+
+def test_stopping_serve_disconnects_the_cli(ide):
+    srv, tui = ide
+    assert srv.quit() == 0
+    assert not srv.locks()
+    # Deleting the lock is the signal the CLI notices.
+    tui.wait_log(r"Disconnected from IDE MCP server", timeout=15)
+    tui.wait_screen(r"IDE connection lost")
+    assert tui.exit() == 0
+
+
+def test_trusted_lock_skips_the_trust_prompt(serve, tui, fake_model):
+    srv = serve("--trusted")
+    _, lock = srv.wait_lock()
+    assert lock["isTrusted"] is True
+    assert tui.start(trust=False) == "ready"
+    tui.wait_ide_connected()
+    srv.wait_output(CONNECTED)
+    assert tui.exit() == 0
