@@ -1,0 +1,504 @@
+"""`python3 -m ide_protocol trace`: see what flows between Copilot CLI and an IDE.
+
+The tracer sits between the CLI and a real IDE server (VS Code, JetBrains, ours...):
+
+    CLI ──> tracer socket ──> real IDE socket
+        <──               <──
+
+1. It finds the real server's lock as the CLI would (PROTOCOL.md §1: the lock whose
+   `workspaceFolders` lists FOLDER, default the cwd), or takes `--lock FILE`.
+2. It listens on its own socket and writes **its own** lock for the same workspace,
+   with the real lock's `headers` (the nonce), so the CLI's requests pass through
+   unchanged and the real server accepts them.
+3. Every byte is forwarded unchanged in both directions; a copy goes through the
+   sans-IO parsers (`http11`, `sse`) only to be shown: connection number, timing,
+   request and status lines, headers, chunked bodies decoded as JSON, SSE events as
+   JSON. `--out FILE` also writes the raw bytes in the format of
+   `shared/captures/*.log` (`--- HH:MM:SS.mmm #N C>S|S>C LEN bytes`, then the bytes
+   with `\\r` `\\n` shown literally).
+
+Making the CLI pick the tracer: the tracer's lock goes into a directory of its own (by
+default a fresh temporary `COPILOT_HOME`, printed at start; or `--copilot-home DIR`),
+and the traced CLI run is pointed at it:
+
+    python3 -m ide_protocol trace ~/project            # prints COPILOT_HOME=/tmp/ide-trace-XXXX
+    cd ~/project && COPILOT_HOME=/tmp/ide-trace-XXXX copilot
+
+(A private `COPILOT_HOME` also hides the CLI's usual configuration; copy the files it
+needs, such as `config.json`, into that directory if your CLI asks you to log in again.)
+Writing the tracer's lock next to the real one (`--same-dir`) works too, but then both
+locks list the folder and the CLI takes the first by file name, and every CLI run is
+traced: the tracer refuses it unless you insist.
+
+The tracer never modifies or deletes another program's lock file. It removes its own
+lock, socket and (if it created it) temporary directory on exit, including SIGINT and
+SIGTERM.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from typing import Any, Callable, IO, List, Optional, Tuple
+
+from . import http11, lockfile, sse
+from .client import ClientError, NoIdeFound, discover, open_socket
+from .lockfile import LockInfo
+
+READ_SIZE = 256 * 1024
+DEFAULT_SHOW = 2000  # characters of one JSON body or event shown on the terminal
+CAPTURE_HEADER = ("# raw bytes logged by `python3 -m ide_protocol trace` (ide_protocol.trace). "
+                  "C>S = CLI to server, S>C = server to CLI; \\r \\n shown literally.")
+_BLOCK = re.compile(r"--- (\S+) #(\d+) (C>S|S>C) (\d+) bytes\Z")
+
+
+class Record:
+    """One read from one side of one connection, forwarded as is."""
+
+    __slots__ = ("conn", "direction", "time", "data")
+
+    def __init__(self, conn: int, direction: str, time: float, data: bytes) -> None:
+        self.conn = conn
+        self.direction = direction
+        self.time = time
+        self.data = data
+
+    def __repr__(self) -> str:
+        return "Record(#%d %s %d bytes)" % (self.conn, self.direction, len(self.data))
+
+
+# ------------------------------------------------------------------ capture format
+
+
+def clock(t: float) -> str:
+    """HH:MM:SS.mmm local time, as in the capture files."""
+    return time.strftime("%H:%M:%S", time.localtime(t)) + ".%03d" % int((t % 1) * 1000)
+
+
+def escape_block(data: bytes) -> str:
+    """The bytes of one block as the capture format shows them: CR and LF written as
+    `\\r` `\\n`, each LF also ending the log line."""
+    text = data.decode("utf-8", "backslashreplace")
+    text = text.replace("\r\n", "\\r\\n\x00").replace("\n", "\\n\x00").replace("\r", "\\r")
+    return text.replace("\x00", "\n")
+
+
+def format_block(record: Record) -> str:
+    """One block: its `---` line, the escaped bytes, and a newline (which makes the
+    blank separator line after a block that ends with LF, as in the captures)."""
+    return "--- %s #%d %s %d bytes\n%s\n" % (clock(record.time), record.conn, record.direction,
+                                            len(record.data), escape_block(record.data))
+
+
+def _unescape(lines: List[str]) -> bytes:
+    while lines and lines[-1] == "":
+        lines.pop()
+    out = bytearray()
+    for i, line in enumerate(lines):
+        if line.endswith("\\r\\n"):
+            out += line[:-4].encode("utf-8") + b"\r\n"
+        elif line.endswith("\\n"):
+            out += line[:-2].encode("utf-8") + b"\n"
+        else:
+            out += line.encode("utf-8")
+    return bytes(out)
+
+
+def read_capture(path: str) -> List[Tuple[str, Record]]:
+    """Parse a capture file back into (clock text, Record) pairs, bytes rebuilt."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    blocks: List[Tuple[str, Record]] = []
+    header: Optional[Tuple[str, int, str, int]] = None
+    body: List[str] = []
+
+    def flush() -> None:
+        if header is not None:
+            data = _unescape(body)
+            blocks.append((header[0], Record(header[1], header[2], 0.0, data)))
+
+    for line in text.split("\n")[1:]:
+        m = _BLOCK.match(line)
+        if m:
+            flush()
+            header = (m.group(1), int(m.group(2)), m.group(3), int(m.group(4)))
+            body = []
+        else:
+            body.append(line)
+    flush()
+    return blocks
+
+
+# ------------------------------------------------------------------- the display
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "… (%d more characters)" % (len(text) - limit)
+
+
+def _json_text(data: bytes, limit: int) -> str:
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return _short(repr(data), limit)
+    return _short(json.dumps(obj, ensure_ascii=False), limit)
+
+
+class _Side:
+    """The display of one direction of one connection, fed with a copy of the bytes."""
+
+    def __init__(self, view: "ConnectionView", direction: str) -> None:
+        self.view = view
+        self.direction = direction
+        self.parser: Any = http11.RequestParser(max_body=None) if direction == "C>S" else http11.ResponseParser()
+        self.body = bytearray()
+        self.decoder: Optional[sse.SSEDecoder] = None
+        self.chunked = False
+        self.dead = False
+        self.events = 0
+
+    def feed(self, data: bytes, eof: bool = False) -> None:
+        if self.dead:
+            return
+        events = self.parser.feed_eof() if eof else self.parser.feed(data)
+        for event in events:
+            self._event(event)
+
+    def _event(self, event: Any) -> None:
+        v = self.view
+        if isinstance(event, http11.Request):
+            v.emit(self.direction, "%s %s HTTP/%s" % (event.method, event.target, event.http_version),
+                   event.headers)
+            v.expect(event.method)
+            self._begin(event.headers)
+        elif isinstance(event, http11.Response):
+            v.emit(self.direction, "HTTP/%s %d %s" % (event.http_version, event.status, event.reason), event.headers)
+            self._begin(event.headers)
+            if "text/event-stream" in (event.headers.get("content-type") or ""):
+                self.decoder = sse.SSEDecoder()
+        elif isinstance(event, http11.Data):
+            if self.decoder is not None:
+                for sse_event in self.decoder.feed(event.data):
+                    self.events += 1
+                    v.line(self.direction, "event %s: %s" % (sse_event.event, _json_text(
+                        sse_event.data.encode("utf-8"), v.tracer.show)))
+            else:
+                self.body += event.data
+        elif isinstance(event, http11.EndOfMessage):
+            if self.decoder is not None:
+                v.line(self.direction, "end of stream (%d event%s)" % (self.events, "" if self.events == 1 else "s")
+                       if self.chunked else "end of body")
+            elif self.body:
+                v.line(self.direction, "body (%s, %d bytes): %s" % ("chunked" if self.chunked else "length",
+                                                                   len(self.body),
+                                                                   _json_text(bytes(self.body), v.tracer.show)))
+            self.body = bytearray()
+            self.decoder = None
+            self.events = 0
+        elif isinstance(event, http11.ParseError):
+            self.dead = True
+            v.line(self.direction, "(not HTTP as expected: %s; bytes still forwarded unchanged)" % event.message)
+
+    def _begin(self, headers: http11.Headers) -> None:
+        self.body = bytearray()
+        self.decoder = None
+        self.events = 0
+        self.chunked = "chunked" in headers.tokens("transfer-encoding")
+
+
+class ConnectionView:
+    """Readable trace of one proxied connection."""
+
+    def __init__(self, tracer: "Tracer", number: int) -> None:
+        self.tracer = tracer
+        self.number = number
+        self.request = _Side(self, "C>S")
+        self.response = _Side(self, "S>C")
+
+    def expect(self, method: str) -> None:
+        self.response.parser.expect(method)
+
+    def emit(self, direction: str, start: str, headers: http11.Headers) -> None:
+        self.line(direction, start)
+        for name, value in headers:
+            self.tracer.write("        %s: %s" % (name, value))
+
+    def line(self, direction: str, text: str) -> None:
+        self.tracer.write("%s #%d %s %s" % (self.tracer.stamp(), self.number, direction, text))
+
+
+# ------------------------------------------------------------------- the tracer
+
+
+class Tracer:
+    """The proxy: its own socket and lock, the real server behind (see module doc)."""
+
+    def __init__(self, target: LockInfo, lock_dir: str, *, out: Optional[IO[str]] = None,
+                 capture_path: Optional[str] = None, show: int = DEFAULT_SHOW,
+                 allow_same_dir: bool = False, socket_dir: Optional[str] = None,
+                 on_record: Optional[Callable[[Record], None]] = None) -> None:
+        self.target = target
+        self.lock_dir = lock_dir
+        self.out = out
+        self.capture_path = capture_path
+        self.show = show
+        self.socket_dir = socket_dir
+        self.on_record = on_record
+        self.records: List[Record] = []
+        self.lock_path: Optional[str] = None
+        self.socket_path: Optional[str] = None
+        self.started_at = time.time()
+        self._t0 = time.monotonic()
+        self._numbers = itertools.count(1)
+        self._server: Any = None
+        self._tasks: List["asyncio.Task[Any]"] = []
+        self._writers: List[asyncio.StreamWriter] = []
+        self._private_dir: Optional[str] = None
+        self._capture: Optional[IO[str]] = None
+        if target.path and not allow_same_dir and _same_dir(os.path.dirname(target.path), lock_dir):
+            raise ValueError("the tracer's lock would go next to the real one in %s; use a private COPILOT_HOME "
+                             "for the traced CLI (--copilot-home DIR), or --same-dir to insist" % lock_dir)
+
+    # -- output
+
+    def stamp(self) -> str:
+        return "+%.3fs" % (time.monotonic() - self._t0)
+
+    def write(self, text: str) -> None:
+        if self.out is not None:
+            self.out.write(text + "\n")
+            self.out.flush()
+
+    def _record(self, conn: int, direction: str, data: bytes) -> None:
+        record = Record(conn, direction, time.time(), data)
+        self.records.append(record)
+        if self._capture is not None:
+            self._capture.write(format_block(record))
+            self._capture.flush()
+        if self.on_record is not None:
+            self.on_record(record)
+
+    # -- lifecycle
+
+    async def start(self) -> "Tracer":
+        """Listen, then write our lock (after the socket listens, PROTOCOL.md §1)."""
+        parent = self.socket_dir or ("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir())
+        self._private_dir = tempfile.mkdtemp(prefix="mcp-", dir=parent)
+        self.socket_path = os.path.join(self._private_dir, "mcp.sock")
+        try:
+            self._server = await asyncio.start_unix_server(self._accept, path=self.socket_path)
+            os.chmod(self.socket_path, 0o600)
+            if self.capture_path:
+                self._capture = open(self.capture_path, "w", encoding="utf-8", newline="\n")
+                self._capture.write(CAPTURE_HEADER + "\n")
+            info = LockInfo(socket_path=self.socket_path, scheme="unix", headers=dict(self.target.headers),
+                            pid=os.getpid(), ide_name=self.target.ide_name + " (traced)",
+                            timestamp=int(time.time() * 1000), workspace_folders=list(self.target.workspace_folders),
+                            is_trusted=self.target.is_trusted)
+            self.lock_path = lockfile.write_lock(info, self.lock_dir)
+        except BaseException:
+            await self.stop()
+            raise
+        self.write("tracing %s (pid %d, %s) through %s" % (self.target.ide_name, self.target.pid,
+                                                          self.target.socket_path, self.socket_path))
+        self.write("tracer lock: %s" % self.lock_path)
+        return self
+
+    async def stop(self) -> None:
+        """Remove our lock first (the CLI's disconnect signal), then everything else ours."""
+        if self.lock_path:
+            lockfile.remove_lock(self.lock_path)
+            self.lock_path = None
+        if self._server is not None:
+            self._server.close()
+        for writer in self._writers:
+            try:
+                writer.close()
+            except (OSError, RuntimeError):
+                pass
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        if self._server is not None:
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+            except (asyncio.TimeoutError, Exception):
+                pass
+            self._server = None
+        if self._private_dir:
+            shutil.rmtree(self._private_dir, ignore_errors=True)
+            self._private_dir = None
+        if self._capture is not None:
+            self._capture.close()
+            self._capture = None
+
+    async def __aenter__(self) -> "Tracer":
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+    # -- one connection
+
+    async def _accept(self, creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.append(task)
+        number = next(self._numbers)
+        view = ConnectionView(self, number)
+        self._writers.append(cwriter)
+        try:
+            try:
+                sreader, swriter = await open_socket(self.target.socket_path)
+            except ClientError as exc:
+                view.line("---", "cannot reach the real server: %s" % exc)
+                return
+            self._writers.append(swriter)
+            view.line("---", "connected")
+            up = asyncio.ensure_future(self._pump(number, creader, swriter, "C>S", view.request))
+            down = asyncio.ensure_future(self._pump(number, sreader, cwriter, "S>C", view.response))
+            try:
+                done, _ = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+                if up in done:
+                    # The CLI finished sending (or closed): let the server's answer finish.
+                    await down
+                else:
+                    up.cancel()
+                    await asyncio.gather(up, return_exceptions=True)
+            finally:
+                for t in (up, down):
+                    if not t.done():
+                        t.cancel()
+                await asyncio.gather(up, down, return_exceptions=True)
+                _close(swriter)
+            view.line("---", "closed")
+        finally:
+            _close(cwriter)
+            if task is not None and task in self._tasks:
+                self._tasks.remove(task)
+            for w in list(self._writers):
+                if w is cwriter or w.is_closing():
+                    self._writers.remove(w)
+
+    async def _pump(self, number: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    direction: str, side: _Side) -> None:
+        """Copy bytes one way, unchanged; record and show a copy."""
+        while True:
+            try:
+                data = await reader.read(READ_SIZE)
+            except (ConnectionError, OSError):
+                data = b""
+            if not data:
+                side.feed(b"", eof=True)
+                try:
+                    if writer.can_write_eof():
+                        writer.write_eof()  # half-close: the other side may still answer
+                except (OSError, RuntimeError):
+                    pass
+                return
+            self._record(number, direction, data)
+            try:
+                writer.write(data)
+                await writer.drain()
+            except (ConnectionError, OSError, RuntimeError):
+                return
+            side.feed(data)
+
+
+def _close(writer: asyncio.StreamWriter) -> None:
+    try:
+        writer.close()
+    except (OSError, RuntimeError):
+        pass
+
+
+def _same_dir(a: str, b: str) -> bool:
+    return os.path.realpath(os.path.abspath(a)) == os.path.realpath(os.path.abspath(b))
+
+
+# ---------------------------------------------------------------------- program
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python3 -m ide_protocol trace",
+                                description="Trace the /ide wire between Copilot CLI and a real IDE server.",
+                                epilog="Run the CLI with COPILOT_HOME set to the tracer's directory (printed at "
+                                       "start) so that it connects through the tracer.")
+    p.add_argument("folder", nargs="?", help="workspace folder of the IDE to trace (default: cwd)")
+    p.add_argument("--lock", metavar="FILE", help="trace the server of this lock file")
+    p.add_argument("--lock-dir", metavar="DIR", help="where the real IDE's lock is (default: $COPILOT_HOME/ide "
+                                                     "or ~/.copilot/ide)")
+    p.add_argument("--copilot-home", metavar="DIR", help="COPILOT_HOME for the traced CLI: the tracer's lock goes "
+                                                          "into DIR/ide (default: a fresh temporary directory)")
+    p.add_argument("--same-dir", action="store_true",
+                   help="allow the tracer's lock next to the real one (every CLI run is then traced)")
+    p.add_argument("--out", metavar="FILE", help="also write the raw bytes in the capture format")
+    p.add_argument("--show", type=int, default=DEFAULT_SHOW, metavar="N",
+                   help="characters of each JSON body shown (default %(default)s)")
+    p.add_argument("--quiet", action="store_true", help="no trace on stdout (with --out)")
+    return p
+
+
+async def _run(args: argparse.Namespace) -> int:
+    if args.lock:
+        from .check import load_lock
+        target, _ = load_lock(args.lock)
+    else:
+        target = discover(args.folder, args.lock_dir)
+    created_home = None
+    if args.copilot_home:
+        home = os.path.abspath(args.copilot_home)
+    else:
+        home = created_home = tempfile.mkdtemp(prefix="ide-trace-")
+    lock_dir = os.path.join(home, "ide")
+    tracer = Tracer(target, lock_dir, out=None if args.quiet else sys.stdout, capture_path=args.out,
+                    show=args.show, allow_same_dir=args.same_dir)
+    loop = asyncio.get_event_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    try:
+        await tracer.start()
+        print("run the CLI as:  cd %s && COPILOT_HOME=%s copilot" % (
+            target.workspace_folders[0] if target.workspace_folders else ".", home), file=sys.stderr, flush=True)
+        await stop.wait()
+    finally:
+        await tracer.stop()
+        if created_home:
+            for d in (lock_dir, created_home):  # only our own, and only when empty
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return asyncio.run(_run(args))
+    except KeyboardInterrupt:
+        return 130
+    except NoIdeFound as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    except (ClientError, OSError, ValueError) as exc:
+        print("trace: %s" % exc, file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
