@@ -85,10 +85,40 @@ class DiffRequest:
         return self.future.result() if self.future.done() and not self.future.cancelled() else None
 
     def accept(self) -> bool:
-        return self._server._resolve(self, True, tools.ACCEPTED_VIA_BUTTON)
+        """The user accepted: the CLI gets SAVED. Safe from any thread (see `_decide`)."""
+        return self._decide(True, tools.ACCEPTED_VIA_BUTTON)
 
     def reject(self) -> bool:
-        return self._server._resolve(self, False, tools.REJECTED_VIA_BUTTON)
+        """The user rejected: the CLI gets REJECTED. Safe from any thread."""
+        return self._decide(False, tools.REJECTED_VIA_BUTTON)
+
+    def _decide(self, saved: bool, trigger: str) -> bool:
+        """Resolve on the loop's own thread: asyncio futures are not thread-safe, and an
+        editor's UI thread (ThreadedIdeServer) answers diffs from outside the loop. From
+        another thread the call is handed over with `call_soon_threadsafe` and waits
+        (at most 10 s) for the outcome; True when this call decided the diff."""
+        loop = self.future.get_loop()
+        try:
+            running: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop or not loop.is_running():
+            return self._server._resolve(self, saved, trigger)
+        import concurrent.futures
+
+        outcome: "concurrent.futures.Future[bool]" = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                outcome.set_result(self._server._resolve(self, saved, trigger))
+            except BaseException as exc:  # handed to the calling thread
+                outcome.set_exception(exc)
+
+        try:
+            loop.call_soon_threadsafe(run)
+            return outcome.result(timeout=10.0)
+        except (RuntimeError, concurrent.futures.TimeoutError):  # the loop closed or is stuck
+            return False
 
     def unified_diff(self, context: int = 3) -> str:
         import difflib

@@ -1,0 +1,353 @@
+"""`ThreadedIdeServer` used the way an editor with its own main loop uses it.
+
+An "editor" thread runs a queue of callables (the shape of Tk's `after`, Sublime's
+`set_timeout`, Qt's queued calls); it is the `call_in_editor` hook. The test's own
+thread plays the editor's other code and runs the CLI-like client (`ide_wire`) on its
+own asyncio loop. Neither is the server's loop thread. Waits are bounded only against
+hangs.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import pytest
+
+from ide_protocol.paths import path_to_uri
+from ide_protocol.server import DiffRequest
+from ide_protocol.threaded import ThreadedIdeServer
+from ide_protocol.tools import Diagnostic, Selection
+
+import ide_wire
+from ide_wire import Cli, tool_json
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets; Windows pipes are untested")
+
+WAIT = 20.0
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class EditorThread:
+    """A stand-in for an editor's main loop: runs posted callables one by one and
+    records, for each callback, which thread it ran on."""
+
+    def __init__(self) -> None:
+        self.queue: "queue.Queue[Optional[Callable[[], None]]]" = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name="editor", daemon=True)
+        self.thread.start()
+
+    def post(self, fn: Callable[[], None]) -> None:  # the call_in_editor hook
+        self.queue.put(fn)
+
+    def _run(self) -> None:
+        while True:
+            fn = self.queue.get()
+            if fn is None:
+                return
+            fn()
+
+    def sync(self) -> None:
+        """Until everything posted so far has run."""
+        done = threading.Event()
+        self.post(done.set)
+        assert done.wait(WAIT), "the editor thread is stuck"
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join(WAIT)
+
+
+class Recorder:
+    """The IDE's callbacks; each records the thread it ran on."""
+
+    def __init__(self) -> None:
+        self.events: List[Tuple[str, Any, int]] = []
+        self.diffs: "queue.Queue[DiffRequest]" = queue.Queue()
+        self.decisions: Dict[str, Any] = {}  # tab name -> what on_diff returns
+
+    def on_diff(self, diff: DiffRequest) -> Any:
+        self.events.append(("diff", diff.tab_name, threading.get_ident()))
+        self.diffs.put(diff)
+        return self.decisions.get(diff.tab_name)
+
+    def on_diff_closed(self, diff: DiffRequest, answer: Dict[str, Any]) -> None:
+        self.events.append(("diff_closed", (diff.tab_name, answer["result"], answer["trigger"]), threading.get_ident()))
+
+    def on_session(self, event: str, info: Dict[str, Any]) -> None:
+        self.events.append(("session", (event, info["id"]), threading.get_ident()))
+
+    def on_tool_call(self, call: Dict[str, Any], session_id: str, result: Any) -> None:
+        self.events.append(("tool", call["name"], threading.get_ident()))
+
+    def callbacks(self) -> Dict[str, Any]:
+        return {"on_diff": self.on_diff, "on_diff_closed": self.on_diff_closed, "on_session": self.on_session,
+                "on_tool_call": self.on_tool_call}
+
+    def threads(self) -> set:
+        return {ident for _, _, ident in self.events}
+
+    def of(self, kind: str) -> List[Any]:
+        return [value for k, value, _ in self.events if k == kind]
+
+
+def workspace(tmp_path: Any) -> Tuple[str, str, str]:
+    folder = os.path.join(str(tmp_path), "ws")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "main.py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("print('hi')\n")
+    return folder, path, os.path.join(str(tmp_path), "locks")
+
+
+async def next_diff(recorder: Recorder) -> DiffRequest:
+    return await asyncio.get_event_loop().run_in_executor(None, recorder.diffs.get, True, WAIT)
+
+
+def diff_args(path: str, tab: str, contents: str = "print('bye')\n") -> Dict[str, str]:
+    return {"original_file_path": path, "new_file_contents": contents, "tab_name": tab}
+
+
+@pytest.fixture
+def editor() -> Any:
+    e = EditorThread()
+    yield e
+    e.close()
+
+
+def test_threaded_server_from_non_loop_threads(tmp_path: Any, editor: EditorThread) -> None:
+    folder, path, lock_dir = workspace(tmp_path)
+    rec = Recorder()
+    rec.decisions["auto"] = True  # on_diff may decide at once, from the editor thread
+    server = ThreadedIdeServer([folder], call_in_editor=editor.post, lock_dir=lock_dir, debounce=0.05,
+                               ide_name="Test Editor", **rec.callbacks())
+    assert server.start() is server
+    try:
+        assert server.running
+        assert server.thread is not None and server.thread is not threading.current_thread()
+        loop_ident = server.thread.ident
+        assert server.lock_path is not None and os.path.exists(server.lock_path)
+        with open(server.lock_path, encoding="utf-8") as f:
+            lock = json.load(f)
+        assert lock["ideName"] == "Test Editor" and lock["socketPath"] == server.socket_path
+        accepted_from: List[Tuple[bool, bool, int]] = []
+
+        async def scenario() -> None:
+            cli = Cli(server.socket_path, server.nonce)
+            await cli.handshake()
+            _, stream = await cli.open_stream()
+
+            # State set from this (non-loop) thread reaches the CLI.
+            server.set_selection(Selection(path, "print", (0, 0), (0, 5)))
+            note = await stream.next_notification()
+            assert note["method"] == "selection_changed"
+            assert note["params"]["text"] == "print" and note["params"]["filePath"] == path
+            assert tool_json(await cli.call_tool("get_selection", {}))["current"] is True
+
+            # A diff shown in the editor and accepted from the editor's thread.
+            pending = asyncio.ensure_future(cli.call_tool("open_diff", diff_args(path, "tab-accept")))
+            diff = await next_diff(rec)
+            assert diff.tab_name == "tab-accept" and diff.original_contents == "print('hi')\n"
+            assert not pending.done()
+            editor.post(lambda: accepted_from.append((diff.accept(), diff.accept(), threading.get_ident())))
+            answer = tool_json(await asyncio.wait_for(pending, WAIT))
+            assert answer == {"success": True, "result": "SAVED", "trigger": "accepted_via_button",
+                              "tab_name": "tab-accept", "message": "User accepted changes for %s" % path}
+
+            # One rejected by tab name from this thread.
+            pending = asyncio.ensure_future(cli.call_tool("open_diff", diff_args(path, "tab-reject")))
+            diff = await next_diff(rec)
+            assert [d.tab_name for d in server.pending_diffs()] == ["tab-reject"]
+            assert server.resolve_diff("tab-reject", accept=False) is True
+            answer = tool_json(await asyncio.wait_for(pending, WAIT))
+            assert (answer["result"], answer["trigger"]) == ("REJECTED", "rejected_via_button")
+            assert server.resolve_diff("tab-reject") is False  # no longer pending
+
+            # One decided by on_diff's return value (run on the editor thread).
+            answer = tool_json(await cli.call_tool("open_diff", diff_args(path, "auto")))
+            assert answer["result"] == "SAVED"
+            await next_diff(rec)
+
+            # Diagnostics and references from this thread.
+            server.set_diagnostics(path, [Diagnostic("undefined name", "Error", (0, 0), (0, 5), source="lint")])
+            diags = tool_json(await cli.call_tool("get_diagnostics", {}))
+            assert diags[0]["uri"] == path_to_uri(path)
+            assert diags[0]["diagnostics"][0]["severity"] == "Error"
+            assert server.add_file_reference(path, (0, 0), (0, 5), "print") == 1
+            note = await stream.next_notification()
+            while note["method"] != "add_file_reference":
+                note = await stream.next_notification()
+            assert note["params"]["selectedText"] == "print"
+
+            infos = server.sessions()
+            assert [i["id"] for i in infos] == [cli.session_id] and infos[0]["stream_open"] is True
+            stats = server.stats()
+            assert stats["sessions"] == 1 and stats["pending_diffs"] == 0
+            cli.close()
+
+        ide_wire.run(scenario(), timeout=60)
+        editor.sync()
+        assert accepted_from == [(True, False, editor.thread.ident)]
+        # Every IDE callback ran on the editor's thread, none on the loop's or ours.
+        assert rec.threads() == {editor.thread.ident}
+        assert loop_ident not in rec.threads()
+        assert rec.of("diff") == ["tab-accept", "tab-reject", "auto"]
+        assert rec.of("diff_closed") == [("tab-accept", "SAVED", "accepted_via_button"),
+                                         ("tab-reject", "REJECTED", "rejected_via_button"),
+                                         ("auto", "SAVED", "accepted_via_button")]
+        assert "open_diff" in rec.of("tool") and "get_diagnostics" in rec.of("tool")
+        assert rec.of("session")[0][0] == "connected"
+        socket_path, lock_path = server.socket_path, server.lock_path
+    finally:
+        server.stop()
+    assert not server.running and server.thread is None
+    assert not os.path.exists(lock_path)
+    assert not os.path.exists(os.path.dirname(socket_path))
+    editor.sync()
+    assert rec.of("session")[-1][0] == "disconnected"
+
+
+def test_default_callbacks_run_on_the_loop_thread(tmp_path: Any) -> None:
+    folder, path, lock_dir = workspace(tmp_path)
+    rec = Recorder()
+    rec.decisions["t"] = "reject"
+    with ThreadedIdeServer([folder], lock_dir=lock_dir, **rec.callbacks()) as server:
+        assert server.thread is not None
+        loop_ident = server.thread.ident
+
+        async def scenario() -> None:
+            cli = Cli(server.socket_path, server.nonce)
+            await cli.handshake()
+            answer = tool_json(await cli.call_tool("open_diff", diff_args(path, "t")))
+            assert (answer["result"], answer["trigger"]) == ("REJECTED", "rejected_via_button")
+            cli.close()
+
+        ide_wire.run(scenario())
+        assert rec.threads() == {loop_ident}
+        lock_path = server.lock_path
+    assert not os.path.exists(lock_path)
+
+
+def test_pending_diff_answered_client_disconnected_on_stop(tmp_path: Any, editor: EditorThread) -> None:
+    folder, path, lock_dir = workspace(tmp_path)
+    rec = Recorder()
+    server = ThreadedIdeServer([folder], call_in_editor=editor.post, lock_dir=lock_dir, **rec.callbacks()).start()
+
+    async def scenario() -> None:
+        cli = Cli(server.socket_path, server.nonce)
+        await cli.handshake()
+        pending = asyncio.ensure_future(cli.call_tool("open_diff", diff_args(path, "left open")))
+        diff = await next_diff(rec)
+        await asyncio.get_event_loop().run_in_executor(None, server.stop)
+        assert diff.done and diff.result["trigger"] == "client_disconnected"
+        assert diff.accept() is False  # too late, and harmless from this thread
+        try:
+            await asyncio.wait_for(pending, WAIT)
+        except (AssertionError, EOFError, ConnectionError):
+            pass  # the server went away: the connection may close before an answer
+        cli.close()
+
+    ide_wire.run(scenario())
+    editor.sync()
+    assert ("left open", "REJECTED", "client_disconnected") in rec.of("diff_closed")
+    assert os.listdir(lock_dir) == []
+
+
+def test_state_set_before_start_and_calls_after_stop(tmp_path: Any) -> None:
+    folder, path, lock_dir = workspace(tmp_path)
+    server = ThreadedIdeServer([folder], lock_dir=lock_dir)
+    server.set_selection(Selection(path, "p", (0, 0), (0, 1)))  # no loop yet: applied directly
+    server.start()
+    try:
+        async def scenario() -> None:
+            cli = Cli(server.socket_path, server.nonce)
+            await cli.handshake()
+            result = tool_json(await cli.call_tool("get_selection", {}))
+            assert result["text"] == "p" and result["current"] is True
+            cli.close()
+
+        ide_wire.run(scenario())
+        assert server.call(lambda: threading.current_thread()) is server.thread
+        with pytest.raises(ZeroDivisionError):
+            server.call(lambda: 1 // 0)  # raised in the calling thread
+    finally:
+        server.stop()
+    server.stop()  # idempotent
+    assert server.stats()["sessions"] == 0
+
+
+def test_set_workspace_folders_from_a_thread_writes_a_new_lock(tmp_path: Any) -> None:
+    folder, path, lock_dir = workspace(tmp_path)
+    other = os.path.join(str(tmp_path), "other")
+    os.makedirs(other)
+    with ThreadedIdeServer([folder], lock_dir=lock_dir) as server:
+        first = server.lock_path
+        done: List[Optional[str]] = []
+        worker = threading.Thread(target=lambda: (server.set_workspace_folders([other]),
+                                                  done.append(server.lock_path)))
+        worker.start()
+        worker.join(WAIT)
+        assert done and done[0] != first
+        assert not os.path.exists(first)
+        with open(done[0], encoding="utf-8") as f:
+            assert json.load(f)["workspaceFolders"] == [os.path.realpath(other)]
+    assert os.listdir(lock_dir) == []
+
+
+def test_start_failure_raises_and_leaves_no_thread(tmp_path: Any) -> None:
+    folder, path, lock_dir = workspace(tmp_path)
+    before = set(threading.enumerate())
+    server = ThreadedIdeServer([folder], lock_dir=lock_dir, socket_dir=os.path.join(str(tmp_path), "missing"))
+    with pytest.raises(OSError):
+        server.start()
+    assert server.thread is None and not server.running
+    assert not [t for t in set(threading.enumerate()) - before if t.name == "ide-protocol-loop" and t.is_alive()]
+    assert not os.path.exists(lock_dir) or os.listdir(lock_dir) == []
+
+
+def test_stop_from_a_callback_on_the_loop_thread(tmp_path: Any) -> None:
+    folder, path, lock_dir = workspace(tmp_path)
+    holder: Dict[str, ThreadedIdeServer] = {}
+
+    def on_tool_call(call: Dict[str, Any], session_id: str, result: Any) -> None:
+        holder["server"].stop()  # on the loop thread: must not wait for itself
+
+    server = ThreadedIdeServer([folder], lock_dir=lock_dir, on_tool_call=on_tool_call)
+    holder["server"] = server
+    server.start()
+    thread = server.thread
+    assert thread is not None
+
+    async def scenario() -> None:
+        cli = Cli(server.socket_path, server.nonce)
+        await cli.handshake()
+        try:
+            await cli.call_tool("update_session_name", {"name": "bye"})
+        except (AssertionError, EOFError, ConnectionError):
+            pass
+        cli.close()
+
+    ide_wire.run(scenario())
+    thread.join(WAIT)
+    assert not thread.is_alive()
+    assert os.listdir(lock_dir) == []
+
+
+def test_exit_without_stop_removes_the_lock(tmp_path: Any) -> None:
+    """An editor that exits without calling stop(): the atexit hook removes the lock."""
+    folder, path, lock_dir = workspace(tmp_path)
+    script = ("import sys; from ide_protocol.threaded import ThreadedIdeServer\n"
+              "s = ThreadedIdeServer([sys.argv[1]], lock_dir=sys.argv[2]).start()\n"
+              "print(s.lock_path, s.socket_path, flush=True)\n")
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", script, folder, lock_dir], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, timeout=WAIT, check=True)
+    lock_path, socket_path = out.stdout.decode().split()
+    assert lock_path.startswith(lock_dir)
+    assert not os.path.exists(lock_path)
+    assert not os.path.exists(os.path.dirname(socket_path))
