@@ -41,6 +41,19 @@ def split_command(command: Argv) -> List[str]:
     return argv
 
 
+class _ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """The stream protocol asyncio uses, plus an event set when the child has exited
+    (and been reaped)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exited.set()
+
+
 class AgentConnection:
     """JSON-RPC over NDJSON with one agent.
 
@@ -67,6 +80,9 @@ class AgentConnection:
         self._drain_lock = asyncio.Lock()
         self._tasks: List["asyncio.Task[None]"] = []
         self._stderr_task: Optional["asyncio.Task[None]"] = None
+        self._watch_task: Optional["asyncio.Task[None]"] = None
+        self._transport: Optional[asyncio.SubprocessTransport] = None
+        self._exited: Optional[asyncio.Event] = None
         self._closing = False
         self._exc: Optional[AgentExited] = None
         self._done = asyncio.Event()
@@ -90,19 +106,28 @@ class AgentConnection:
         extra: Dict[str, Any] = {}
         if new_process_group and os.name == "posix":
             extra["start_new_session"] = True
+        loop = asyncio.get_event_loop()
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            # What asyncio.create_subprocess_exec does, with a protocol that tells us
+            # when the process exits: Process.wait() also waits for the pipes, which a
+            # grandchild may hold open long after the agent itself is gone.
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _ExitProtocol(limit=2 ** 16, loop=loop), *argv,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, cwd=cwd,
                 env=dict(env) if env is not None else None, **extra)
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise AgentStartError("could not start the agent `%s`: %s"
                                   % (" ".join(shlex.quote(a) for a in argv), reason)) from exc
+        proc = asyncio.subprocess.Process(transport, protocol, loop)
         conn.process = proc
+        conn._transport = transport
+        conn._exited = protocol.exited
         conn._group = bool(extra)
         assert proc.stdout is not None and proc.stderr is not None
         conn._start(proc.stdout, proc.stdin)
+        conn._watch_task = asyncio.ensure_future(conn._watch_exit())
         conn._stderr_task = asyncio.ensure_future(conn._stderr_loop(proc.stderr))
         return conn
 
@@ -281,15 +306,31 @@ class AgentConnection:
 
     # ------------------------------------------------------------------ shutdown
 
-    async def _wait_process(self, timeout: float) -> bool:
-        assert self.process is not None
-        if self.process.returncode is not None:
+    async def _wait_process(self, timeout: Optional[float]) -> bool:
+        """Wait until the agent has exited (and was reaped); False after `timeout`."""
+        assert self._exited is not None
+        if self._exited.is_set():
             return True
         try:
-            await asyncio.wait_for(self.process.wait(), timeout)
+            await asyncio.wait_for(self._exited.wait(), timeout)
             return True
         except asyncio.TimeoutError:
             return False
+
+    async def _watch_exit(self) -> None:
+        """Once the agent exits: end what it left in its process group (they would be
+        orphans, and may hold our pipes open), then stop waiting for stdout."""
+        await self._wait_process(None)
+        if self._group and self.process is not None:
+            try:
+                os.killpg(self.process.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
+        pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=2.0)
+            if still and self._transport is not None:
+                self._transport.close()  # our pipe ends close: the read loop sees EOF
 
     def _signal(self, sig: int) -> None:
         assert self.process is not None
@@ -327,13 +368,9 @@ class AgentConnection:
                 if not await self._wait_process(term_grace):
                     log.warning("the agent ignored SIGTERM; sending SIGKILL")
                     self._signal(getattr(signal, "SIGKILL", signal.SIGTERM))
-                    await proc.wait()
-            if self._group:
-                # Leftovers the agent started in its group would be orphans: end them.
-                try:
-                    os.killpg(proc.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
-                except (ProcessLookupError, PermissionError, OSError):
-                    pass
+                    await self._wait_process(None)
+            if self._watch_task is not None:
+                await self._watch_task
         # stdout reaches EOF once the process is gone; give the loop a moment to drain.
         pending = [t for t in self._tasks if not t.done()]
         if pending:
@@ -346,4 +383,6 @@ class AgentConnection:
         if self._exc is None:
             await self._finish()
         await self.peer.wait_handlers()
+        if self._transport is not None:
+            self._transport.close()
         return self.returncode

@@ -27,7 +27,7 @@ def run(coro: Any, timeout: float = 30.0) -> Any:
 
 def workspace(tmp_path: Any) -> str:
     root = tmp_path / "work"
-    root.mkdir()
+    root.mkdir(exist_ok=True)
     (root / "hello.txt").write_text("line one\nline two\nline three\n", encoding="utf-8")
     return str(root)
 
@@ -56,6 +56,19 @@ def read_log(path: str) -> List[Tuple[str, Any]]:
             except ValueError:
                 out.append((direction.decode(), data))
     return out
+
+
+def gone(pid: int, timeout: float = 10.0) -> bool:
+    """True once `pid` has disappeared; a killed process needs a moment to die, so this
+    waits (the timeout only bounds a failure, it asserts nothing about speed)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def pid_alive(pid: int) -> bool:

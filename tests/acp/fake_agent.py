@@ -340,6 +340,11 @@ class Agent:
         self.chunk(session["id"], "slow done")
         return {"stopReason": "end_turn", "usage": self.usage(session)}
 
+    async def turn_slowpid(self, session, rest):
+        """Report our pid, then a slow turn (shutdown tests check the pid is gone)."""
+        self.chunk(session["id"], "AGENT-PID %d\n" % os.getpid())
+        return await self.turn_slow(session, rest)
+
     async def turn_run(self, session, rest):
         """A shell tool call: the first update has no status, the last replaces content."""
         sid = session["id"]
@@ -483,6 +488,7 @@ async def main():
     if stubborn:
         while True:  # ignore EOF: only a signal ends us
             await asyncio.sleep(3600)
+    os._exit(0)  # like the real agent: a prompt pending at EOF is never answered
 
 
 if __name__ == "__main__":

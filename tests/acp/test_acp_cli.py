@@ -1,0 +1,199 @@
+"""`python3 -m acp` as a subprocess against the fake agent: streamed text, permissions
+by flag and by piped answer, --json, exit statuses, Ctrl-C, chat mode."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from acp_testlib import FAKE, ROOT, gone, workspace
+
+TIMEOUT = 30  # only against hangs
+
+
+def cli_env(**extra):
+    env = dict(os.environ)
+    env["ACP_AGENT"] = "%s %s" % (sys.executable, FAKE)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+def cli(args, stdin="", **extra):
+    return subprocess.run([sys.executable, "-m", "acp"] + args, input=stdin.encode("utf-8"),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(**extra),
+                          cwd=ROOT, timeout=TIMEOUT)
+
+
+def out(proc):
+    return proc.stdout.decode("utf-8")
+
+
+def err(proc):
+    return proc.stderr.decode("utf-8")
+
+
+def test_one_prompt_streams_the_answer(tmp_path):
+    proc = cli(["--cwd", workspace(tmp_path), "Say", "hello"])
+    assert proc.returncode == 0, err(proc)
+    assert out(proc) == "Hello from the fake agent.\n"
+
+
+def test_yes_allows_the_edit_and_shows_the_tool_line_and_diff(tmp_path):
+    root = workspace(tmp_path)
+    proc = cli(["--cwd", root, "--yes", "EDIT"])
+    assert proc.returncode == 0, err(proc)
+    lines = out(proc).splitlines()
+    assert lines[0] == "I will edit it."
+    assert lines[1] == "[edit] done: Editing %s" % os.path.join(root, "hello.txt")
+    assert "    -line two" in lines and "    +line two (edited)" in lines
+    assert lines[-1] == "Tool finished."
+    with open(os.path.join(root, "hello.txt"), encoding="utf-8") as handle:
+        assert "line two (edited)" in handle.read()
+
+
+def test_no_rejects(tmp_path):
+    root = workspace(tmp_path)
+    proc = cli(["--cwd", root, "--no", "EDIT"])
+    assert proc.returncode == 0
+    assert "[edit] FAILED: Editing" in out(proc)
+    assert "Info: Operation cancelled by user" in out(proc)
+    with open(os.path.join(root, "hello.txt"), encoding="utf-8") as handle:
+        assert "edited" not in handle.read()
+
+
+def test_permission_answered_through_piped_stdin(tmp_path):
+    root = workspace(tmp_path)
+    denied = cli(["--cwd", root, "EDIT"], stdin="3\n")
+    assert "Permission requested: Edit file (edit)" in err(denied)
+    assert "[1] Allow once  [2] Always allow  [3] Deny" in err(denied)
+    with open(os.path.join(root, "hello.txt"), encoding="utf-8") as handle:
+        assert "edited" not in handle.read()
+    allowed = cli(["--cwd", root, "EDIT"], stdin="1\n")
+    assert allowed.returncode == 0, err(allowed)
+    assert "[edit] done" in out(allowed)
+    with open(os.path.join(root, "hello.txt"), encoding="utf-8") as handle:
+        assert "line two (edited)" in handle.read()
+
+
+def test_no_answer_on_stdin_denies(tmp_path):
+    root = workspace(tmp_path)
+    proc = cli(["--cwd", root, "EDIT"], stdin="")
+    assert proc.returncode == 0
+    assert "(no answer: denied)" in err(proc)
+    assert "[edit] FAILED" in out(proc)
+
+
+def test_json_prints_every_update_as_one_line(tmp_path):
+    proc = cli(["--cwd", workspace(tmp_path), "--json", "PLAN"])
+    assert proc.returncode == 0, err(proc)
+    records = [json.loads(line) for line in out(proc).splitlines()]
+    updates = [r["update"]["sessionUpdate"] for r in records if "update" in r]
+    assert updates[0] == "available_commands_update"  # even the one before session/new answered
+    for kind in ("plan", "agent_thought_chunk", "current_mode_update", "config_option_update",
+                 "session_info_update", "usage_update", "future_kind_of_update", "agent_message_chunk"):
+        assert kind in updates
+    assert len({r["sessionId"] for r in records}) == 1
+    assert records[-1]["result"]["stopReason"] == "end_turn"
+
+
+def test_error_turn_goes_to_stderr_with_exit_status_1(tmp_path):
+    proc = cli(["--cwd", workspace(tmp_path), "ERROR"])
+    assert proc.returncode == 1
+    assert out(proc) == "Info: retrying\n"
+    assert "Error: Request exceeds the model's prompt budget (70308 tokens; limit 64000)." in err(proc)
+    as_json = cli(["--cwd", workspace(tmp_path), "--json", "ERROR"])
+    assert as_json.returncode == 1 and "Error: Request exceeds" in err(as_json)
+
+
+def test_dying_agent_gives_a_clear_message(tmp_path):
+    proc = cli(["--cwd", workspace(tmp_path), "CRASH"])
+    assert proc.returncode == 1
+    assert out(proc) == "about to crash\n"
+    assert "Error: the agent exited with status 3: fatal: simulated crash" in err(proc)
+
+
+def test_failed_start_and_missing_agent(tmp_path):
+    failed = cli(["--cwd", workspace(tmp_path), "hi"], FAKE_ACP_START="fail")
+    assert failed.returncode == 1
+    assert "Error: the agent failed to start" in err(failed)
+    assert "Offline mode requires a local model provider" in err(failed)
+    missing = cli(["--agent", "/nonexistent/copilot --acp", "hi"])
+    assert missing.returncode == 1
+    assert "Error: could not start the agent `/nonexistent/copilot --acp`" in err(missing)
+
+
+def test_agent_flag_beats_acp_agent(tmp_path):
+    proc = cli(["--agent", "%s %s" % (sys.executable, FAKE), "--cwd", workspace(tmp_path), "hi"],
+               ACP_AGENT="/nonexistent/agent")
+    assert proc.returncode == 0 and out(proc) == "Hello from the fake agent.\n"
+
+
+def test_chat_keeps_the_session_and_passes_slash_commands(tmp_path):
+    log = str(tmp_path / "agent.log")
+    proc = cli(["--cwd", workspace(tmp_path), "--json"], stdin="hello\n\n/usage\nagain\n/quit\nnot sent\n",
+               FAKE_ACP_LOG=log)
+    assert proc.returncode == 0, err(proc)
+    results = [json.loads(line) for line in out(proc).splitlines() if '"result"' in line]
+    assert len(results) == 3 and len({r["sessionId"] for r in results}) == 1
+    assert [r["result"]["usage"]["inputTokens"] for r in results] == [100, 200, 300]  # one session
+    with open(log, encoding="utf-8") as handle:
+        sent = [json.loads(line[4:]) for line in handle if line.startswith("C>A")]
+    prompts = [m["params"]["prompt"][0]["text"] for m in sent if m.get("method") == "session/prompt"]
+    assert prompts == ["hello", "/usage", "again"]
+
+
+def start_cli(args, **extra):
+    return subprocess.Popen([sys.executable, "-m", "acp"] + args, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(**extra), cwd=ROOT)
+
+
+def wait_for_output(proc, text):
+    """Read stdout until `text` shows up while the process still runs (streaming)."""
+    seen = b""
+    deadline = time.monotonic() + TIMEOUT
+    while text.encode() not in seen and time.monotonic() < deadline:
+        chunk = os.read(proc.stdout.fileno(), 4096)
+        if not chunk:
+            break
+        seen += chunk
+    return seen.decode("utf-8")
+
+
+def test_ctrl_c_cancels_the_turn(tmp_path):
+    log = str(tmp_path / "agent.log")
+    proc = start_cli(["--cwd", workspace(tmp_path), "SLOW", "60"], FAKE_ACP_LOG=log)
+    try:
+        assert "working..." in wait_for_output(proc, "working...")
+        assert proc.poll() is None  # the text came while the turn was still running
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130
+    assert "cancelling the turn" in stderr.decode() and "(turn cancelled)" in stderr.decode()
+    with open(log, encoding="utf-8") as handle:
+        assert any('"method":"session/cancel"' in line for line in handle if line.startswith("C>A"))
+
+
+def test_second_ctrl_c_quits_and_leaves_no_agent(tmp_path):
+    log = str(tmp_path / "agent.log")
+    proc = start_cli(["--cwd", workspace(tmp_path), "SLOWPID"], FAKE_ACP_LOG=log,
+                     FAKE_ACP_IGNORE_CANCEL="1")
+    try:
+        shown = wait_for_output(proc, "working...")
+        proc.send_signal(signal.SIGINT)  # the agent ignores the cancel...
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)  # ...so the second Ctrl-C quits
+        stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130
+    assert "quitting" in stderr.decode()
+    agent_pid = int(shown.split("AGENT-PID ")[1].split()[0])
+    assert gone(agent_pid)

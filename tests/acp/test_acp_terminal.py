@@ -1,0 +1,106 @@
+"""ACP.md §5, terminal/*: real subprocesses driven by the fake agent through the client:
+output and exit status, byte limits, kill, release, and nothing left running."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+from acp_testlib import gone, make_client, run, workspace
+
+
+def drive(tmp_path, create, steps, **client_kwargs):
+    """One TERM turn; returns the list of answers (create first, then each step)."""
+    root = workspace(tmp_path)
+
+    async def main():
+        async with make_client(**client_kwargs) as client:
+            await client.initialize()
+            session = await client.new_session(root)
+            result = await session.prompt("TERM " + json.dumps({"create": create, "steps": steps}))
+            assert result.text.startswith("TERM-RESULT "), result.text
+            return json.loads(result.text[len("TERM-RESULT "):]), len(client.terminals)
+
+    return run(main())
+
+
+def test_output_and_exit_status_of_a_shell_command(tmp_path):
+    answers, left = drive(tmp_path, {"command": "echo out; echo err >&2; pwd; exit 7"},
+                          ["wait", "output", "release"])
+    create, wait, output, release = answers
+    assert create["result"]["terminalId"]
+    assert wait == {"result": {"exitCode": 7, "signal": None}}
+    text = output["result"]["output"]
+    assert "out\n" in text and "err\n" in text
+    assert text.rstrip("\n").endswith(os.path.realpath(str(tmp_path / "work")))  # the session cwd
+    assert output["result"]["truncated"] is False
+    assert output["result"]["exitStatus"] == {"exitCode": 7, "signal": None}
+    assert release == {"result": {}}
+    assert left == 0
+
+
+def test_args_env_and_cwd(tmp_path):
+    answers, _ = drive(tmp_path, {"command": sys.executable,
+                                  "args": ["-c", "import os; print(os.environ['ACP_T'], os.getcwd())"],
+                                  "env": [{"name": "ACP_T", "value": "v a l"}], "cwd": str(tmp_path)},
+                       ["wait", "output", "release"])
+    assert answers[1] == {"result": {"exitCode": 0, "signal": None}}
+    assert answers[2]["result"]["output"] == "v a l %s\n" % os.path.realpath(str(tmp_path))
+
+
+def test_output_byte_limit_keeps_the_end_on_a_character_boundary(tmp_path):
+    # 3000 bytes of 3-byte characters, then a marker; limit 100 bytes.
+    script = "import sys; sys.stdout.write('\u65e5' * 1000 + 'TAIL'); sys.stdout.flush()"
+    answers, _ = drive(tmp_path, {"command": sys.executable, "args": ["-c", script],
+                                  "outputByteLimit": 100}, ["wait", "output", "release"])
+    output = answers[2]["result"]
+    assert output["truncated"] is True
+    assert output["output"].endswith("TAIL")
+    assert len(output["output"].encode("utf-8")) <= 100
+    assert "\ufffd" not in output["output"]  # no broken character at the cut
+    assert set(output["output"][:-4]) == {"\u65e5"}
+
+
+def test_kill_stops_the_command_and_keeps_its_output(tmp_path):
+    pid_file = tmp_path / "pid"
+    answers, left = drive(tmp_path, {"command": "echo started; echo $$ > %s; sleep 60 & wait" % pid_file},
+                          ["sleep:0.3", "output", "kill", "wait", "output", "release"])
+    _, running, kill, wait, output, release = answers
+    assert "exitStatus" not in running["result"]
+    assert kill == {"result": {}}
+    assert wait == {"result": {"exitCode": None, "signal": "SIGKILL"}}
+    assert output["result"]["output"] == "started\n"
+    assert output["result"]["exitStatus"]["signal"] == "SIGKILL"
+    assert release == {"result": {}} and left == 0
+    assert gone(int(pid_file.read_text()))
+
+
+def test_release_of_a_running_command_kills_and_forgets_it(tmp_path):
+    pid_file = tmp_path / "pid"
+    answers, left = drive(tmp_path, {"command": "echo $$ > %s; exec sleep 60" % pid_file},
+                          ["sleep:0.3", "release", "output"])
+    assert answers[1] == {"result": {}}
+    assert answers[2]["error"]["code"] == -32602  # unknown terminal after release
+    assert left == 0
+    assert gone(int(pid_file.read_text()))
+
+
+def test_closing_the_client_releases_forgotten_terminals(tmp_path):
+    pid_file = tmp_path / "pid"
+    answers, left = drive(tmp_path, {"command": "echo $$ > %s; exec sleep 60" % pid_file}, ["sleep:0.3"])
+    assert left == 1  # the agent never released it...
+    pid = int(pid_file.read_text())
+    assert gone(pid)  # ...but closing the client did
+
+
+def test_bad_terminal_requests_are_errors(tmp_path):
+    answers, _ = drive(tmp_path, {"command": "true", "cwd": "relative/dir"}, [])
+    assert answers[0]["error"]["code"] == -32602
+    answers, _ = drive(tmp_path, {"command": "true"}, [], terminal=False)
+    assert answers[0]["error"]["code"] == -32601
+
+
+def test_signal_names_are_reported(tmp_path):
+    answers, _ = drive(tmp_path, {"command": "kill -TERM $$"}, ["wait", "release"])
+    assert answers[1] == {"result": {"exitCode": None, "signal": signal.Signals.SIGTERM.name}}
