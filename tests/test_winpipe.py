@@ -1,0 +1,74 @@
+"""`winpipe`, the Windows-only transport, as far as Linux can test it.
+
+The module must import everywhere. Its plumbing (protocol factory, StreamReader and
+StreamWriter handed to `transport.Listener._client`, close) is exercised by a loop
+whose `start_serving_pipe` is faked with a Unix socket: real HTTP goes through it. The
+Windows API itself (a real named pipe on the Proactor loop) is not tested here.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import Any, List
+
+import pytest
+
+from ide_protocol import winpipe
+
+import ide_wire
+from ide_wire import Cli
+
+
+def test_pipe_names() -> None:
+    name = winpipe.pipe_name()
+    assert name.startswith("\\\\.\\pipe\\mcp-") and name.endswith(".sock")
+    assert len(name) == len("\\\\.\\pipe\\mcp-") + 36 + len(".sock")
+    assert winpipe.pipe_name("x") == "\\\\.\\pipe\\x"
+    assert winpipe.pipe_name("\\\\.\\PIPE\\y") == "\\\\.\\PIPE\\y"
+
+
+def test_a_loop_without_pipes_gives_a_clear_error() -> None:
+    async def scenario() -> None:
+        async def client(reader: Any, writer: Any) -> None:
+            pass
+
+        loop = asyncio.get_event_loop()
+        if hasattr(loop, "start_serving_pipe"):
+            pytest.skip("this loop serves pipes")
+        with pytest.raises(RuntimeError, match="Proactor"):
+            await winpipe.start_pipe_server(client)
+
+    ide_wire.run(scenario())
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="fakes the pipe with a Unix socket")
+def test_listener_serves_http_through_the_pipe_plumbing(tmp_path: Any) -> None:
+    from ide_protocol.server import IdeServer
+
+    path = os.path.join(str(tmp_path), "pipe.sock")
+    served: List[str] = []
+
+    async def scenario() -> None:
+        loop = asyncio.get_event_loop()
+
+        async def fake_start_serving_pipe(factory: Any, address: str) -> List[Any]:
+            served.append(address)
+            return [await loop.create_unix_server(factory, path)]
+
+        loop.start_serving_pipe = fake_start_serving_pipe  # type: ignore[attr-defined]
+        server = IdeServer([str(tmp_path)], write_lock=False)
+        # What IdeServer.start does on Windows, up to the lock file.
+        address = await server.listener.start_pipe()
+        assert served == [address] and address.startswith("\\\\.\\pipe\\mcp-")
+        cli = Cli(path, server.nonce)
+        result = await cli.handshake()
+        assert result["serverInfo"]["name"] == "vscode-copilot-cli"
+        tools = await cli.request("tools/list")
+        assert len(tools["tools"]) == 6
+        assert server.listener.accepted >= 3
+        cli.close()
+        await server.listener.close()
+        assert server.listener.connections == set()
+
+    ide_wire.run(scenario())
