@@ -769,7 +769,9 @@ class IdeClient:
 
     async def pushes(self, timeout: Optional[float] = None) -> AsyncIterator[Push]:
         """Pushes from now on, until the stream ends (normal end: the iteration stops;
-        the server vanishing: `ServerGone`). `timeout`: the longest wait for one push."""
+        the server vanishing: `ServerGone`). `timeout`: the longest wait for one push.
+        Pushes that came before the iteration started are not replayed: to catch the
+        selection sent when the stream opens (§5), `subscribe()` before `connect()`."""
         queue: "asyncio.Queue[Any]" = asyncio.Queue()
         self._subscribers.append(queue)
         try:

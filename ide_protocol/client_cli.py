@@ -53,6 +53,8 @@ def _emit(args: argparse.Namespace, obj: Any, text: str) -> None:
 
 async def _run(args: argparse.Namespace) -> int:
     client = _client(args)
+    # Subscribed before connecting: the stream opens with the current selection (§5).
+    queue = client.subscribe() if args.action == "watch" else None
     async with client:
         if not args.json:
             print("# connected to %s (pid %d), session %s" % (client.lock.ide_name, client.lock.pid,
@@ -87,12 +89,18 @@ async def _run(args: argparse.Namespace) -> int:
             return 0
         # watch
         seen = 0
-        async for push in client.pushes():
+        assert queue is not None
+        while True:
+            push = await queue.get()
+            if push is IdeClient.END:
+                error = client.stream_error
+                if error is not None:
+                    raise error
+                return 0
             seen += 1
             _emit(args, push.raw, "%s %s" % (push.method, json.dumps(push.params, ensure_ascii=False)))
             if args.count and seen >= args.count:
-                break
-        return 0
+                return 0
 
 
 def main(argv: Optional[List[str]] = None) -> int:
