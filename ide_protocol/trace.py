@@ -351,6 +351,12 @@ class Tracer:
     # -- one connection
 
     async def _accept(self, creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:
+        try:
+            await self._proxy(creader, cwriter)
+        except asyncio.CancelledError:
+            pass  # the tracer stops; asyncio's stream callback must not see a cancelled task
+
+    async def _proxy(self, creader: asyncio.StreamReader, cwriter: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
             self._tasks.append(task)
