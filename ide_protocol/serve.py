@@ -556,8 +556,10 @@ class TracingApp:
 
 
 class _TracingResponder:
-    """Delegates to the real `transport.Responder`, printing status lines and the end of
-    streams; everything else (attributes, `closed`, ...) passes through."""
+    """Delegates everything to the real `transport.Responder`, printing the status line
+    of whatever starts a response (any method called with an `int` status first:
+    `send`, `start`, ...) and the end of streams. Generic on purpose, so the trace
+    keeps working when the responder grows new ways to answer."""
 
     def __init__(self, inner: Any, out: Output, number: int) -> None:
         self._inner = inner
@@ -565,26 +567,21 @@ class _TracingResponder:
         self._number = number
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+        value = getattr(self._inner, name)
+        if not callable(value) or name.startswith("_") or name.startswith("chunk"):
+            return value
 
-    def _head(self, status: int, headers: Any, streamed: bool) -> None:
-        shown = "; ".join("%s: %s" % (k, v) for k, v in (headers or []))
-        self._out.line(self._out.paint("  [#%d] -> %d%s %s" % (self._number, status, " (stream)" if streamed else "",
-                                                               shown), "dim"))
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            if args and isinstance(args[0], int) and not isinstance(args[0], bool):
+                headers = args[1] if len(args) > 1 else kwargs.get("headers")
+                shown = "; ".join("%s: %s" % (k, v) for k, v in (headers or []))
+                self._out.line(self._out.paint("  [#%d] -> %d%s %s" % (
+                    self._number, args[0], "" if name == "send" else " (stream)", shown), "dim"))
+            elif name == "end" and getattr(self._inner, "streaming", False) and not self._inner.finished:
+                self._out.line(self._out.paint("  [#%d] -> end of stream" % self._number, "dim"))
+            return value(*args, **kwargs)
 
-    async def send(self, status: int, headers: Any = None, body: bytes = b"") -> bool:
-        self._head(status, headers, False)
-        return await self._inner.send(status, headers, body)
-
-    async def start(self, status: int, headers: Any = None) -> bool:
-        self._head(status, headers, True)
-        return await self._inner.start(status, headers)
-
-    async def end(self) -> bool:
-        ended = await self._inner.end()
-        if ended:
-            self._out.line(self._out.paint("  [#%d] -> end of stream" % self._number, "dim"))
-        return ended
+        return traced
 
 
 # --------------------------------------------------------------------- standard input
