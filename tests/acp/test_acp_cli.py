@@ -197,3 +197,25 @@ def test_second_ctrl_c_quits_and_leaves_no_agent(tmp_path):
     assert "quitting" in stderr.decode()
     agent_pid = int(shown.split("AGENT-PID ")[1].split()[0])
     assert gone(agent_pid)
+
+
+def test_chat_from_a_regular_file_with_a_permission_answer_in_between(tmp_path):
+    """stdin redirected from a file (not a pipe): chat lines and the permission answer
+    come from the same stream, in order."""
+    root = workspace(tmp_path)
+    script = tmp_path / "script.txt"
+    script.write_text("EDIT\n1\nhello\n", encoding="utf-8")
+    with open(str(script), "rb") as stdin:
+        proc = subprocess.run([sys.executable, "-m", "acp", "--cwd", root], stdin=stdin,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(),
+                              cwd=ROOT, timeout=TIMEOUT)
+    assert proc.returncode == 0, err(proc)
+    assert "[edit] done" in out(proc)
+    assert out(proc).endswith("Hello from the fake agent.\n")
+    with open(os.path.join(root, "hello.txt"), encoding="utf-8") as handle:
+        assert "line two (edited)" in handle.read()
+
+
+def test_bad_cwd_is_a_usage_error(tmp_path):
+    proc = cli(["--cwd", str(tmp_path / "missing"), "hi"])
+    assert proc.returncode == 1 and "is not a folder" in err(proc)
