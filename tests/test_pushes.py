@@ -8,7 +8,7 @@ from typing import Any, Callable, List, Optional
 from ide_protocol.paths import path_to_uri
 from ide_protocol.pushes import Debounced, DiagnosticsWindow
 from ide_protocol.tools import Diagnostic, Selection
-from tests.ide_wire import cli_for, make_server, run, until
+from ide_wire import cli_for, make_server, run, until
 
 
 class FakeClock:

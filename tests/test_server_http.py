@@ -9,7 +9,7 @@ from typing import Any, List
 import pytest
 
 from ide_protocol import http11
-from tests.ide_wire import Cli, Conn, chunked, cli_for, head, make_server, run, until
+from ide_wire import Cli, Conn, chunked, cli_for, head, make_server, run, until
 
 
 async def raw_exchange(path: str, data: bytes, method: str = "POST") -> Any:

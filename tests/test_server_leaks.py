@@ -10,7 +10,7 @@ import time
 import weakref
 from typing import Any, Dict
 
-from tests.ide_wire import Cli, cli_for, make_server, run, tool_json, until
+from ide_wire import Cli, cli_for, make_server, run, tool_json, until
 
 N = 1000
 BATCH = 50

@@ -18,7 +18,7 @@ import pytest
 from ide_protocol import lockfile
 from ide_protocol.lockfile import LockInfo, pid_alive, write_lock
 from ide_protocol.server import IdeServer
-from tests.ide_wire import cli_for, run
+from ide_wire import cli_for, run
 
 UUID_LOCK = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\.lock$")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -7,7 +7,7 @@ import os
 import time
 from typing import Any, List
 
-from tests.ide_wire import cli_for, make_server, run, tool_json, until
+from ide_wire import cli_for, make_server, run, tool_json, until
 
 
 def _far(server: Any) -> float:

@@ -8,7 +8,7 @@ from typing import Any, Dict, List
 
 from ide_protocol.paths import path_to_uri
 from ide_protocol.tools import Diagnostic, Selection
-from tests.ide_wire import cli_for, make_server, run, tool_error, tool_json, until
+from ide_wire import cli_for, make_server, run, tool_error, tool_json, until
 
 SCHEMA = "http://json-schema.org/draft-07/schema#"
 EXEC = {"taskSupport": "forbidden"}
