@@ -270,7 +270,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.ERROR,
                         format="%(name)s: %(message)s", stream=sys.stderr)
     if args.cwd and not os.path.isdir(args.cwd):
-        return fail("--cwd %s is not a folder" % args.cwd)
+        fail("--cwd %s is not a folder" % args.cwd)
+        return EXIT_USAGE
 
     async def run() -> int:
         return await App(args).run()

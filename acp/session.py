@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import (TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Generator,
-                    List, Optional, Set, Union)
+from typing import TYPE_CHECKING, Any, AsyncIterator, Deque, Dict, Generator, List, Optional, Set, Union
 
 from .errors import SessionBusy
 
@@ -404,6 +403,3 @@ class Session:
             if isinstance(option, dict) and option.get("id") == config_id:
                 return option.get("currentValue")
         return None
-
-
-UpdateListener = Callable[[str, Update], Optional[Awaitable[None]]]

@@ -218,4 +218,4 @@ def test_chat_from_a_regular_file_with_a_permission_answer_in_between(tmp_path):
 
 def test_bad_cwd_is_a_usage_error(tmp_path):
     proc = cli(["--cwd", str(tmp_path / "missing"), "hi"])
-    assert proc.returncode == 1 and "is not a folder" in err(proc)
+    assert proc.returncode == 2 and "is not a folder" in err(proc)

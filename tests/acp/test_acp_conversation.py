@@ -222,13 +222,17 @@ def test_slash_commands_are_sent_as_plain_text(tmp_path):
     async def main():
         async with make_client(log=log) as client:
             await client.initialize()
-            session = await client.new_session(workspace(tmp_path))
-            return await session.prompt("/session info")
+            server = {"type": "http", "name": "docs", "url": "http://127.0.0.1:9/mcp", "headers": []}
+            session = await client.new_session(workspace(tmp_path), mcp_servers=[server])
+            return await session.prompt("/session info"), server
 
-    assert run(main()).stop_reason == "end_turn"
-    [prompt] = [m["params"]["prompt"] for d, m in read_log(log)
-                if d == "C>A" and m.get("method") == "session/prompt"]
+    result, server = run(main())
+    assert result.stop_reason == "end_turn"
+    sent = [m for d, m in read_log(log) if d == "C>A" and isinstance(m, dict)]
+    [prompt] = [m["params"]["prompt"] for m in sent if m.get("method") == "session/prompt"]
     assert prompt == [{"type": "text", "text": "/session info"}]
+    [new] = [m["params"] for m in sent if m.get("method") == "session/new"]
+    assert new == {"cwd": os.path.join(str(tmp_path), "work"), "mcpServers": [server]}
 
 
 def test_streams_given_by_the_caller(tmp_path):

@@ -27,6 +27,7 @@ def test_error_text_turn_is_reported_even_though_it_ends_with_end_turn(tmp_path)
 
     error, fine = run(main())
     assert error.stop_reason == "end_turn" and not error.ok
+    assert error.usage is None  # usage may be absent (ACP.md §3.3)
     assert error.error == "Error: Request exceeds the model's prompt budget (70308 tokens; limit 64000)."
     assert error.text == "Info: retrying\n"  # Info: lines are not errors
     assert fine.ok and fine.error is None
