@@ -377,10 +377,10 @@ class CopilotTui(object):
     IDE_EVENT = re.compile(r"(Connecting to|Connected to|Disconnecting from|Disconnected from) "
                            r"IDE MCP server")
 
-    def wait_ide_connected(self, timeout=30.0, settle=1.5):
+    def wait_ide_connected(self, timeout=30.0, settle=2.5):
         """Wait until the CLI is connected to an IDE and has stayed so for ``settle``
         seconds: at start-up it connects, then (after folder trust is settled) DELETEs its
-        MCP session and connects again, once or twice, within about a second."""
+        MCP session and connects again, once or twice, up to ~2 s apart."""
         deadline = time.monotonic() + timeout
         last = None
         since = time.monotonic()

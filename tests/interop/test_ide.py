@@ -202,3 +202,24 @@ def test_trusted_lock_skips_the_trust_prompt(serve, tui, fake_model):
     tui.wait_ide_connected()
     srv.wait_output(CONNECTED)
     assert tui.exit() == 0
+
+
+def test_ide_picker_connects_from_another_folder(serve, tui, workspace):
+    """No prefix match: started in a subfolder the CLI does not auto-connect; its `/ide`
+    picker lists serve's workspace and connects to it."""
+    sub = os.path.join(workspace, "sub")
+    os.makedirs(sub)
+    srv = serve()
+    srv.wait_lock()
+    tui.workspace = sub
+    tui.start()
+    time.sleep(2.0)
+    assert not re.search(CONNECTED, srv.output(), re.M), srv.output()
+    tui.prompt("/ide")
+    tui.wait_screen(r"Select an IDE workspace to connect to")
+    tui.wait_screen(r"1\. Terminal IDE: %s\b" % re.escape(workspace))
+    tui.tmux.send_keys("Enter")
+    srv.wait_output(CONNECTED, timeout=15)
+    tui.wait_screen(r"Connected to Terminal IDE: %s" % re.escape(workspace))
+    assert tui.exit() == 0
+    srv.wait_output(r"^disconnected: session \S+ \(deleted\)")
