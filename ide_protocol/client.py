@@ -24,10 +24,8 @@ import collections
 import itertools
 import json
 import os
-import sys
 import uuid
-from typing import (Any, AsyncIterator, Awaitable, Callable, Deque, Dict, List, Optional, Sequence, Tuple,
-                    Union)
+from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from . import http11, jsonrpc, lockfile, sse, tools
 from .lockfile import LockInfo
@@ -151,6 +149,7 @@ class ClientResponse:
         self.complete = False
         self.body = bytearray()  # everything read so far (kept for evidence)
         self._decoder: Optional[sse.SSEDecoder] = None
+        self._pending_events: Deque[sse.SSEEvent] = collections.deque()
 
     @property
     def content_type(self) -> str:
@@ -195,9 +194,7 @@ class ClientResponse:
         """The next SSE event of a `text/event-stream` body, or None at its end."""
         if self._decoder is None:
             self._decoder = sse.SSEDecoder()
-        pending = getattr(self, "_pending_events", None)
-        if pending is None:
-            pending = self._pending_events = collections.deque()  # type: ignore[attr-defined]
+        pending = self._pending_events
         while not pending:
             data = await self.next_data(timeout)
             if data is None:

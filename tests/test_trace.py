@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 import os
 import signal
-import subprocess
 import sys
-import time
 from typing import Any, Dict, List, Tuple
 
 import pytest
