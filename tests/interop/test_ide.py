@@ -149,9 +149,10 @@ def test_edit_answered_in_the_terminal_closes_the_diff(ide, workspace, fake_mode
         tui.wait_screen(r"Operation cancelled by user|Operation aborted by user")
         time.sleep(0.5)
         assert H.read(path) == before
+    # serve closed the diff: nothing pending any more.
+    mark = srv.mark()
     srv.send("status")
-    time.sleep(0.3)
-    assert not re.search(r"diff %s waits" % n, "\n".join(srv.lines()[-5:]))
+    srv.wait_output(r"^pending diffs: 0$", start=mark, timeout=10)
 
 
 def test_create_of_a_new_file_through_the_ide(ide, workspace, fake_model):
