@@ -224,3 +224,32 @@ def test_ide_picker_connects_from_another_folder(serve, tui, workspace):
     tui.wait_screen(r"Connected to Terminal IDE: %s" % re.escape(workspace))
     assert tui.exit() == 0
     srv.wait_output(r"^disconnected: session \S+ \(deleted\)")
+
+
+def test_selection_made_before_the_cli_starts_is_pushed_on_connect(serve, tui, workspace):
+    srv = serve()
+    srv.wait_lock()
+    srv.send("select hello.py 1:1-1:13")
+    srv.wait_output(r"^selected hello\.py")
+    tui.start()
+    tui.wait_ide_connected()
+    # serve sends the current selection as soon as the CLI's GET stream opens.
+    tui.wait_log(r"IDE selection changed: %s \[0:0-0:12\]"
+                 % re.escape(os.path.join(workspace, "hello.py")))
+    tui.wait_screen(r"@hello\.py:1\b")
+    assert tui.exit() == 0
+
+
+def test_file_reference_and_selection_are_inserted_into_the_input(ide, workspace, fake_model):
+    srv, tui = ide
+    srv.send("ref hello.py 1-2")
+    tui.wait_screen(r"^❯ @hello\.py:1-2\s*$")
+    srv.send("addsel hello.py 2:5-2:13")
+    tui.wait_screen(r"^❯ @hello\.py:1-2 @hello\.py:2\s*$")
+    fake_model.script(Turn.say("Got the references."))
+    tui.tmux.send_keys("Enter")
+    tui.wait_screen(r"Got the references\.")
+    user = fake_model.user_texts()[-1]
+    path = os.path.join(workspace, "hello.py")
+    assert "<tagged_files>" in user, user
+    assert "%s (lines 1-2 of" % path in user and "%s (line 2 of" % path in user, user
