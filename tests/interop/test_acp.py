@@ -49,6 +49,20 @@ def test_plain_prompt_json_updates(acp_cli, fake_model):
     assert _result_line(proc)["stopReason"] == "end_turn"
 
 
+def test_text_is_streamed_as_it_comes(acp_cli, fake_model):
+    """With 0.4 s between the fake model's chunks, the first words are out while the
+    turn is still running."""
+    fake_model.script(Turn.say("first second third fourth fifth", chunk_delay=0.4))
+    proc = acp_cli("--json", "Stream please")
+    proc.wait_output(r'"sessionUpdate": ?"agent_message_chunk".*"first ', stream="out",
+                     timeout=60)
+    assert proc.proc.poll() is None, "the turn ended before its text was streamed"
+    assert "fifth" not in proc.output("out")
+    assert proc.wait(60) == 0, proc.output()
+    assert "fifth" in proc.output("out")
+    assert _result_line(proc)["stopReason"] == "end_turn"
+
+
 @pytest.mark.parametrize("answer", ["--yes", "--no"])
 def test_edit_permission(acp_cli, fake_model, workspace, answer):
     path = os.path.join(workspace, "hello.py")
