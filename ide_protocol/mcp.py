@@ -216,12 +216,16 @@ class McpApp:
     async def _run_request(self, session: Session, msg: jsonrpc.Request, context: CallContext,
                            responder: Responder) -> None:
         session.active_requests += 1
-        stream_early = not self.json_response
-        if stream_early:
-            # Head first: a blocking open_diff shows the client a live 200 at once.
-            await responder.start(200, SSE_HEADERS + [("mcp-session-id", session.id)])
         task = asyncio.ensure_future(self.dispatcher.dispatch(msg, context))
         session.running[msg.id] = task
+        if not self.json_response:
+            # Head first when the answer is not ready at once (this callback runs right
+            # after the handler's first step): a blocking open_diff shows the client a
+            # live 200 at once, while a quick answer goes out with its head in one write.
+            def head_first() -> None:
+                if not task.done() and not responder.started:
+                    responder.start_nowait(200, SSE_HEADERS + [("mcp-session-id", session.id)])
+            asyncio.get_event_loop().call_soon(head_first)
         try:
             response = await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -248,11 +252,12 @@ class McpApp:
             else:
                 await responder.send(200, [("Content-Type", "application/json")] + headers, jsonrpc.dumps(response))
             return
+        event = sse.encode_message(jsonrpc.dumps_str(response)) if response is not None else b""
         if not responder.started:
-            await responder.start(200, SSE_HEADERS + headers)
-        if response is not None:
-            await responder.chunk(sse.encode_message(jsonrpc.dumps_str(response)))
-        await responder.end()
+            # Head, event and last chunk in one write: one system call, one wake-up.
+            await responder.send_chunked(200, SSE_HEADERS + headers, [event] if event else [])
+        else:
+            await responder.end(event)
 
     # ------------------------------------------------------------------- initialize
 
@@ -340,18 +345,20 @@ class McpApp:
             session.touch()
         await responder.end()
 
-    def send_on_stream(self, session: Session, message: Dict[str, Any]) -> bool:
-        """Write one notification on a session's GET stream; False when none is open."""
+    def send_on_stream(self, session: Session, message: Dict[str, Any], event: Optional[bytes] = None) -> bool:
+        """Write one notification on a session's GET stream; False when none is open.
+        `event`: the message already encoded as an SSE event (a broadcast encodes once)."""
         stream = session.stream
         if stream is None or stream.closed:
             return False
         if self.on_exchange is not None:
             self.on_exchange("push", message)
-        return stream.chunk_nowait(sse.encode_message(jsonrpc.dumps_str(message)))
+        return stream.chunk_nowait(event if event is not None else sse.encode_message(jsonrpc.dumps_str(message)))
 
     def broadcast(self, message: Dict[str, Any]) -> int:
         """Send to every session with an open stream (PROTOCOL.md §5); returns how many."""
-        return sum(1 for session in list(self.sessions.values()) if self.send_on_stream(session, message))
+        event = sse.encode_message(jsonrpc.dumps_str(message))  # once for all the streams (issue 6)
+        return sum(1 for session in list(self.sessions.values()) if self.send_on_stream(session, message, event))
 
     # ------------------------------------------------------------------------- DELETE
 

@@ -197,6 +197,7 @@ class IdeServer:
         }
 
         self._selection: Optional[Selection] = None
+        self._selection_json: Optional[Tuple[Selection, tools.JsonText]] = None  # get_selection's text
         self._diagnostics: Dict[str, Tuple[str, List[Diagnostic]]] = {}  # uri -> (path, diags)
         self._diffs: Dict[str, DiffRequest] = {}  # tab_name -> pending diff
         self._selection_push: Optional[Debounced] = None
@@ -509,9 +510,13 @@ class IdeServer:
 
     def _get_selection(self, arguments: Dict[str, Any], ctx: CallContext) -> Any:
         self._string_args(arguments, "get_selection", ())
-        if self._selection is None:
+        selection = self._selection
+        if selection is None:
             return None  # PROTOCOL.md §4: with nothing at all, the text `null`
-        return self._selection.tool_result()
+        cached = self._selection_json
+        if cached is None or cached[0] is not selection:  # rendered once per selection
+            cached = self._selection_json = (selection, tools.JsonText.render(selection.tool_result()))
+        return cached[1]
 
     def _get_diagnostics(self, arguments: Dict[str, Any], ctx: CallContext) -> List[Dict[str, Any]]:
         args = self._string_args(arguments, "get_diagnostics", (), ("uri",))

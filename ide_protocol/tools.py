@@ -188,9 +188,21 @@ def reference_params(file_path: str, start: Optional[Tuple[int, int]] = None,
 # ------------------------------------------------------------------------- results
 
 
+class JsonText(str):
+    """JSON already rendered as `text_result` renders it (a cache: `json.dumps` with
+    `indent` runs the pure-Python encoder, the costliest step of a `get_selection`)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def render(cls, value: Any) -> "JsonText":
+        return cls(json.dumps(value, indent=2, ensure_ascii=False))
+
+
 def text_result(value: Any) -> Dict[str, Any]:
     """A tool result carrying JSON as text, pretty-printed as VS Code does (§4)."""
-    return {"content": [{"type": "text", "text": json.dumps(value, indent=2, ensure_ascii=False)}]}
+    text = str(value) if isinstance(value, JsonText) else json.dumps(value, indent=2, ensure_ascii=False)
+    return {"content": [{"type": "text", "text": text}]}
 
 
 def error_result(message: str) -> Dict[str, Any]:

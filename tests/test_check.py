@@ -54,6 +54,22 @@ class Proxy:
     def chunk_nowait(self, data: bytes) -> bool:
         return self._real.chunk_nowait(self._fault.out_chunk(self._request, data))
 
+    def start_nowait(self, status: int, headers: Any = None) -> bool:
+        status, headers = self._fault.out_start(self._request, status, list(headers or []))
+        if self._fault.close_after(self._request):
+            self._real.close_after = True
+        return self._real.start_nowait(status, headers)
+
+    async def send_chunked(self, status: int, headers: Any = None, chunks: Any = ()) -> bool:
+        # A whole streamed answer in one write (issue 6): the same hooks as start + chunk.
+        status, headers = self._fault.out_start(self._request, status, list(headers or []))
+        if self._fault.close_after(self._request):
+            self._real.close_after = True
+        return await self._real.send_chunked(status, headers, [self._fault.out_chunk(self._request, c) for c in chunks])
+
+    async def end(self, data: bytes = b"") -> bool:
+        return await self._real.end(self._fault.out_chunk(self._request, data) if data else data)
+
 
 class Fault:
     """Default: no fault. Subclasses override the hooks they need."""
