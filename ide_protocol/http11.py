@@ -60,14 +60,18 @@ class Headers:
 
     def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
         lname = name.lower()
+        size = len(lname)
         for key, value in self.raw:
-            if key.lower() == lname:
+            # The length test first spares a lower() per field (issue 6: lookups run
+            # several times per request over a dozen fields).
+            if len(key) == size and key.lower() == lname:
                 return value
         return default
 
     def get_all(self, name: str) -> List[str]:
         lname = name.lower()
-        return [value for key, value in self.raw if key.lower() == lname]
+        size = len(lname)
+        return [value for key, value in self.raw if len(key) == size and key.lower() == lname]
 
     def tokens(self, name: str) -> List[str]:
         """Comma-separated tokens of every field called `name`, lower-cased."""
@@ -392,7 +396,13 @@ class _Parser:
         if state == _UNTIL_CLOSE:
             if avail <= 0:
                 return False
+            if self.max_body is not None and self._body_seen + avail > self.max_body:
+                allowed = self.max_body - self._body_seen
+                if allowed > 0:
+                    events.append(Data(bytes(buf[pos:pos + allowed])))
+                raise _Fail(413, "body larger than %d bytes" % self.max_body)
             events.append(Data(bytes(buf[pos:])))
+            self._body_seen += avail
             self._pos = len(buf)
             return False
         return False
@@ -427,7 +437,11 @@ class _Parser:
             start = nxt
         if end < 0:
             self._scan = max(pos, len(buf) - 2)
-            if len(buf) - pos > self.max_head:
+            # The block cannot end before len(buf) - 2 (its terminator is at most
+            # "\n\r\n", of which two bytes may already be here): only fail when even
+            # that earliest end is past the limit, so the outcome never depends on how
+            # the bytes were split.
+            if len(buf) - pos - 2 > self.max_head:
                 raise _Fail(431, "header block larger than %d bytes" % self.max_head)
             return None
         if end - pos > self.max_head:
@@ -479,6 +493,8 @@ class _Parser:
     def _framing(self, headers: Headers) -> Tuple[str, int]:
         """('chunked', 0), ('length', n) or ('none', 0), per RFC 9112 §6."""
         te = headers.tokens("transfer-encoding")
+        if not te and headers.get("transfer-encoding") is not None:
+            raise _Fail(400, "empty Transfer-Encoding")
         if te:
             if headers.get("content-length") is not None:
                 # Both present is a request-smuggling vector; refuse it outright.
@@ -608,6 +624,30 @@ def _check_header(name: str, value: str) -> None:
         raise ValueError("invalid header value for %r" % name)
 
 
+_TARGET_BAD = re.compile(r"[\x00-\x20\x7f]")
+_REASON_BAD = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _request_line(method: str, target: str, http_version: str) -> str:
+    if not _TOKEN.match(method.encode("latin-1", "replace")):
+        raise ValueError("invalid method %r" % (method,))
+    if not target or _TARGET_BAD.search(target):
+        raise ValueError("invalid request target %r" % (target,))
+    if http_version not in ("1.0", "1.1"):
+        raise ValueError("unsupported HTTP version %r" % (http_version,))
+    return "%s %s HTTP/%s" % (method, target, http_version)
+
+
+def _status_line(status: int, reason: Optional[str]) -> str:
+    if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 999:
+        raise ValueError("invalid status %r" % (status,))
+    if reason is None:
+        reason = REASONS.get(status, "")
+    if _REASON_BAD.search(reason):
+        raise ValueError("invalid reason phrase %r" % (reason,))
+    return "HTTP/1.1 %d %s" % (status, reason)
+
+
 def _head_bytes(start: str, headers: HeadersLike) -> bytes:
     pairs = headers.raw if isinstance(headers, Headers) else (
         list(headers.items()) if isinstance(headers, dict) else list(headers or ()))
@@ -664,28 +704,32 @@ def write_request(method: str, target: str, headers: HeadersLike = None, body: O
                   chunked: bool = False, chunk_size: int = 0, http_version: str = "1.1") -> bytes:
     """A whole request. With `chunked`, the body goes out in chunked coding, as the CLI
     always sends its POSTs (PROTOCOL.md §2); otherwise with `Content-Length`."""
+    start = _request_line(method, target, http_version)
     if chunked:
-        head = _head_bytes("%s %s HTTP/%s" % (method, target, http_version),
-                           _with(headers, ("Transfer-Encoding", "chunked")))
+        head = _head_bytes(start, _with(headers, ("Transfer-Encoding", "chunked")))
         return head + encode_chunked_body(body or b"", chunk_size)
     if body is None:
-        return _head_bytes("%s %s HTTP/%s" % (method, target, http_version), headers)
-    head = _head_bytes("%s %s HTTP/%s" % (method, target, http_version),
-                       _with(headers, ("Content-Length", str(len(body)))))
+        return _head_bytes(start, headers)
+    head = _head_bytes(start, _with(headers, ("Content-Length", str(len(body)))))
     return head + body
 
 
 def write_response(status: int, headers: HeadersLike = None, body: bytes = b"",
                    reason: Optional[str] = None) -> bytes:
-    """A whole response with a `Content-Length` body."""
-    start = "HTTP/1.1 %d %s" % (status, reason if reason is not None else REASONS.get(status, ""))
+    """A whole response with a `Content-Length` body (none for 1xx and 204, which
+    cannot have a body, RFC 9110 §8.6)."""
+    start = _status_line(status, reason)
+    if status < 200 or status == 204:
+        if body:
+            raise ValueError("a %d response cannot have a body" % status)
+        return _head_bytes(start, headers)
     return _head_bytes(start, _with(headers, ("Content-Length", str(len(body))))) + body
 
 
 def write_response_head(status: int, headers: HeadersLike = None, reason: Optional[str] = None) -> bytes:
     """The head of a streamed response; the body follows as `encode_chunk` pieces and
     ends with `LAST_CHUNK`."""
-    start = "HTTP/1.1 %d %s" % (status, reason if reason is not None else REASONS.get(status, ""))
+    start = _status_line(status, reason)
     return _head_bytes(start, _with(headers, ("Transfer-Encoding", "chunked")))
 
 

@@ -43,6 +43,9 @@ STANDARD_MESSAGES = {
 Id = Union[int, str]
 
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+# Only for text holding lone surrogates (which `loads` accepts from "\\ud800" escapes
+# and UTF-8 cannot encode): the same JSON with every non-ASCII character escaped.
+_ascii_encoder = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
 _decoder = json.JSONDecoder()
 
 
@@ -84,15 +87,34 @@ class TransportClosed(ConnectionError):
 
 def dumps(obj: Any) -> bytes:
     """Compact UTF-8 JSON. NaN and infinities are refused (not valid JSON)."""
-    return _encoder.encode(obj).encode("utf-8")
+    text = _encoder.encode(obj)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ascii_encoder.encode(obj).encode("ascii")
 
 
 def dumps_str(obj: Any) -> str:
-    return _encoder.encode(obj)
+    text = _encoder.encode(obj)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ascii_encoder.encode(obj)
+    return text
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError("invalid JSON constant %s" % name)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if value in (_INF, -_INF):  # "1e999": valid JSON, but not a number we could send back
+        raise ValueError("number out of range: %s" % text[:40])
+    return value
+
+
+_INF = float("inf")
 
 
 def loads(data: Union[bytes, bytearray, memoryview, str]) -> Any:
@@ -104,7 +126,7 @@ def loads(data: Union[bytes, bytearray, memoryview, str]) -> Any:
     try:
         if not isinstance(data, str):
             data = bytes(data).decode("utf-8")
-        return json.loads(data, parse_constant=_reject_constant)
+        return json.loads(data, parse_constant=_reject_constant, parse_float=_parse_float)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise JsonRpcError(PARSE_ERROR, "Parse error: %s" % exc) from None
 
@@ -207,6 +229,9 @@ def parse_message(obj: Any) -> Message:
     raw_id = obj.get("id")
     has_id = "id" in obj and raw_id is not None
     msg_id = raw_id if _valid_id(raw_id) else None
+    # A request with `"id": null` is not a notification (JSON-RPC 2.0 §4: a notification
+    # has no id member); MCP and ACP forbid null ids, so it is answered as invalid.
+    null_id_request = "id" in obj and raw_id is None
     if obj.get("jsonrpc") != "2.0":
         return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"'))
     if "method" in obj:
@@ -216,6 +241,8 @@ def parse_message(obj: Any) -> Message:
         params = obj.get("params")
         if "params" in obj and not isinstance(params, (dict, list)):
             return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Request: params must be an object or array"))
+        if null_id_request:
+            return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Request: id must not be null"))
         if has_id:
             if msg_id is None:
                 return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer"))
@@ -413,7 +440,8 @@ class Outgoing:
 
     def _pop(self, msg_id: Any) -> Optional["asyncio.Future[Any]"]:
         future = self._waiting.pop(msg_id, None)
-        if future is None and isinstance(msg_id, str) and msg_id.isdigit():
+        if (future is None and isinstance(msg_id, str) and 0 < len(msg_id) <= 18
+                and all("0" <= c <= "9" for c in msg_id)):
             msg_id = int(msg_id)
             future = self._waiting.pop(msg_id, None)
         self._methods.pop(msg_id, None)
@@ -478,7 +506,8 @@ class Peer:
 
     @property
     def handler_tasks(self) -> int:
-        return len(self._tasks)
+        """Handlers still running (a finished task may wait a loop turn to be forgotten)."""
+        return sum(1 for task in self._tasks.values() if not task.done())
 
     async def request(self, method: str, params: Any = None, timeout: Optional[float] = -1.0) -> Any:
         """Send a request and wait for its result; raises `JsonRpcError` on an error answer,
@@ -507,8 +536,11 @@ class Peer:
                 self._unmatched(msg)
             return
         if isinstance(msg, Invalid):
-            if msg.id is None and isinstance(obj, dict) and ("result" in obj or "error" in obj):
-                self._unmatched(msg)
+            if isinstance(obj, dict) and "method" not in obj and ("result" in obj or "error" in obj):
+                # A malformed response: never answer a response (JSON-RPC 2.0 §5), but
+                # do not leave the request it answers waiting forever either.
+                if msg.id is None or not self.outgoing.resolve(ErrorResponse(obj, msg.id, msg.error)):
+                    self._unmatched(msg)
                 return
             await self._safe_send(error_response(msg.id, msg.error))
             return
@@ -545,5 +577,9 @@ class Peer:
             task.cancel()
 
     async def wait_handlers(self) -> None:
-        if self._tasks:
-            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        """Wait until no handler runs, including handlers started while waiting."""
+        while True:
+            running = [task for task in self._tasks.values() if not task.done()]
+            if not running:
+                return
+            await asyncio.gather(*running, return_exceptions=True)

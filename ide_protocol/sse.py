@@ -76,9 +76,11 @@ class SSEEvent:
 class SSEDecoder:
     """Incremental decoder: bytes in (split anywhere), events out.
 
-    `max_event` bounds the data buffered for one event and for one unterminated line;
-    past it the decoder drops the event and reports it in `dropped` rather than growing
-    without limit on a broken stream.
+    `max_event` bounds the data buffered for one event and the length of one line; past
+    it the decoder drops the whole event (the rest of an over-long line is skipped up
+    to its end, and later `data:` lines of that event are ignored up to the blank line
+    that ends it) and counts it in `dropped`, rather than growing without limit on a
+    broken stream. The outcome never depends on how the bytes were split.
     """
 
     def __init__(self, max_event: int = 64 * 1024 * 1024) -> None:
@@ -87,7 +89,15 @@ class SSEDecoder:
         self.last_event_id: Optional[str] = None
         self._pending = bytearray()
         self._first = True
+        self._skip_line = False   # discarding the rest of an over-long line
+        self._drop_event = False  # the current event overflowed: no dispatch
+        self._after_cr = False    # the last piece ended with CR (maybe half a CRLF)
         self._reset()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an unterminated line (at most `max_event`)."""
+        return len(self._pending)
 
     def _reset(self) -> None:
         self._event = ""
@@ -96,24 +106,47 @@ class SSEDecoder:
         self._id: Optional[str] = None
         self._retry: Optional[int] = None
 
+    def _overflow(self) -> None:
+        if not self._drop_event:
+            self.dropped += 1
+        self._drop_event = True
+        self._data = []
+        self._size = 0
+
     def feed(self, data: bytes) -> List[SSEEvent]:
         events: List[SSEEvent] = []
-        if self._pending and b"\n" not in data and b"\r" not in data:
-            # The middle of a long line: append without rescanning (linear, not quadratic).
-            self._pending += data
-            if len(self._pending) > self.max_event:
-                self._pending = bytearray()
-                self.dropped += 1
-                self._reset()
+        if not data:
             return events
-        buf = bytes(self._pending) + data if self._pending else data
-        if self._first and buf:
-            if len(buf) < 3 and b"\xef\xbb\xbf".startswith(buf):
-                self._pending = bytearray(buf)
+        data = bytes(data)
+        if self._first:
+            probe = bytes(self._pending) + data
+            if len(probe) < 3 and b"\xef\xbb\xbf".startswith(probe):
+                self._pending = bytearray(probe)
                 return events
-            if buf.startswith(b"\xef\xbb\xbf"):
-                buf = buf[3:]
             self._first = False
+            if probe.startswith(b"\xef\xbb\xbf"):
+                probe = probe[3:]
+            self._pending = bytearray()
+            data = probe
+        if self._after_cr:
+            # The previous piece ended with CR, already taken as a line end (so that an
+            # event is dispatched at once); a LF right after it is the rest of a CRLF.
+            self._after_cr = False
+            if data.startswith(b"\n"):
+                data = data[1:]
+                if not data:
+                    return events
+        pending = self._pending
+        if b"\n" not in data and b"\r" not in data:
+            # The middle of a line: append without rescanning (linear, not quadratic).
+            if not self._skip_line:
+                pending += data
+                if len(pending) > self.max_event:
+                    self._pending = bytearray()
+                    self._skip_line = True
+                    self._overflow()
+            return events
+        buf = bytes(pending) + data if pending else data
         start = 0
         n = len(buf)
         while start < n:
@@ -122,27 +155,37 @@ class SSEDecoder:
             if cr < 0 and lf < 0:
                 break
             if cr >= 0 and (lf < 0 or cr < lf):
+                end = cr
                 if cr + 1 == n:
-                    break  # a CR at the end may be the first half of CRLF
-                end, nxt = cr, (cr + 2 if buf[cr + 1] == 0x0A else cr + 1)
+                    nxt = n
+                    self._after_cr = True
+                else:
+                    nxt = cr + 2 if buf[cr + 1] == 0x0A else cr + 1
             else:
                 end, nxt = lf, lf + 1
-            self._line(buf[start:end], events)
+            if self._skip_line:
+                self._skip_line = False  # the end of an over-long line
+            elif end - start > self.max_event:
+                self._overflow()
+            else:
+                self._line(buf[start:end], events)
             start = nxt
-        self._pending = bytearray(buf[start:])
-        if len(self._pending) > self.max_event:
-            self._pending = bytearray()
-            self.dropped += 1
-            self._reset()
+        rest = b"" if self._skip_line else buf[start:]
+        if len(rest) > self.max_event:
+            rest = b""
+            self._skip_line = True
+            self._overflow()
+        self._pending = bytearray(rest)
         return events
 
     def _line(self, raw: bytes, events: List[SSEEvent]) -> None:
         if not raw:
-            if self._data:
+            if self._data and not self._drop_event:
                 data = "\n".join(self._data)
                 events.append(SSEEvent(self._event or "message", data, self._id, self._retry))
             if self._id is not None:
                 self.last_event_id = self._id
+            self._drop_event = False
             self._reset()
             return
         line = raw.decode("utf-8", "replace")
@@ -152,10 +195,11 @@ class SSEDecoder:
         if sep and value.startswith(" "):
             value = value[1:]
         if field == "data":
-            self._size += len(value)
+            if self._drop_event:
+                return
+            self._size += len(value) + (1 if self._data else 0)  # with the "\n" joining lines
             if self._size > self.max_event:
-                self.dropped += 1
-                self._reset()
+                self._overflow()
                 return
             self._data.append(value)
         elif field == "event":
@@ -164,5 +208,5 @@ class SSEDecoder:
             if "\0" not in value:
                 self._id = value
         elif field == "retry":
-            if value.isdigit():
+            if value and all("0" <= c <= "9" for c in value):
                 self._retry = int(value)
