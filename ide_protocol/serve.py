@@ -616,7 +616,7 @@ class StdinReader:
             self._file = os.fdopen(os.dup(self.fd), "rb")
             self.mode = "file"
             return
-        if sys.platform != "win32" and st is not None:
+        if sys.platform != "win32" and st is not None and _pollable(self.fd):
             pipe = None
             try:
                 if os.isatty(self.fd):
@@ -691,6 +691,22 @@ class StdinReader:
             self._file.close()
             self._file = None
         self._restore()
+
+
+def _pollable(fd: int) -> bool:
+    """Whether the loop's selector accepts `fd`. `connect_read_pipe` takes any character
+    device but only registers it later, in a callback, where epoll's refusal of
+    /dev/null (EPERM) would be an unhandled error and input would never arrive."""
+    import selectors
+
+    selector = selectors.DefaultSelector()
+    try:
+        selector.register(fd, selectors.EVENT_READ)
+        return True
+    except (OSError, ValueError):
+        return False
+    finally:
+        selector.close()
 
 
 # ---------------------------------------------------------------------------- main

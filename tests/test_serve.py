@@ -35,7 +35,7 @@ SAMPLE = "hello\nwörld 😀 x\nthird\n"
 class Serve:
     """The `serve` subprocess: stdin to type into, stdout read line by line."""
 
-    def __init__(self, tmp_path: Any, *args: str, env: Optional[dict] = None, color_tty: bool = False) -> None:
+    def __init__(self, tmp_path: Any, *args: str, env: Optional[dict] = None, stdin: Any = subprocess.PIPE) -> None:
         self.folder = os.path.join(str(tmp_path), "ws")
         os.makedirs(self.folder, exist_ok=True)
         with open(os.path.join(self.folder, "a.txt"), "w", encoding="utf-8", newline="") as f:
@@ -50,14 +50,17 @@ class Serve:
         self.lines: "queue.Queue[Optional[str]]" = queue.Queue()
         self.seen: List[str] = []
         cmd = [sys.executable, "-m", "ide_protocol", "serve", self.folder] + list(args)
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        self.proc = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env=full_env, cwd=str(tmp_path))
         threading.Thread(target=self._pump, daemon=True).start()
         first = self.expect(r"^serving (.+) on (.+), lock (.+)$")
         self.socket_path = first.group(2)
         self.lock_path = first.group(3)
-        with open(self.lock_path, encoding="utf-8") as f:
-            self.lock = json.load(f)
+        try:
+            with open(self.lock_path, encoding="utf-8") as f:
+                self.lock = json.load(f)
+        except FileNotFoundError:  # already gone: a serve whose input ended at once
+            self.lock = {"headers": {"Authorization": "Nonce -"}}
         self.nonce = self.lock["headers"]["Authorization"].split(" ", 1)[1]
 
     def _pump(self) -> None:
@@ -362,6 +365,25 @@ def test_eof_on_stdin_exits_cleanly(make_serve: Any) -> None:
     s.proc.stdin.close()
     assert s.wait() == 0
     assert "end of input" in s.rest()
+    assert_gone(s)
+
+
+def test_stdin_from_dev_null_or_a_file(make_serve: Any, tmp_path: Any) -> None:
+    """/dev/null cannot be polled (epoll refuses it) and a regular file never blocks:
+    both must still be read to their end, then serve exits cleanly."""
+    s = make_serve(stdin=subprocess.DEVNULL)
+    assert s.wait() == 0
+    assert "end of input" in s.rest()
+    assert_gone(s)
+    script = os.path.join(str(tmp_path), "script.txt")
+    with open(script, "w") as f:
+        f.write("select a.txt 1\nstatus\n")
+    with open(script, "rb") as f:
+        s = make_serve(stdin=f)
+        assert s.wait() == 0
+    out = s.rest()
+    assert "selected a.txt 1:1-1:6 (5 characters)" in out and "sessions: 0" in out
+    assert out[-2:] == ["end of input", "stopped (lock file and socket removed)"]
     assert_gone(s)
 
 
