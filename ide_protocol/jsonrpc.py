@@ -430,7 +430,7 @@ class Outgoing:
         if self._closed is not None:
             raise TransportClosed(str(self._closed) or "transport closed")
         msg_id = next(self._ids)
-        future: asyncio.Future[Any] = asyncio.get_event_loop().create_future()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[msg_id] = future
         self._methods[msg_id] = method
         return msg_id, request(msg_id, method, params), future
@@ -543,6 +543,12 @@ class Peer:
                     self._unmatched(msg)
                 return
             await self._safe_send(error_response(msg.id, msg.error))
+            return
+        if isinstance(msg, Notification):
+            # Inline, in arrival order: a stream of `session/update` notifications must
+            # reach the session before the response that ends the turn (ACP.md §3), which
+            # separate tasks would not guarantee. Notification handlers must be quick.
+            await self.dispatcher.dispatch(msg, self.context)
             return
         key = next(self._task_keys)
         task = asyncio.ensure_future(self._handle(msg))

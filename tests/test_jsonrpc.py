@@ -537,3 +537,36 @@ def test_peer_send_failure_does_not_leak_waiter():
         await peer.wait_handlers()
 
     run(main())
+
+
+def test_peer_handles_notifications_in_order_before_a_later_response():
+    # ACP.md §3: the updates of a turn arrive before the response that ends it; a peer
+    # that ran each notification as its own task let the response overtake them.
+    seen = []
+
+    async def main():
+        sent = []
+
+        async def send(msg):
+            sent.append(msg)
+
+        dispatcher = jsonrpc.Dispatcher()
+
+        async def update(params, ctx):
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            seen.append(params["n"])
+
+        dispatcher.add("update", update)
+        peer = jsonrpc.Peer(send, dispatcher)
+        call = asyncio.ensure_future(peer.request("prompt", {}))
+        await asyncio.sleep(0)
+        for n in range(3):
+            await peer.receive({"jsonrpc": "2.0", "method": "update", "params": {"n": n}})
+        await peer.receive({"jsonrpc": "2.0", "id": sent[0]["id"], "result": "done"})
+        result = await call
+        return result, list(seen)
+
+    result, seen_at_response = run(main())
+    assert result == "done"
+    assert seen_at_response == [0, 1, 2]
