@@ -40,6 +40,12 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     setattr(item, "interop_rep_" + rep.when, rep)
+    path = getattr(item, "interop_logdir", None)
+    if rep.when == "teardown" and path and os.environ.get("INTEROP_KEEP_LOGS") != "1":
+        failed = any(getattr(getattr(item, "interop_rep_" + w, None), "failed", False)
+                     for w in ("setup", "call", "teardown"))
+        if not failed:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 # --- session-wide -------------------------------------------------------------------------------
@@ -66,17 +72,14 @@ def log_root(tmp_path_factory):
 
 @pytest.fixture
 def logdir(request, log_root):
-    """This test's log folder: removed when the test passed (unless INTEROP_KEEP_LOGS=1),
-    kept for a failed one."""
+    """This test's log folder: removed when the test passed, teardown included (unless
+    INTEROP_KEEP_LOGS=1), kept for a failed one."""
     name = re.sub(r"[^\w.-]+", "_", request.node.nodeid.split("::", 1)[-1])[:120]
     path = os.path.join(log_root, name)
     shutil.rmtree(path, ignore_errors=True)
     os.makedirs(path)
-    yield path
-    failed = any(getattr(getattr(request.node, "interop_rep_" + w, None), "failed", False)
-                 for w in ("setup", "call"))
-    if not failed and os.environ.get("INTEROP_KEEP_LOGS") != "1":
-        shutil.rmtree(path, ignore_errors=True)
+    request.node.interop_logdir = path   # removed after teardown if all went well
+    return path
 
 
 @pytest.fixture
@@ -118,8 +121,7 @@ def leak_check(request):
                 if name.endswith(".lock"):
                     problems.append("lock file left behind: %s" % os.path.join(ide, name))
                     os.unlink(os.path.join(ide, name))
-    if problems and not getattr(getattr(request.node, "interop_rep_call", None),
-                                "failed", False):
+    if problems and not _failed(request):
         pytest.fail("left behind:\n  " + "\n  ".join(problems))
 
 
@@ -157,7 +159,7 @@ def tui(copilot_bin, tmux, workspace, cli_env, logdir):
 
 
 @pytest.fixture
-def serve(workspace, copilot_home, cli_env, logdir):
+def serve(request, workspace, copilot_home, cli_env, logdir):
     """A factory: ``serve()`` starts ``python3 -m ide_protocol serve WORKSPACE``."""
     if not H.module_available("ide_protocol"):
         pytest.skip("`python3 -m ide_protocol serve` does not exist yet (no ide_protocol/__main__.py)")
@@ -170,8 +172,12 @@ def serve(workspace, copilot_home, cli_env, logdir):
         return s
 
     yield start
+    problems = []
     for s in started:
-        s.stop()
+        status = s.stop()
+        problems += ["serve (exit status %s) left its %s" % (status, x) for x in s.leftovers()]
+    if problems and not _failed(request):
+        pytest.fail("\n".join(problems))
 
 
 @pytest.fixture
@@ -196,6 +202,11 @@ def acp_cli(copilot_bin, workspace, copilot_home, cli_env, logdir):
     yield run
     for p in started:
         p.stop()
+
+
+def _failed(request):
+    return any(getattr(getattr(request.node, "interop_rep_" + w, None), "failed", False)
+               for w in ("setup", "call"))
 
 
 # --- helpers ------------------------------------------------------------------------------------

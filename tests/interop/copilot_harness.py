@@ -257,6 +257,7 @@ class Serve(Proc):
     def __init__(self, folder, copilot_home, env, log_path, args=()):
         self.folder = folder
         self.lock_dir = os.path.join(copilot_home, "ide")
+        self.lock_path = self.lock = None
         argv = [sys.executable, "-m", "ide_protocol", "serve"] + list(args) + [folder]
         Proc.__init__(self, argv, cwd=REPO, env=python_env(env, copilot_home),
                       log_path=log_path)
@@ -274,6 +275,7 @@ class Serve(Proc):
                 except (OSError, ValueError):
                     continue
                 if data.get("pid") == self.pid:
+                    self.lock_path, self.lock = path, data
                     return path, data
             if self.proc.poll() is not None:
                 break
@@ -284,6 +286,18 @@ class Serve(Proc):
     def quit(self, timeout=10.0):
         self.send("quit")
         return self.wait(timeout)
+
+    def leftovers(self):
+        """After it stopped: its lock file or socket (directory), if still there."""
+        out = []
+        if self.lock_path and os.path.exists(self.lock_path):
+            out.append("lock file " + self.lock_path)
+        sock = (self.lock or {}).get("socketPath")
+        if sock and os.path.exists(sock):
+            out.append("socket " + sock)
+        if sock and os.path.isdir(os.path.dirname(sock)):
+            out.append("socket directory " + os.path.dirname(sock))
+        return out
 
 
 # --- the real CLI's TUI in tmux -------------------------------------------------------------

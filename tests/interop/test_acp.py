@@ -86,6 +86,34 @@ def test_edit_permission(acp_cli, fake_model, workspace, answer):
         assert status == 0, proc.output()
 
 
+def test_permission_answered_through_stdin(acp_cli, fake_model, workspace):
+    path = os.path.join(workspace, "hello.py")
+    fake_model.script(
+        Turn.tool("edit", {"path": path, "old_str": "return x", "new_str": "return 9"}),
+        Turn.say("Changed after asking."))
+    proc = acp_cli("Fix hello.py")
+    proc.send("y")
+    assert proc.wait(60) == 0, proc.output()
+    assert "return 9" in H.read(path)
+    assert "Changed after asking." in proc.output("out")
+
+
+def test_chat_keeps_the_session_across_prompts(acp_cli, fake_model):
+    fake_model.script(Turn.say("First answer."), Turn.say("Second answer."))
+    proc = acp_cli()
+    proc.send("My name is Ada.")
+    proc.wait_output(r"First answer\.", timeout=60)
+    proc.send("What is my name?")
+    proc.wait_output(r"Second answer\.", timeout=60)
+    proc.send("/quit")
+    assert proc.wait(30) == 0, proc.output()
+    first, second = fake_model.chat_requests()
+    roles = [(m["role"], m.get("content")) for m in second["body"]["messages"]]
+    assert ("assistant", "First answer.") in roles, roles
+    assert any("My name is Ada." in (c or "") for r, c in roles if r == "user")
+    assert "What is my name?" in fake_model.user_texts(second)[-1]
+
+
 def test_create_with_yes(acp_cli, fake_model, workspace):
     path = os.path.join(workspace, "new_file.txt")
     fake_model.script(Turn.tool("create", {"path": path, "file_text": "fresh\n"}),
