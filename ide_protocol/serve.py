@@ -39,7 +39,7 @@ import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import lockfile, tools
+from . import tools
 from .paths import resolve_path, utf16_column
 from .server import DiffRequest, IdeServer
 from .tools import Diagnostic, Selection

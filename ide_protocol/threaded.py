@@ -198,7 +198,10 @@ class ThreadedIdeServer:
             except BaseException as exc:
                 outcome.set_exception(exc)
 
-        loop.call_soon_threadsafe(run)
+        try:
+            loop.call_soon_threadsafe(run)
+        except RuntimeError:  # closed meanwhile by stop(): no loop, no concurrency left
+            return fn(*args, **kwargs)
         try:
             return outcome.result(self._timeout(timeout))
         except concurrent.futures.TimeoutError:

@@ -443,8 +443,6 @@ def test_bad_commands_print_errors_and_keep_running(make_serve: Any) -> None:
 def test_diff_colour_on_a_terminal_and_no_color(tmp_path: Any, no_color: bool) -> None:
     """On a terminal the diff is coloured unless NO_COLOR is set. The terminal is stdin
     too, so this also drives the tty path of the stdin reader."""
-    import pty  # noqa: F401  (POSIX only; openpty checked above)
-
     folder = os.path.join(str(tmp_path), "ws")
     os.makedirs(folder)
     with open(os.path.join(folder, "a.txt"), "w") as f:
