@@ -362,6 +362,7 @@ class CopilotTui(object):
         """Answer the edit/create permission dialog in the terminal: 1 = Yes,
         2 = Yes and don't ask again, 3 = No (Escape)."""
         self.tmux.wait_for(self.PERMISSION, timeout=timeout)
+        time.sleep(0.3)   # let the dialog take keys
         if choice == 3:
             self.tmux.send_keys("Escape")
             return
