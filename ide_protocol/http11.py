@@ -256,6 +256,7 @@ class _Parser:
         self._body_seen = 0      # body bytes so far in this message (for max_body)
         self._keep_alive = True
         self._chunked = False
+        self._last_head: Optional[Tuple[bytes, bytes, Tuple[Tuple[str, str], ...]]] = None  # see _parse_head
 
     @property
     def state_name(self) -> str:
@@ -479,15 +480,29 @@ class _Parser:
             self._pos += 1
         if self._pos >= len(buf):
             return False
+        pos = self._pos
+        last = self._last_head
+        if last is not None and buf.startswith(last[0], pos):
+            # Byte for byte the head of the previous message on this connection (the
+            # CLI repeats its headers): reuse its parsed fields (issue 6). The start
+            # line and the framing are still checked by _start_message.
+            self._pos = self._scan = pos + len(last[0])
+            headers = Headers()
+            headers.raw = list(last[2])
+            self._body_seen = 0
+            self._start_message(events, last[1], headers)
+            return True
         block = self._find_block()
         if block is None:
             return False
         if not block:
             return True
+        raw = bytes(buf[pos:self._pos])
         start, fields = block[0], block[1:]
         headers = self._parse_fields(fields)
         self._body_seen = 0
         self._start_message(events, start, headers)
+        self._last_head = (raw, start, tuple(headers.raw))
         return True
 
     def _framing(self, headers: Headers) -> Tuple[str, int]:

@@ -10,13 +10,12 @@ session and the request, which is how per-session tools (`update_session_name`,
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import time
-import uuid
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import http11, jsonrpc, sse
+from .lockfile import uuid4
 from .transport import Responder
 
 log = logging.getLogger(__name__)
@@ -148,6 +147,8 @@ class McpApp:
             return False
         # Constant time over the secret: hmac.compare_digest (PROTOCOL.md §2).
         scheme, _, secret = value.strip().partition(" ")
+        import hmac  # here, not at start-up: it imports hashlib (issue 6)
+
         return scheme.lower() == "nonce" and hmac.compare_digest(secret.strip().encode("utf-8"), self._nonce)
 
     def _session_for(self, request: http11.Request) -> Tuple[Optional[Session], Optional[Tuple[int, List[Tuple[str, str]], bytes]]]:
@@ -279,7 +280,7 @@ class McpApp:
                 self.end_session(old, "replaced")
             session_id = client_sid
         if session_id is None:
-            session_id = str(uuid.uuid4())
+            session_id = uuid4()
         session = Session(session_id, client_sid, version, params.get("clientInfo"))
         session.client_pid = request.headers.get("x-copilot-pid")
         self.sessions[session_id] = session

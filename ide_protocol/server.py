@@ -22,11 +22,9 @@ import asyncio
 import inspect
 import logging
 import os
-import secrets
 import signal
 import sys
 import time
-import uuid
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import jsonrpc, lockfile, tools
@@ -171,8 +169,8 @@ class IdeServer:
         self.idle_timeout = idle_timeout
         self.max_body = max_body
         self.write_lock_file = write_lock
-        self.nonce = secrets.token_hex(16)  # 128 bits (PROTOCOL.md §1)
-        self.instance_id = str(uuid.uuid4())
+        self.nonce = os.urandom(16).hex()  # 128 bits (PROTOCOL.md §1), as secrets.token_hex(16)
+        self.instance_id = lockfile.uuid4()
         self.lock_path: Optional[str] = None
         self.socket_path: Optional[str] = None
         self.loop: Optional[asyncio.AbstractEventLoop] = None
