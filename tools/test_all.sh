@@ -32,7 +32,7 @@ for v in $versions; do
   [ -x "$venv/bin/python" ] || "$py" -m venv "$venv" || { status=1; summary="$summary\n  $v: venv failed"; continue; }
   "$venv/bin/python" -c "import pytest" 2>/dev/null || "$venv/bin/python" -m pip install --quiet pytest
   echo "=== CPython $v ($("$venv/bin/python" -V 2>&1))"
-  if "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"; then
+  if "$venv/bin/python" -m pytest -p no:cacheprovider "$@"; then
     summary="$summary\n  $v: passed"
   else
     summary="$summary\n  $v: FAILED"
