@@ -14,7 +14,7 @@ parser is dead and the connection should be closed once the error response is wr
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 DEFAULT_MAX_HEAD = 64 * 1024
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
@@ -741,11 +741,30 @@ def write_response(status: int, headers: HeadersLike = None, body: bytes = b"",
     return _head_bytes(start, _with(headers, ("Content-Length", str(len(body))))) + body
 
 
+_HEAD_CACHE: Dict[Tuple[Any, ...], bytes] = {}
+
+
 def write_response_head(status: int, headers: HeadersLike = None, reason: Optional[str] = None) -> bytes:
     """The head of a streamed response; the body follows as `encode_chunk` pieces and
     ends with `LAST_CHUNK`."""
+    key: Optional[Tuple[Any, ...]] = None
+    if type(headers) is list:
+        # A server sends the same few heads again and again (issue 6): remember them
+        # rather than validate and encode every field each time.
+        try:
+            key = (status, reason, tuple(headers))
+            cached = _HEAD_CACHE.get(key)
+        except TypeError:  # an unhashable value
+            key = cached = None
+        if cached is not None:
+            return cached
     start = _status_line(status, reason)
-    return _head_bytes(start, _with(headers, ("Transfer-Encoding", "chunked")))
+    data = _head_bytes(start, _with(headers, ("Transfer-Encoding", "chunked")))
+    if key is not None:
+        if len(_HEAD_CACHE) >= 256:
+            _HEAD_CACHE.clear()
+        _HEAD_CACHE[key] = data
+    return data
 
 
 class ChunkedWriter:

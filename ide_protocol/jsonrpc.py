@@ -117,6 +117,9 @@ def _parse_float(text: str) -> float:
 _INF = float("inf")
 
 
+_strict_decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_float)
+
+
 def loads(data: Union[bytes, bytearray, memoryview, str]) -> Any:
     """Decode one JSON document; any failure is a `JsonRpcError(PARSE_ERROR)`.
 
@@ -126,7 +129,11 @@ def loads(data: Union[bytes, bytearray, memoryview, str]) -> Any:
     try:
         if not isinstance(data, str):
             data = bytes(data).decode("utf-8")
-        return json.loads(data, parse_constant=_reject_constant, parse_float=_parse_float)
+        if data.startswith("\ufeff"):  # as json.loads does
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", data, 0)
+        # What json.loads(data, parse_constant=..., parse_float=...) does, without
+        # building a new decoder and scanner for every message (issue 6).
+        return _strict_decoder.decode(data)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise JsonRpcError(PARSE_ERROR, "Parse error: %s" % exc) from None
 

@@ -463,7 +463,7 @@ class IdeServer:
         else:
             try:
                 value = handler(arguments, ctx)
-                if inspect.isawaitable(value):
+                if not isinstance(value, (dict, list, str)) and inspect.isawaitable(value):  # cheap test first
                     value = await value
                 result = tools.text_result(value)
             except tools.ToolError as exc:
