@@ -490,7 +490,7 @@ class _Parser:
             headers = Headers()
             headers.raw = list(last[2])
             self._body_seen = 0
-            self._start_message(events, last[1], headers)
+            self._start_again(events, last[1], headers)
             return True
         block = self._find_block()
         if block is None:
@@ -556,6 +556,10 @@ class _Parser:
     def _start_message(self, events: List[ParserEvent], start: bytes, headers: Headers) -> None:
         raise NotImplementedError
 
+    def _start_again(self, events: List[ParserEvent], start: bytes, headers: Headers) -> None:
+        """The head of the previous message again, byte for byte (see _parse_head)."""
+        self._start_message(events, start, headers)
+
 
 class RequestParser(_Parser):
     """Parses requests as a server receives them, back to back on one connection."""
@@ -579,8 +583,23 @@ class RequestParser(_Parser):
         framing, length = self._framing(headers)
         request = Request(method.decode("ascii"), target.decode("latin-1"), headers, version)
         self._keep_alive = request.keep_alive
+        self._parsed_start = (start, request.method, request.target, version, framing, length, self._keep_alive)
         events.append(request)
         self._begin_body(events, framing, length)
+
+    #: What _start_message derived from the last start line and fields it accepted.
+    _parsed_start: Optional[Tuple[bytes, str, str, str, str, int, bool]] = None
+
+    def _start_again(self, events: List[ParserEvent], start: bytes, headers: Headers) -> None:
+        parsed = self._parsed_start
+        if parsed is None or parsed[0] is not start or (
+                parsed[4] == "length" and self.max_body is not None and parsed[5] > self.max_body):
+            self._start_message(events, start, headers)
+            return
+        # The same head as the last one accepted: the same request line and framing.
+        self._keep_alive = parsed[6]
+        events.append(Request(parsed[1], parsed[2], headers, parsed[3]))
+        self._begin_body(events, parsed[4], parsed[5])
 
 
 class ResponseParser(_Parser):

@@ -212,7 +212,10 @@ class HttpConnection:
             while True:
                 timeout = None if parser.idle and current is None else self._request_timeout
                 try:
-                    data = await asyncio.wait_for(self.reader.read(READ_SIZE), timeout)
+                    if timeout is None:  # between requests: no timer (issue 6)
+                        data = await self.reader.read(READ_SIZE)
+                    else:
+                        data = await asyncio.wait_for(self.reader.read(READ_SIZE), timeout)
                 except asyncio.TimeoutError:
                     await self._queue.put(http11.ParseError(408, "request not completed in time"))
                     return
