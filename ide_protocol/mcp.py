@@ -46,7 +46,7 @@ class Session:
         self.created = time.monotonic()
         self.last_seen = self.created
         self.stream: Optional[Responder] = None
-        self.running: Dict[Any, "asyncio.Task[Any]"] = {}  # JSON-RPC id -> handler task
+        self.running: Dict[Any, "_Running"] = {}  # JSON-RPC id -> the running method
         self.active_requests = 0
         self.ended = False
         self._ended_event = asyncio.Event()
@@ -68,6 +68,33 @@ class Session:
                 "client_pid": self.client_pid, "protocol_version": self.protocol_version,
                 "initialized": self.initialized, "stream_open": self.stream is not None,
                 "running_requests": len(self.running)}
+
+
+class _Running:
+    """A request whose method is running (in its handler's task): `cancel()` stops the
+    method, and the request is then answered with an empty stream."""
+
+    __slots__ = ("task", "finished", "cancel_requested")
+
+    def __init__(self, task: "Optional[asyncio.Task[Any]]") -> None:
+        self.task = task
+        self.finished = False
+        self.cancel_requested = False
+
+    def done(self) -> bool:
+        return self.finished
+
+    def cancel(self) -> bool:
+        if self.finished or self.cancel_requested or self.task is None:
+            return False
+        self.cancel_requested = True
+        return self.task.cancel()
+
+    def uncancel(self) -> None:
+        # Python 3.11+ counts cancellations; this one has been handled.
+        uncancel = getattr(self.task, "uncancel", None)
+        if uncancel is not None:
+            uncancel()
 
 
 class CallContext:
@@ -217,27 +244,31 @@ class McpApp:
     async def _run_request(self, session: Session, msg: jsonrpc.Request, context: CallContext,
                            responder: Responder) -> None:
         session.active_requests += 1
-        task = asyncio.ensure_future(self.dispatcher.dispatch(msg, context))
-        session.running[msg.id] = task
+        # The method runs inside this handler's task, not a task of its own (issue 6: a
+        # task per request costs more than most methods); `call` is what
+        # notifications/cancelled and the end of the session cancel.
+        call = _Running(asyncio.current_task())
+        session.running[msg.id] = call
         if not self.json_response:
-            # Head first when the answer is not ready at once (this callback runs right
-            # after the handler's first step): a blocking open_diff shows the client a
-            # live 200 at once, while a quick answer goes out with its head in one write.
+            # Head first when the answer is not ready at once (this callback runs after
+            # the method's first step): a blocking open_diff shows the client a live 200
+            # at once, while a quick answer goes out with its head in one write.
             def head_first() -> None:
-                if not task.done() and not responder.started:
+                if not call.finished and not responder.started:
                     responder.start_nowait(200, SSE_HEADERS + [("mcp-session-id", session.id)])
             asyncio.get_event_loop().call_soon(head_first)
         try:
-            response = await asyncio.shield(task)
+            try:
+                response = await self.dispatcher.dispatch(msg, context)
+            finally:
+                call.finished = True
         except asyncio.CancelledError:
-            if not task.done():
-                # Our connection went away (the transport cancelled us): stop the work.
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-                raise
+            if not call.cancel_requested:
+                raise  # our connection went away (the transport cancelled us), or we stop
+            call.uncancel()
             response = None  # cancelled by notifications/cancelled: no answer is due
         finally:
-            if session.running.get(msg.id) is task:
+            if session.running.get(msg.id) is call:
                 del session.running[msg.id]
             session.active_requests -= 1
             session.touch()

@@ -1163,9 +1163,11 @@ def render(results: Dict[str, Any]) -> str:
         if "sdk" in rt["servers"]:
             sdk = rt["servers"]["sdk"]
             ours = rt["servers"]["ours"]
-            lines.append("   ours/SDK throughput: c1 %.1fx, c16 %.1fx  (SDK: %s)" % (
-                ours["c1"]["rps"] / sdk["c1"]["rps"], ours["c16"]["rps"] / sdk["c16"]["rps"],
-                json.dumps(rt.get("sdk"))))
+            lines.append("   ours/SDK throughput: c1 %.1fx, c16 %.1fx; SDK/ours server CPU per request: c1 %.1fx, "
+                         "c16 %.1fx" % (ours["c1"]["rps"] / sdk["c1"]["rps"], ours["c16"]["rps"] / sdk["c16"]["rps"],
+                                        sdk["c1"]["server_cpu_us_per_req"] / ours["c1"]["server_cpu_us_per_req"],
+                                        sdk["c16"]["server_cpu_us_per_req"] / ours["c16"]["server_cpu_us_per_req"]))
+            lines.append("   SDK: %s" % json.dumps(rt.get("sdk")))
         else:
             lines.append("   SDK: %s" % rt.get("sdk"))
         lines.append("   (server us: server CPU per request; gen ceil: generator req/s per CPU-second, its "
