@@ -10,6 +10,7 @@ session and the request, which is how per-session tools (`update_session_name`,
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -174,8 +175,6 @@ class McpApp:
             return False
         # Constant time over the secret: hmac.compare_digest (PROTOCOL.md §2).
         scheme, _, secret = value.strip().partition(" ")
-        import hmac  # here, not at start-up: it imports hashlib (issue 6)
-
         return scheme.lower() == "nonce" and hmac.compare_digest(secret.strip().encode("utf-8"), self._nonce)
 
     def _session_for(self, request: http11.Request) -> Tuple[Optional[Session], Optional[Tuple[int, List[Tuple[str, str]], bytes]]]:

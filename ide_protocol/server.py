@@ -22,6 +22,7 @@ import asyncio
 import inspect
 import logging
 import os
+import secrets
 import signal
 import sys
 import time
@@ -169,7 +170,7 @@ class IdeServer:
         self.idle_timeout = idle_timeout
         self.max_body = max_body
         self.write_lock_file = write_lock
-        self.nonce = os.urandom(16).hex()  # 128 bits (PROTOCOL.md §1), as secrets.token_hex(16)
+        self.nonce = secrets.token_hex(16)  # 128 bits from the OS CSPRNG (PROTOCOL.md §1)
         self.instance_id = lockfile.uuid4()
         self.lock_path: Optional[str] = None
         self.socket_path: Optional[str] = None

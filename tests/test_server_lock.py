@@ -224,3 +224,30 @@ def test_sigterm_of_a_serving_process_removes_lock_and_socket(tmp_path) -> None:
     assert not os.path.exists(lock_path)
     assert not os.path.exists(os.path.dirname(socket_path))
     assert os.listdir(locks) == []
+
+
+def test_nonce_comes_from_secrets_and_is_new_per_server(tmp_path, monkeypatch) -> None:
+    # Security default: the nonce is drawn with `secrets` (the OS CSPRNG), 128 bits or more,
+    # a fresh one for every server, and it is exactly what the lock file's header carries.
+    import secrets
+
+    drawn: List[str] = []
+    real = secrets.token_hex
+
+    def spy(nbytes=None):
+        value = real(nbytes)
+        drawn.append(value)
+        return value
+
+    monkeypatch.setattr(secrets, "token_hex", spy)
+    first = IdeServer([str(tmp_path)], lock_dir=str(tmp_path / "locks"))
+    second = IdeServer([str(tmp_path)], lock_dir=str(tmp_path / "locks"))
+    assert drawn == [first.nonce, second.nonce]
+    assert first.nonce != second.nonce and len(first.nonce) >= 32
+
+    async def main() -> dict:
+        async with first:
+            with open(first.lock_path, encoding="utf-8") as f:
+                return json.load(f)
+
+    assert run(main())["headers"] == {"Authorization": "Nonce " + first.nonce}
