@@ -17,8 +17,11 @@ Groups (each against a baseline measured in the same run; medians of several rep
    socket). Every server runs in its own process; the load generator is this process.
    Its own ceiling is shown as requests per second of its CPU time.
 2. push: `set_selection` (debounce 0) to arrival on the client's GET stream, 1 and 100
-   sessions; the server runs here, the clients in another process; CLOCK_MONOTONIC is
-   shared by all processes (Linux), so `time.monotonic()` stamps are comparable.
+   sessions; the server runs here, the clients in another process (a bare epoll loop);
+   CLOCK_MONOTONIC is shared by all processes (Linux), so `time.monotonic()` stamps are
+   comparable. The floor, the measuring side's own ceiling: the same clients fed by a
+   plain `send()` loop of a pre-built chunk. Measured with the server (or floor writer)
+   and the clients pinned to different CPUs, and again where the scheduler puts them.
 3. diff: `open_diff` with 10 MB of `new_file_contents`, chunked in 16 KiB pieces: time,
    and peak memory in the server process (tracemalloc, and the VmHWM / ru_maxrss rise).
 4. startup: `import ide_protocol`, `serve` to lock file, idle RSS, RSS with 100 sessions,
@@ -711,38 +714,55 @@ def group_rt(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str, 
 
 
 # ============================================================ group 2: pushes
+#
+# The server under test runs in this process; the sessions' GET streams are read by
+# client processes (`_pushclient`), each a bare epoll loop over non-blocking sockets.
+# Each event's selection text carries its sequence number ("bench-000042"); this process
+# stamps `time.monotonic()` just before `set_selection`, a client stamps each read just
+# after `recv_into` returns; both are CLOCK_MONOTONIC, shared by all processes on Linux.
+# The floor is the same clients fed by a trivial writer in this process, which sends a
+# pre-built chunk of the same size to every socket with plain `send` calls: what the
+# measuring side costs, the latency no server could beat on this machine.
+
+PUSH_MARK = b'"text":"bench-'
+PUSH_MARK_WIDTH = len(PUSH_MARK) + 6
 
 
 def _arrivals(parts: List[Tuple[float, bytes]]) -> List[Tuple[int, float]]:
-    """(event index, arrival time) of each selection_changed in one stream's reads."""
-    mark = b'"text":"bench-'
-    width = len(mark) + 6
+    """(event index, arrival time) of each event in one stream's reads: the stamp of the
+    read that completed the event's sequence number."""
     out: List[Tuple[int, float]] = []
     carry = b""
     for when, data in parts:
         data = carry + data
         pos = 0
         while True:
-            i = data.find(mark, pos)
-            if i < 0 or i + width > len(data):
+            i = data.find(PUSH_MARK, pos)
+            if i < 0 or i + PUSH_MARK_WIDTH > len(data):
                 break
-            out.append((int(data[i + len(mark):i + width]), when))
-            pos = i + width
-        carry = data[max(pos, len(data) - width):]
+            out.append((int(data[i + len(PUSH_MARK):i + PUSH_MARK_WIDTH]), when))
+            pos = i + PUSH_MARK_WIDTH
+        carry = data[max(pos, len(data) - PUSH_MARK_WIDTH):]
     return out
 
 
-def _push_client_main(path: str, auth: str, sessions: int) -> int:
-    """`bench.py _pushclient SOCKET AUTH N`: N sessions with open GET streams; prints
-    `ready`, then, at EOF on stdin, the arrival stamps as JSON. A bare epoll loop that
-    only stamps and stores what it reads (parsed afterwards): with 100 streams the
-    client's own per-read cost adds to what is measured, so it must be minimal."""
+def _push_client_main(path: str, auth: str, sessions: int, opts: str = "") -> int:
+    """`bench.py _pushclient SOCKET AUTH N [OPTS]`: N sessions with open GET streams;
+    prints `ready`, then, at EOF on stdin, its arrival stamps and read count as JSON.
+    OPTS, comma-separated: `raw` (no MCP handshake: GET only, for the floor writer),
+    `spin` (poll without sleeping: no wake-up latency, one core busy), `cpu=N` (pin).
+    The loop only stamps and keeps what it reads (parsed afterwards), so its per-read
+    cost, which adds to every session's latency after the first, stays minimal."""
     import select
 
+    flags = set(o for o in opts.split(",") if o)
+    for o in flags:
+        if o.startswith("cpu="):
+            os.sched_setaffinity(0, {int(o[4:])})
     socks: Dict[int, socket.socket] = {}
-    parts: Dict[int, List[Tuple[float, bytes]]] = {}
+    heads: Dict[int, bytes] = {}
     for _ in range(sessions):
-        sid, _ = handshake(path, auth)
+        sid = None if "raw" in flags else handshake(path, auth)[0]
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(path)
         s.sendall(cli_request("GET", auth, session=sid))
@@ -756,82 +776,111 @@ def _push_client_main(path: str, auth: str, sessions: int) -> int:
             raise SystemExit("GET stream refused: %r" % head[:200])
         s.setblocking(False)
         socks[s.fileno()] = s
-        parts[s.fileno()] = [(time.monotonic(), head)]
+        heads[s.fileno()] = head
     ep = select.epoll()
-    for fd in socks:
+    recv_into = {}
+    for fd, s in socks.items():
         ep.register(fd, select.EPOLLIN)
+        recv_into[fd] = s.recv_into
     stdin_fd = sys.stdin.fileno()
     ep.register(stdin_fd, select.EPOLLIN)
+    buf = bytearray(1 << 16)
+    reads: List[Tuple[int, float, bytes]] = []
+    append = reads.append
+    now = time.monotonic
+    poll = ep.poll
+    # spin: never sleep; spin=MS: after a read, poll without sleeping for MS ms (a burst
+    # of writes then costs no wake-up per read); neither: sleep in epoll_wait.
+    spin = float("inf") if "spin" in flags else 0.0
+    for o in flags:
+        if o.startswith("spin="):
+            spin = float(o[5:]) / 1e3
+    spin_until = 0.0
+    gc_was = __import__("gc").isenabled()
+    __import__("gc").disable()  # no collection pauses while measuring
+    cpu0 = time.process_time()
     sys.stdout.write("ready\n")
     sys.stdout.flush()
-    now = time.monotonic
     running = True
+    t = 0.0
     while running:
-        for fd, _ in ep.poll(1.0):
+        for fd, _ in poll(0 if spin_until > now() else 1.0):
             if fd == stdin_fd:
                 if not os.read(stdin_fd, 4096):
                     running = False
                 continue
-            t = now()
             try:
-                data = socks[fd].recv(262144)
+                n = recv_into[fd](buf)
             except BlockingIOError:
                 continue
-            if not data:
+            t = now()
+            if not n:
                 ep.unregister(fd)
                 continue
-            parts[fd].append((t, data))
+            append((fd, t, buf[:n]))
+        if t:
+            spin_until = t + spin
+            t = 0.0
+    cpu = time.process_time() - cpu0
+    nbytes = sum(len(r[2]) for r in reads)
+    if gc_was:
+        __import__("gc").enable()
+    per_fd: Dict[int, List[Tuple[float, bytes]]] = {fd: [(0.0, heads[fd])] for fd in socks}
+    for fd, t, data in reads:
+        per_fd[fd].append((t, bytes(data)))
     arrivals: List[Tuple[int, float]] = []
     for fd, s in socks.items():
-        arrivals.extend(_arrivals(parts[fd]))
+        arrivals.extend(_arrivals(per_fd[fd]))
         s.close()
-    sys.stdout.write(json.dumps(arrivals) + "\n")
+    sys.stdout.write(json.dumps({"arrivals": arrivals, "reads": len(reads), "cpu_s": cpu,
+                                "bytes": nbytes}) + "\n")
     sys.stdout.flush()
     return 0
 
 
-async def _push_run(sessions: int, events: int, gap: float, procs: int = 1) -> Dict[str, Any]:
-    sys.path.insert(0, ROOT)
-    from ide_protocol.server import IdeServer
-    from ide_protocol.tools import Selection
+def _push_chunk(i: int, size: int) -> bytes:
+    """What the floor writer sends for event `i`: an SSE event in one HTTP chunk, `size`
+    bytes in all, carrying the sequence number as our server's does."""
+    data = b'event: message\ndata: {"jsonrpc":"2.0","method":"selection_changed","params":{"text":"bench-%06d","pad":"' % i
+    end = b'"}}\n\n'
+    pad = max(0, size - len(data) - len(end) - 7)  # 7: "%x\r\n" of a 3-digit size and the final "\r\n"
+    event = data + b"x" * pad + end
+    return b"%x\r\n%s\r\n" % (len(event), event)
 
-    tmp = tempfile.mkdtemp(prefix="b-", dir="/tmp")
-    server = IdeServer([tmp], lock_dir=os.path.join(tmp, "locks"), socket_dir=tmp, debounce=0)
-    await server.start()
-    try:
-        # Each CLI is its own process: the sessions are spread over a few client
-        # processes (one process reading 100 streams would measure mostly itself).
-        counts = [sessions // procs + (1 if k < sessions % procs else 0) for k in range(procs)]
-        clients = []
-        for count in counts:
-            if count:
-                clients.append(await asyncio.create_subprocess_exec(
-                    sys.executable, os.path.abspath(__file__), "_pushclient", server.socket_path or "",
-                    "Nonce " + server.nonce, str(count), stdin=subprocess.PIPE, stdout=subprocess.PIPE))
-        for client in clients:
-            line = await asyncio.wait_for(client.stdout.readline(), 60)  # type: ignore[union-attr]
-            if line.strip() != b"ready":
-                raise RuntimeError("push client failed: %r" % line)
-        sent: Dict[int, float] = {}
-        call_ms: List[float] = []
-        await asyncio.sleep(0.05)
-        for i in range(events):
-            sel = Selection(os.path.join(tmp, "a.py"), "bench-%06d" % i, (i, 0), (i, 3))
-            t0 = time.monotonic()
-            server.set_selection(sel)
-            call_ms.append((time.monotonic() - t0) * 1e3)  # the broadcast itself, server side
-            sent[i] = t0
-            await asyncio.sleep(gap)
-        await asyncio.sleep(0.1)
-        arrivals = []
-        for client in clients:
-            client.stdin.close()  # type: ignore[union-attr]
-            out = await asyncio.wait_for(client.stdout.read(), 60)  # type: ignore[union-attr]
-            await client.wait()
-            arrivals.extend(json.loads(out))
-    finally:
-        await server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+
+def _push_clients(path: str, auth: str, sessions: int, procs: int, opts: List[str]) -> List[subprocess.Popen]:
+    """Start the client processes (sessions spread evenly); opts[k] for process k."""
+    counts = [sessions // procs + (1 if k < sessions % procs else 0) for k in range(procs)]
+    return [subprocess.Popen([sys.executable, os.path.abspath(__file__), "_pushclient", path, auth, str(count),
+                              opts[k % len(opts)]], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            for k, count in enumerate(counts) if count]
+
+
+def _push_collect(clients: List[subprocess.Popen]) -> Tuple[List[Tuple[int, float]], int, float, int]:
+    arrivals: List[Tuple[int, float]] = []
+    reads, cpu, nbytes = 0, 0.0, 0
+    for client in clients:
+        client.stdin.close()  # type: ignore[union-attr]
+    for client in clients:
+        out = client.stdout.read()  # type: ignore[union-attr]
+        client.wait(60)
+        got = json.loads(out)
+        arrivals.extend(tuple(a) for a in got["arrivals"])  # type: ignore[misc]
+        reads += got["reads"]
+        cpu += got["cpu_s"]
+        nbytes += got["bytes"]
+    return arrivals, reads, cpu, nbytes
+
+
+def _await_ready(clients: List[subprocess.Popen]) -> None:
+    for client in clients:
+        line = client.stdout.readline()  # type: ignore[union-attr]
+        if line.strip() != b"ready":
+            raise RuntimeError("push client failed: %r" % line)
+
+
+def _push_stats(kind: str, sessions: int, events: int, sent: Dict[int, float], call_ms: List[float],
+                arrivals: List[Tuple[int, float]], reads: int, cpu: float, nbytes: int, procs: int) -> Dict[str, Any]:
     lat = [t - sent[i] for i, t in arrivals if i in sent]
     last: Dict[int, float] = {}
     first: Dict[int, float] = {}
@@ -839,25 +888,181 @@ async def _push_run(sessions: int, events: int, gap: float, procs: int = 1) -> D
         if i in sent:
             last[i] = max(last.get(i, 0.0), t - sent[i])
             first[i] = min(first.get(i, 1e9), t - sent[i])
-    return {"sessions": sessions, "client_processes": len(clients), "events": events, "received": len(lat), "expected": sessions * events,
-            "p50_ms": pct(lat, 50) * 1e3, "p99_ms": pct(lat, 99) * 1e3,
-            "last_session_p50_ms": pct(list(last.values()), 50) * 1e3,
-            "first_session_p50_ms": pct(list(first.values()), 50) * 1e3, "set_selection_ms": pct(call_ms, 50)}
+    return {"kind": kind, "sessions": sessions, "client_processes": procs, "events": events, "received": len(lat),
+            "expected": sessions * events, "p50_ms": pct(lat, 50) * 1e3, "p99_ms": pct(lat, 99) * 1e3,
+            "first_session_p50_ms": pct(list(first.values()), 50) * 1e3,
+            "last_session_p50_ms": pct(list(last.values()), 50) * 1e3, "send_ms": pct(call_ms, 50),
+            "client_reads": reads, "client_us_per_read": cpu / reads * 1e6 if reads else float("nan"),
+            "bytes_per_event": nbytes / len(lat) if lat else float("nan")}
+
+
+async def _push_run_ours(sessions: int, events: int, gap: float, procs: int, opts: List[str],
+                         server_cpu: Optional[int]) -> Dict[str, Any]:
+    sys.path.insert(0, ROOT)
+    from ide_protocol.server import IdeServer
+    from ide_protocol.tools import Selection
+
+    tmp = tempfile.mkdtemp(prefix="b-", dir="/tmp")
+    server = IdeServer([tmp], lock_dir=os.path.join(tmp, "locks"), socket_dir=tmp, debounce=0)
+    await server.start()
+    clients: List[subprocess.Popen] = []
+    try:
+        # The clients handshake with the server, which must run meanwhile: their start
+        # (blocking) runs in a thread.
+        clients = await asyncio.get_event_loop().run_in_executor(None, lambda: _push_clients(
+            server.socket_path or "", "Nonce " + server.nonce, sessions, procs, opts))
+        await asyncio.get_event_loop().run_in_executor(None, _await_ready, clients)
+        sent: Dict[int, float] = {}
+        call_ms: List[float] = []
+        path = os.path.join(tmp, "a.py")
+        sels = [Selection(path, "bench-%06d" % i, (i, 0), (i, 3)) for i in range(events)]
+        await asyncio.sleep(0.05)
+        now = time.monotonic
+        with _pinned(server_cpu):
+            for i in range(events):
+                t0 = now()
+                server.set_selection(sels[i])
+                t1 = now()
+                call_ms.append((t1 - t0) * 1e3)  # the broadcast itself, server side
+                sent[i] = t0
+                await asyncio.sleep(gap)
+        await asyncio.sleep(0.1)
+        arrivals, reads, cpu, nbytes = await asyncio.get_event_loop().run_in_executor(None, _push_collect, clients)
+        clients = []
+    finally:
+        for client in clients:
+            client.kill()
+            client.wait()
+        await server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return _push_stats("ours", sessions, events, sent, call_ms, arrivals, reads, cpu, nbytes, procs)
+
+
+def _push_run_floor(sessions: int, events: int, gap: float, procs: int, opts: List[str],
+                    server_cpu: Optional[int], size: int) -> Dict[str, Any]:
+    tmp = tempfile.mkdtemp(prefix="b-", dir="/tmp")
+    path = os.path.join(tmp, "floor.sock")
+    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lsock.bind(path)
+    lsock.listen(sessions)
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    socks: List[socket.socket] = []
+    clients: List[subprocess.Popen] = []
+    try:
+        clients = _push_clients(path, "Nonce x", sessions, procs, [o + ",raw" for o in opts])
+        lsock.settimeout(60)
+        for _ in range(sessions):
+            conn, _ = lsock.accept()
+            conn.settimeout(60)
+            req = b""
+            while b"\r\n\r\n" not in req:
+                req += conn.recv(65536)
+            conn.sendall(head)
+            socks.append(conn)
+        _await_ready(clients)
+        chunks = [_push_chunk(i, size) for i in range(events)]
+        sends = [s.send for s in socks]
+        sent: Dict[int, float] = {}
+        call_ms: List[float] = []
+        time.sleep(0.05)
+        now = time.monotonic
+        with _pinned(server_cpu):
+            for i in range(events):
+                chunk = chunks[i]
+                t0 = now()
+                for send in sends:
+                    send(chunk)
+                call_ms.append((now() - t0) * 1e3)
+                sent[i] = t0
+                time.sleep(gap)
+        time.sleep(0.1)
+        arrivals, reads, cpu, nbytes = _push_collect(clients)
+        clients = []
+    finally:
+        for client in clients:
+            client.kill()
+            client.wait()
+        for s in socks:
+            s.close()
+        lsock.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return _push_stats("floor", sessions, events, sent, call_ms, arrivals, reads, cpu, nbytes, procs)
+
+
+class _pinned:
+    """Pin this process to one CPU for a block (None: leave it)."""
+
+    def __init__(self, cpu: Optional[int]) -> None:
+        self.cpu = cpu
+        self.old: Any = None
+
+    def __enter__(self) -> None:
+        if self.cpu is not None:
+            self.old = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, {self.cpu})
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.old is not None:
+            os.sched_setaffinity(0, self.old)
+
+
+PUSH_EVENT_BYTES = 279  # what our server writes per selection_changed here (`bytes_per_event` checks it)
+
+
+def _push_layout(args: argparse.Namespace, pin: bool, log: Callable[[str], None]) -> Dict[str, Any]:
+    """Floor and ours, 1 and N sessions, with the processes pinned or where the scheduler
+    puts them."""
+    procs = args.push_procs
+    cpus = sorted(os.sched_getaffinity(0))
+    pin = pin and len(cpus) >= 2
+    # Pinned: this process (the server or the floor writer) on the first CPU, the client
+    # processes on the others.
+    server_cpu = cpus[0] if pin else None
+    opts = ["cpu=%d" % cpus[1 + k % (len(cpus) - 1)] if pin else "" for k in range(procs)]
+    if args.push_spin:
+        opts = [o + (",spin" if args.push_spin == "always" else ",spin=%g" % float(args.push_spin)) for o in opts]
+    label = "pinned" if pin else "unpinned"
+    out: Dict[str, Any] = {}
+    for sessions in (1, args.push_sessions):
+        gap = 0.004 if sessions == 1 else 0.02
+        runs: Dict[str, List[Dict[str, Any]]] = {"floor": [], "ours": []}
+        for _ in range(args.push_reps):  # interleaved: drift and other load hit both alike
+            runs["floor"].append(_push_run_floor(sessions, args.push_events, gap, procs, opts, server_cpu,
+                                                 PUSH_EVENT_BYTES))
+            runs["ours"].append(asyncio.run(_push_run_ours(sessions, args.push_events, gap, procs, opts,
+                                                           server_cpu)))
+        aggs = {}
+        for kind, reps in runs.items():
+            agg = {k: median([r[k] for r in reps]) for k in ("p50_ms", "p99_ms", "first_session_p50_ms",
+                                                              "last_session_p50_ms", "send_ms",
+                                                              "client_us_per_read", "bytes_per_event")}
+            agg.update(sessions=sessions, events=args.push_events, reps=len(reps), client_processes=procs,
+                       received=sum(r["received"] for r in reps), expected=sum(r["expected"] for r in reps),
+                       rep_p50_ms=[round(r["p50_ms"], 3) for r in reps],
+                       rep_p99_ms=[round(r["p99_ms"], 3) for r in reps])
+            aggs[kind] = agg
+        ours = aggs["ours"]
+        ours["set_selection_ms"] = ours.pop("send_ms")
+        ours["floor"] = aggs["floor"]
+        ours["layout"] = label
+        ours["client"] = {"processes": procs, "pinned": pin, "spin": args.push_spin}
+        out["s%d" % sessions] = ours
+        log("  push %s, %d session(s): ours p50 %.3f ms p99 %.3f ms; floor p50 %.3f ms p99 %.3f ms" % (
+            label, sessions, ours["p50_ms"], ours["p99_ms"], aggs["floor"]["p50_ms"], aggs["floor"]["p99_ms"]))
+    return out
 
 
 def group_push(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
-    for sessions in (1, args.push_sessions):
-        reps = [asyncio.run(_push_run(sessions, args.push_events, 0.004 if sessions == 1 else 0.02))
-                for _ in range(args.push_reps)]
-        agg = {k: median([r[k] for r in reps]) for k in ("p50_ms", "p99_ms", "last_session_p50_ms",
-                                                          "set_selection_ms")}
-        agg.update(sessions=sessions, events=args.push_events, reps=len(reps),
-                   received=sum(r["received"] for r in reps), expected=sum(r["expected"] for r in reps),
-                   rep_p50_ms=[round(r["p50_ms"], 3) for r in reps])
-        out["s%d" % sessions] = agg
-        log("  push %d session(s): p50 %.3f ms" % (sessions, agg["p50_ms"]))
+    """The first layout is the measurement (the target's); the other, if any, is shown
+    under each session count's "other" key."""
+    layouts = {"both": (True, False), "pinned": (True,), "unpinned": (False,)}[args.push_layout]
+    out = _push_layout(args, layouts[0], log)
+    for pin in layouts[1:]:
+        other = _push_layout(args, pin, log)
+        for key in out:
+            out[key]["other"] = other[key]
     return out
+
 
 
 # ======================================================= group 3: large open_diff
@@ -1118,8 +1323,12 @@ def evaluate(results: Dict[str, Any]) -> List[Dict[str, Any]]:
     push = results.get("push")
     if push:
         key = max(push, key=lambda k: push[k]["sessions"])
-        add("push p50, %d sessions" % push[key]["sessions"], push[key]["p50_ms"], 2.0, False, "ms",
-            "p99 %.2f ms" % push[key]["p99_ms"])
+        r = push[key]
+        detail = "%s: p99 %.2f ms; floor p50 %.2f ms" % (r.get("layout", ""), r["p99_ms"], r["floor"]["p50_ms"])
+        if r.get("other"):
+            o = r["other"]
+            detail += "; %s p50 %.2f ms (floor %.2f)" % (o["layout"], o["p50_ms"], o["floor"]["p50_ms"])
+        add("push p50, %d sessions" % r["sessions"], r["p50_ms"], 2.0, False, "ms", detail)
     diff = results.get("diff")
     if diff:
         mb = diff["contents_bytes"] / 1048576
@@ -1175,12 +1384,35 @@ def render(results: Dict[str, Any]) -> str:
         lines.append("")
     push = results.get("push")
     if push:
-        lines.append("2. push: set_selection (debounce 0) to arrival on the GET stream (client in another process)")
-        for key in sorted(push, key=lambda k: push[k]["sessions"]):
-            r = push[key]
-            lines.append("   %3d session(s): p50 %.3f ms  p99 %.3f ms  last session p50 %.3f ms  set_selection call "
-                         "%.3f ms  (%d/%d events)" % (r["sessions"], r["p50_ms"], r["p99_ms"], r["last_session_p50_ms"],
-                                                      r["set_selection_ms"], r["received"], r["expected"]))
+        c = next(iter(push.values())).get("client", {})
+        spin = c.get("spin")
+        lines.append("2. push: set_selection (debounce 0) to arrival on a GET stream; %d client process(es), each a "
+                     "bare epoll loop%s" % (c.get("processes", 1), "" if not spin else ", spinning" if spin == "always"
+                                            else ", spinning %s ms after a read" % spin))
+        lines.append("   %-8s %-6s %8s %8s %8s %9s %9s %9s %9s %9s %7s" % (
+            "layout", "server", "sessions", "p50 ms", "p99 ms", "vs floor", "first ms", "last ms", "writes ms",
+            "client us", "B/event"))
+        keys = sorted(push, key=lambda k: push[k]["sessions"])
+        for layout in (None, "other"):
+            for key in keys:
+                r = push[key] if layout is None else push[key].get(layout)
+                if not r:
+                    continue
+                f = r["floor"]
+                for name, x in (("floor", f), ("ours", r)):
+                    lines.append("   %-8s %-6s %8d %8.3f %8.3f %8.2fx %9.3f %9.3f %9.3f %9.1f %7.0f" % (
+                        r.get("layout", ""), name, x["sessions"], x["p50_ms"], x["p99_ms"], x["p50_ms"] / f["p50_ms"],
+                        x["first_session_p50_ms"], x["last_session_p50_ms"], x.get("set_selection_ms", x.get("send_ms")),
+                        x["client_us_per_read"], x["bytes_per_event"]))
+                lines.append("   %-8s %-6s %8s reps' p50: ours %s, floor %s; events %d/%d" % (
+                    "", "", "", r["rep_p50_ms"], f["rep_p50_ms"], r["received"], r["expected"]))
+        lines.append("   (floor: the same clients fed by a plain send() loop of a pre-built chunk of the same size: the "
+                     "measuring side's own ceiling;")
+        lines.append("   pinned: the server or floor writer on one CPU, the clients on the other(s), the measurement; "
+                     "unpinned: where the scheduler puts them")
+        lines.append("   (a woken reader often lands on its writer's CPU and waits for it); first/last: p50 over events "
+                     "of the first/last session to get it;")
+        lines.append("   writes: the set_selection call / the floor's send loop; client us: client CPU per read)")
         lines.append("")
     diff = results.get("diff")
     if diff:
@@ -1229,6 +1461,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--reps", type=int, default=None, help="repetitions of the round-trip runs")
     parser.add_argument("--duration", type=float, default=None, help="seconds per round-trip run")
     parser.add_argument("--profile", default=None, metavar="DIR", help="cProfile our server in the first rt runs")
+    parser.add_argument("--push-procs", type=int, default=1, help="push client processes (default %(default)s)")
+    parser.add_argument("--push-layout", choices=("both", "pinned", "unpinned"), default="both",
+                        help="push runs with the server and the clients pinned to different CPUs, where the "
+                             "scheduler puts them, or both (default; pinned is the measurement)")
+    parser.add_argument("--push-spin", default="", metavar="MS|always",
+                        help="push clients poll without sleeping: always, or for MS ms after each read")
     args = parser.parse_args(argv)
     if sys.platform != "linux":
         print("tools/bench.py reads /proc: Linux only", file=sys.stderr)
@@ -1280,5 +1518,5 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "_serve":
         sys.exit(_serve_main(sys.argv[2], sys.argv[3], sys.argv[4:]))
     if len(sys.argv) > 1 and sys.argv[1] == "_pushclient":
-        sys.exit(_push_client_main(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+        sys.exit(_push_client_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), *sys.argv[5:6]))
     sys.exit(main())
