@@ -1056,6 +1056,8 @@ def group_push(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str
     """The first layout is the measurement (the target's); the other, if any, is shown
     under each session count's "other" key."""
     layouts = {"both": (True, False), "pinned": (True,), "unpinned": (False,)}[args.push_layout]
+    if len(os.sched_getaffinity(0)) < 2:
+        layouts = (False,)  # nothing to pin to
     out = _push_layout(args, layouts[0], log)
     for pin in layouts[1:]:
         other = _push_layout(args, pin, log)
