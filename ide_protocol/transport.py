@@ -1,26 +1,29 @@
 """The asyncio glue: a listening socket and HTTP/1.1 connections over it.
 
 This is the thin layer between the sans-IO `http11` parser and an application
-coroutine `app(request, body, responder)`. Each connection has one owner task
-(`HttpConnection.run`) which owns a reader task; requests are answered one at a time
-in order, as HTTP/1.1 requires, while the reader keeps watching the socket so that a
-peer that vanishes in the middle of a long request (a blocking `open_diff`) is noticed
-at once and its handler cancelled.
+coroutine `app(request, body, responder)`. Each connection is an `asyncio.Protocol`
+(`HttpConnection`): bytes arrive in `data_received`, go through the parser, and each
+complete request is answered by the connection's handler task, one at a time and in
+order, as HTTP/1.1 requires. The socket stays watched meanwhile, so that a peer that
+vanishes in the middle of a long request (a blocking `open_diff`) is noticed at once
+and its handler cancelled.
 
 Keep-alive matters (PROTOCOL.md §2): the CLI sends its next request on the connection
 whose SSE response just ended, so the connection keeps reading until the peer closes it.
-Windows named pipes live in `winpipe.py`; everything here is POSIX.
+Windows named pipes live in `winpipe.py` (the same protocol, served on a pipe);
+everything here is POSIX.
 """
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 import os
 import shutil
 import sys
 import tempfile
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Awaitable, Callable, Deque, List, Optional, Sequence, Set, Tuple, Union
 
 from . import http11
 
@@ -28,7 +31,6 @@ log = logging.getLogger(__name__)
 
 App = Callable[[http11.Request, bytes, "Responder"], Awaitable[None]]
 
-READ_SIZE = 256 * 1024
 #: A request that has started arriving must finish within this many seconds (a slow
 #: or stuck peer must not hold a connection forever with half a request).
 REQUEST_TIMEOUT = 60.0
@@ -41,14 +43,16 @@ class Responder:
     """Writes the response to one request. Never raises on a vanished peer: writes to
     a closed connection are dropped and `closed` becomes true."""
 
-    def __init__(self, conn: "HttpConnection", request: http11.Request) -> None:
+    def __init__(self, conn: "HttpConnection", request: http11.Request, keep_alive: Optional[bool] = None) -> None:
         self._conn = conn
         self.request = request
         self.status: Optional[int] = None
         self.started = False
         self.finished = False
         self.streaming = False
-        self.close_after = not request.keep_alive
+        # `keep_alive`: the request's, when the caller has it already (it costs a scan
+        # of the headers, issue 6).
+        self.close_after = not (request.keep_alive if keep_alive is None else keep_alive)
 
     @property
     def closed(self) -> bool:
@@ -132,182 +136,300 @@ class Responder:
         return await self._conn.write(http11.encode_chunk(data) + http11.LAST_CHUNK)
 
 
-class _Eof(asyncio.Event):
-    """The connection's end: an Event that also resolves one future, so `asyncio.wait`
-    can watch it for every request without starting a waiter task each time."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._future: "Optional[asyncio.Future[None]]" = None
-
-    def future(self) -> "asyncio.Future[None]":
-        if self._future is None:
-            self._future = asyncio.get_event_loop().create_future()
-            if self.is_set():
-                self._future.set_result(None)
-        return self._future
-
-    def set(self) -> None:
-        super().set()
-        if self._future is not None and not self._future.done():
-            self._future.set_result(None)
+if sys.version_info >= (3, 12):
+    def _start_task(loop: asyncio.AbstractEventLoop, coro: Any) -> "asyncio.Task[None]":
+        # Eager (Python 3.12+): the coroutine's first step runs now, inside
+        # data_received; a request answered without suspending (most tool calls) then
+        # costs no loop pass at all, and the task object is born done (issue 6).
+        return asyncio.Task(coro, loop=loop, eager_start=True)  # type: ignore[call-arg]
+else:
+    def _start_task(loop: asyncio.AbstractEventLoop, coro: Any) -> "asyncio.Task[None]":
+        return loop.create_task(coro)
 
 
-class HttpConnection:
-    """One accepted connection: parse requests, run the app for each, in order."""
+#: Complete requests that may wait behind the one being answered (a pipelining peer)
+#: before the connection stops reading from the socket; reading resumes when half of
+#: them have been answered. (While reading is paused, a vanished peer is noticed only
+#: once reading resumes; the CLI never pipelines.)
+MAX_PENDING = 8
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, app: App,
-                 number: int, max_body: int, request_timeout: float = REQUEST_TIMEOUT) -> None:
-        self.reader = reader
-        self.writer = writer
+#: A complete request (head, body, keep-alive) or the error that ends the input.
+_Pending = Union[Tuple[http11.Request, bytes, bool], http11.ParseError]
+
+
+class HttpConnection(asyncio.Protocol):
+    """One accepted connection: parse requests as bytes arrive, answer them in order.
+
+    Callbacks, not a reader task: `data_received` feeds the sans-IO parser and queues
+    each complete request; the first one starts the connection's one handler task,
+    which answers the queue in order (HTTP/1.1 answers in request order) and ends when
+    it is empty. A request whose answer needs no waiting costs one task step (none at
+    all on Python 3.12+, where the task starts eagerly inside `data_received`); a reader
+    task, a queue and a connection task took about five loop passes (issue 6).
+
+    The socket keeps being watched while a request is answered, so a peer that
+    vanishes in the middle of a long request (a blocking `open_diff`) is noticed at
+    once: EOF or a lost connection cancels the handler task, which resolves the diff
+    `client_disconnected` (PROTOCOL.md §4).
+
+    Owner: the `Listener` that made it (`owner`), which holds it in `connections` from
+    `connection_made` until the transport is gone *and* the handler task has finished.
+    """
+
+    def __init__(self, app: App, number: int, max_body: int, request_timeout: float = REQUEST_TIMEOUT,
+                 owner: "Optional[Listener]" = None) -> None:
         self.app = app
         self.number = number
         self.closed = False
         self.requests = 0
+        self.transport: Any = None
+        self._owner = owner
+        self._loop = asyncio.get_event_loop()
         self._parser = http11.RequestParser(max_body=max_body)
-        self._queue: "asyncio.Queue[Any]" = asyncio.Queue(maxsize=8)
-        self._eof = _Eof()
         self._request_timeout = request_timeout
+        # The request being received: its head, and its body so far in one growing
+        # buffer, not a list of pieces joined at the end: a 10 MB body then needs no
+        # 16 KiB heap blocks that stay resident after the request (issue 6).
+        self._current: Optional[http11.Request] = None
+        self._body = bytearray()
+        self._input_done = False       # a parse error, a timeout or `Connection: close`: read no more requests
+        self._pending: "Deque[_Pending]" = collections.deque()
+        self._task: "Optional[asyncio.Task[None]]" = None  # the handler task, while one runs
+        self._timer: Optional[asyncio.TimerHandle] = None  # REQUEST_TIMEOUT, while a request is partial
+        self._reading_paused = False
+        self._writing_paused = False
+        self._writable: Optional[asyncio.Event] = None  # made at the first pause_writing
+        self._closed_event: Optional[asyncio.Event] = None  # made at the first wait_eof
+        self._lost = False
 
-    async def wait_eof(self) -> None:
-        await self._eof.wait()
+    # ------------------------------------------------------------ asyncio.Protocol
 
-    def write_nowait(self, data: bytes) -> bool:
-        if self.closed or self.writer.is_closing():
-            self.closed = True
-            return False
-        try:
-            self.writer.write(data)
-            if self.writer.transport.get_write_buffer_size() > MAX_WRITE_BUFFER:
-                log.warning("connection %d: peer stopped reading; dropping it", self.number)
-                self.abort()
-                return False
-        except (ConnectionError, RuntimeError, OSError):
-            self._lost()
-            return False
-        return True
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        if self._owner is not None:
+            self._owner._adopt(self)
 
-    async def write(self, data: bytes) -> bool:
-        if not self.write_nowait(data):
-            return False
-        try:
-            await self.writer.drain()
-        except (ConnectionError, RuntimeError, OSError):
-            self._lost()
-            return False
-        return True
+    def data_received(self, data: bytes) -> None:
+        if self._input_done:
+            return  # after an error or a `Connection: close` request nothing more is read
+        self._handle(self._parser.feed(data))
 
-    def _lost(self) -> None:
-        self.closed = True
-        self._eof.set()
+    def eof_received(self) -> Optional[bool]:
+        # The peer closed its side: it has gone (the CLI never half-closes; it closes a
+        # connection it no longer wants, PROTOCOL.md §2), so nobody can receive an
+        # answer. A request it left half sent is still answered with its error when
+        # nothing else is in progress; then the connection closes.
+        errors = [e for e in self._parser.feed_eof() if isinstance(e, http11.ParseError)]
+        if errors and not self._input_done and self._task is None and not self._pending:
+            self._write_error(errors[0])
+        self.close()
+        return None
 
-    async def _read_loop(self) -> None:
-        """Owned by `run`: turns bytes into complete (request, body) items or errors."""
-        parser = self._parser
-        current: Optional[http11.Request] = None
-        # One growing buffer, not a list of pieces joined at the end: a 10 MB body then
-        # needs no 16 KiB heap blocks that stay resident after the request (issue 6).
-        body = bytearray()
-        try:
-            while True:
-                timeout = None if parser.idle and current is None else self._request_timeout
-                try:
-                    if timeout is None:  # between requests: no timer (issue 6)
-                        data = await self.reader.read(READ_SIZE)
-                    else:
-                        data = await asyncio.wait_for(self.reader.read(READ_SIZE), timeout)
-                except asyncio.TimeoutError:
-                    await self._queue.put(http11.ParseError(408, "request not completed in time"))
-                    return
-                events = parser.feed(data) if data else parser.feed_eof()
-                for event in events:
-                    if isinstance(event, http11.Request):
-                        current, body = event, bytearray()
-                    elif isinstance(event, http11.Data):
-                        body += event.data
-                    elif isinstance(event, http11.EndOfMessage):
-                        if current is not None:
-                            await self._queue.put((current, bytes(body)))
-                        current, body = None, bytearray()
-                    elif isinstance(event, http11.ParseError):
-                        await self._queue.put(event)
-                        return
-                    elif isinstance(event, http11.ConnectionClosed):
-                        return
-                if not data:
-                    return
-        except (ConnectionError, OSError):
+    def connection_lost(self, exc: Optional[BaseException]) -> None:
+        self._lost = True
+        self._shut()
+        self._release()
+
+    def pause_writing(self) -> None:
+        # The transport's buffer passed its high-water mark: `write` waits from now on.
+        self._writing_paused = True
+        if self._writable is None:
+            self._writable = asyncio.Event()
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        if self._writable is not None:
+            self._writable.set()
+
+    # ------------------------------------------------------------- incoming requests
+
+    def _handle(self, events: List[http11.ParserEvent]) -> None:
+        """Turn parser events into queued (request, body) pairs or a queued error."""
+        for event in events:
+            kind = type(event)
+            if kind is http11.Data:
+                self._body += event.data  # type: ignore[union-attr]
+            elif kind is http11.Request:
+                self._current = event  # type: ignore[assignment]
+                self._body = bytearray()
+            elif kind is http11.EndOfMessage:
+                request = self._current
+                if request is not None:
+                    keep_alive = request.keep_alive
+                    self._pending.append((request, bytes(self._body), keep_alive))
+                    # PROTOCOL.md §2: keep-alive is the rule (the CLI sends its next
+                    # request on the connection whose answer just ended); a request
+                    # that says `Connection: close` is the last one read.
+                    if not keep_alive:
+                        self._input_done = True
+                self._current = None
+                self._body = bytearray()
+            elif kind is http11.ParseError:
+                self._pending.append(event)  # type: ignore[arg-type]
+                self._input_done = True
+                self._current = None
+                self._body = bytearray()
+        self._watch_partial()
+        if len(self._pending) >= MAX_PENDING and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        if self._pending and self._task is None:
+            self._start_handler()
+
+    def _watch_partial(self) -> None:
+        """Arm the REQUEST_TIMEOUT timer while a request is partly received, and only
+        then: an idle keep-alive connection waits for its next request without a timer
+        (the CLI keeps connections open between prompts, PROTOCOL.md §2)."""
+        partial = not self._input_done and (self._current is not None or not self._parser.idle)
+        if partial:
+            if self._timer is None:
+                self._timer = self._loop.call_later(self._request_timeout, self._timed_out)
+        elif self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _timed_out(self) -> None:
+        # A slow or stuck peer must not hold a connection forever with half a request:
+        # answer 408 (after whatever is ahead of it) and close.
+        self._timer = None
+        if self.closed or self._input_done:
             return
-        finally:
-            self._eof.set()
-            # Wake the owner if it waits for a request that will never come.
-            if self._queue.empty():
-                self._queue.put_nowait(None)
+        self._handle([http11.ParseError(408, "request not completed in time")])
 
-    async def run(self) -> None:
-        reader_task = asyncio.ensure_future(self._read_loop())
+    # --------------------------------------------------------------- the handler task
+
+    def _start_handler(self) -> None:
+        task = _start_task(self._loop, self._answer_pending())
+        if not task.done():  # (an eager task may have answered everything already)
+            self._task = task
+
+    async def _answer_pending(self) -> None:
+        """The handler task: answers the queued requests one at a time, in order, then
+        ends (the next request starts a new one). Cancelled when the peer goes away."""
         try:
-            while True:
-                if self._eof.is_set() and self._queue.empty():
-                    break  # the reader is done (or the connection lost): nothing more comes
-                item = await self._queue.get()
-                if item is None:
-                    break
+            keep_open = True
+            while keep_open and self._pending and not self.closed:
+                item = self._pending.popleft()
+                if self._reading_paused and len(self._pending) <= MAX_PENDING // 2:
+                    self._reading_paused = False
+                    self.transport.resume_reading()
                 if isinstance(item, http11.ParseError):
-                    await self._send_error(item)
-                    break
-                request, body = item
-                self.requests += 1
-                if not await self._serve_one(request, body):
-                    break
+                    self._write_error(item)
+                    keep_open = False
+                else:
+                    self.requests += 1
+                    keep_open = await self._serve_one(*item)
+            if not keep_open:
+                self.close()  # after an error, a `Connection: close` request, a lost peer
+        except Exception:  # never let a failure end the task with an unread exception
+            log.exception("connection %d failed", self.number)
+            self.abort()
         finally:
-            reader_task.cancel()
-            await asyncio.gather(reader_task, return_exceptions=True)
-            self.closed = True
-            self._eof.set()
-            try:
-                self.writer.close()
-            except (ConnectionError, RuntimeError, OSError):
-                pass
+            self._end_task()
 
-    async def _send_error(self, error: http11.ParseError) -> None:
-        body = ("%s\n" % error.message).encode("utf-8")
-        await self.write(http11.write_response(error.status, [("Content-Type", "text/plain; charset=utf-8"),
-                                                              ("Connection", "close")], body))
+    def _end_task(self) -> None:
+        """The handler task is finishing (called from it, or from its done callback
+        when it was cancelled before it could run): let the owner release us."""
+        task = self._task
+        if task is not None and (task.done() or task is asyncio.current_task()):
+            self._task = None
+        self._release()
 
-    async def _serve_one(self, request: http11.Request, body: bytes) -> bool:
+    async def _serve_one(self, request: http11.Request, body: bytes, keep_alive: bool) -> bool:
         """Run the app for one request; False when the connection must close."""
-        responder = Responder(self, request)
-        handler = asyncio.ensure_future(self.app(request, body, responder))
+        responder = Responder(self, request, keep_alive)
         try:
-            # The connection's one EOF future, not a waiter task per request (issue 6).
-            await asyncio.wait({handler, self._eof.future()}, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            handler.cancel()
-            await asyncio.gather(handler, return_exceptions=True)
-            raise
-        if not handler.done():
-            # The peer went away while we were working for it: nobody can receive the
-            # answer, so stop the work (a blocking open_diff resolves as disconnected).
-            handler.cancel()
-            await asyncio.gather(handler, return_exceptions=True)
+            await self.app(request, body, responder)
+        except Exception:
+            log.error("request handler failed", exc_info=True)
+        if self.closed:
             return False
-        exc = handler.exception() if not handler.cancelled() else None
-        if exc is not None:
-            log.error("request handler failed", exc_info=exc)
         if not responder.started:
             await responder.send(500, [("Content-Type", "text/plain")], b"Internal Server Error")
         elif not responder.finished:
             await responder.end()
         return not (responder.close_after or self.closed)
 
-    def abort(self) -> None:
-        self.closed = True
-        self._eof.set()
+    def _write_error(self, error: http11.ParseError) -> None:
+        body = ("%s\n" % error.message).encode("utf-8")
+        self.write_nowait(http11.write_response(error.status, [("Content-Type", "text/plain; charset=utf-8"),
+                                                               ("Connection", "close")], body))
+
+    # ---------------------------------------------------------------------- writing
+
+    def write_nowait(self, data: bytes) -> bool:
+        if self.closed:
+            return False
+        transport = self.transport
         try:
-            self.writer.close()
+            transport.write(data)
+            if transport.get_write_buffer_size() > MAX_WRITE_BUFFER:
+                log.warning("connection %d: peer stopped reading; dropping it", self.number)
+                self.abort()
+                return False
         except (ConnectionError, RuntimeError, OSError):
-            pass
+            self.abort()
+            return False
+        return True
+
+    async def write(self, data: bytes) -> bool:
+        """Write, then wait while the transport's buffer is above its high-water mark
+        (flow control: `pause_writing`/`resume_writing`); False once the peer is gone."""
+        if not self.write_nowait(data):
+            return False
+        if self._writing_paused and self._writable is not None:
+            await self._writable.wait()
+        return not self.closed
+
+    async def wait_eof(self) -> None:
+        """Until the connection ends (the peer closed it, or we did)."""
+        if self.closed:
+            return
+        if self._closed_event is None:
+            self._closed_event = asyncio.Event()
+        await self._closed_event.wait()
+
+    # ---------------------------------------------------------------------- closing
+
+    def _shut(self) -> None:
+        """The connection is over for us: stop the timer, drop queued requests, cancel
+        the handler (nobody can receive its answer; a blocking open_diff resolves as
+        disconnected) and wake whoever waits on the connection. Once only."""
+        if self.closed:
+            return
+        self.closed = True
+        self._input_done = True
+        self._pending.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        task = self._task
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+            # Its finally clause may never run (a task cancelled before its first step
+            # never enters its coroutine), so its end is also watched from outside.
+            task.add_done_callback(lambda _: self._end_task())
+        if self._closed_event is not None:
+            self._closed_event.set()
+        if self._writable is not None:
+            self._writable.set()
+
+    def close(self) -> None:
+        """Cancel the handler and close after what is already written has been sent."""
+        self._shut()
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
+        """Cancel the handler and drop the connection now, unsent bytes included."""
+        self._shut()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _release(self) -> None:
+        if self._lost and self._task is None and self._owner is not None:
+            self._owner._discard(self)
 
 
 # ---------------------------------------------------------------------- listeners
@@ -324,7 +446,10 @@ def check_sun_path(path: str) -> None:
 
 
 class Listener:
-    """A listening socket plus the connections it accepted; the owner of both."""
+    """A listening socket plus the connections it accepted; the owner of both.
+
+    Each connection is in `connections` from `connection_made` until its transport is
+    gone and its handler task has finished; `close` ends them all."""
 
     def __init__(self, app: App, max_body: int, request_timeout: float = REQUEST_TIMEOUT) -> None:
         self.app = app
@@ -333,28 +458,26 @@ class Listener:
         self.socket_path = ""
         self.socket_dir: Optional[str] = None
         self.connections: Set[HttpConnection] = set()
-        self._tasks: Set["asyncio.Task[None]"] = set()
         self._server: Any = None
         self._numbers = itertools.count(1)
         self.accepted = 0
 
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = HttpConnection(reader, writer, self.app, next(self._numbers), self.max_body, self.request_timeout)
+    def _connection(self) -> HttpConnection:
+        """The protocol factory given to the loop (Unix socket or named pipe)."""
+        return HttpConnection(self.app, next(self._numbers), self.max_body, self.request_timeout, owner=self)
+
+    def _adopt(self, conn: HttpConnection) -> None:
         self.accepted += 1
         self.connections.add(conn)
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
-        try:
-            await conn.run()
-        except asyncio.CancelledError:
-            pass
-        except Exception:  # never let one connection's failure escape into asyncio's logs only
-            log.exception("connection %d failed", conn.number)
-        finally:
-            self.connections.discard(conn)
-            if task is not None:
-                self._tasks.discard(task)
+
+    def _discard(self, conn: HttpConnection) -> None:
+        self.connections.discard(conn)
+
+    @property
+    def _tasks(self) -> "Set[asyncio.Task[None]]":
+        """The handler tasks running now (`IdeServer.stats()["connection_tasks"]`); a
+        connection between requests has none."""
+        return {conn._task for conn in self.connections if conn._task is not None}
 
     async def start_unix(self, directory: Optional[str] = None) -> str:
         """Listen on `<fresh 0700 dir>/mcp.sock` (socket mode 0600) and return its path."""
@@ -366,7 +489,7 @@ class Listener:
         path = os.path.join(sock_dir, "mcp.sock")
         try:
             check_sun_path(path)
-            self._server = await asyncio.start_unix_server(self._client, path=path)
+            self._server = await asyncio.get_event_loop().create_unix_server(self._connection, path=path)
             os.chmod(path, 0o600)
         except BaseException:
             shutil.rmtree(sock_dir, ignore_errors=True)
@@ -378,19 +501,25 @@ class Listener:
     async def start_pipe(self, name: Optional[str] = None) -> str:
         from . import winpipe  # Windows only
 
-        self._server, self.socket_path = await winpipe.start_pipe_server(self._client, name)
+        self._server, self.socket_path = await winpipe.start_pipe_server(self._connection, name)
         return self.socket_path
 
     async def close(self) -> None:
         """Stop listening, drop every connection, remove the socket and its directory."""
         if self._server is not None:
             self._server.close()
-        for conn in list(self.connections):
-            conn.abort()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        connections = list(self.connections)
+        for conn in connections:
+            conn.close()  # cancels its handler task; what was written is still sent
+        tasks = [conn._task for conn in connections if conn._task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.sleep(0)  # the transports' connection_lost callbacks
+        if self.connections:
+            # Transports still holding bytes their peer does not read: drop them.
+            for conn in list(self.connections):
+                conn.abort()
+            await asyncio.sleep(0)
         if self._server is not None:
             try:
                 await asyncio.wait_for(self._server.wait_closed(), 5)

@@ -6,10 +6,9 @@ lock's `socketPath` exactly as it connects to a Unix socket elsewhere, and speak
 same HTTP/1.1 over it.
 
 How: asyncio's Proactor loop (the default on Windows since Python 3.8) serves named
-pipes with `loop.start_serving_pipe(protocol_factory, address)`. Each accepted pipe
-gets a `StreamReaderProtocol`, which hands a `StreamReader`/`StreamWriter` pair to the
-callback — the same shape `asyncio.start_unix_server` gives `transport.Listener._client`,
-so the HTTP connection code above does not know which transport it runs on.
+pipes with `loop.start_serving_pipe(protocol_factory, address)`. The factory is
+`transport.Listener`'s, the same one its Unix socket server uses: each accepted pipe
+gets an `HttpConnection` protocol, which does not know which transport it runs on.
 
 Nothing Windows-specific is imported at module level: the module imports, and its
 plumbing is tested, on Linux (tests/test_winpipe.py serves a Unix socket through a
@@ -22,14 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any, Awaitable, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 PIPE_PREFIX = "\\\\.\\pipe\\"
-#: Read buffer limit of each connection's StreamReader (open_diff bodies are large;
-#: the HTTP layer reads in chunks, so this only bounds one readline-style call).
-STREAM_LIMIT = 1024 * 1024
-
-ClientConnected = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
 def pipe_name(name: Optional[str] = None) -> str:
@@ -64,22 +58,17 @@ class PipeServer:
         return bool(self._servers)
 
 
-async def start_pipe_server(client_connected: ClientConnected,
+async def start_pipe_server(protocol_factory: Callable[[], asyncio.BaseProtocol],
                             name: Optional[str] = None) -> Tuple[PipeServer, str]:
-    """Serve `client_connected(reader, writer)` on a new named pipe; returns the
-    server and the pipe's path (the lock's `socketPath`)."""
+    """Serve a new named pipe, one `protocol_factory()` per accepted client; returns
+    the server and the pipe's path (the lock's `socketPath`)."""
     loop = asyncio.get_event_loop()
     start_serving_pipe = getattr(loop, "start_serving_pipe", None)
     if start_serving_pipe is None:
         raise RuntimeError("named pipes need asyncio's Proactor event loop (the default on Windows); "
                            "this loop is a %s" % type(loop).__name__)
     address = pipe_name(name)
-
-    def factory() -> asyncio.StreamReaderProtocol:
-        reader = asyncio.StreamReader(limit=STREAM_LIMIT)
-        return asyncio.StreamReaderProtocol(reader, client_connected)
-
-    servers = await start_serving_pipe(factory, address)
+    servers = await start_serving_pipe(protocol_factory, address)
     if not isinstance(servers, (list, tuple)):
         servers = [servers]
     return PipeServer(list(servers), address), address

@@ -1,7 +1,7 @@
 """`winpipe`, the Windows-only transport, as far as Linux can test it.
 
-The module must import everywhere. Its plumbing (protocol factory, StreamReader and
-StreamWriter handed to `transport.Listener._client`, close) is exercised by a loop
+The module must import everywhere. Its plumbing (`transport.Listener`'s protocol
+factory handed to `start_serving_pipe`, close) is exercised by a loop
 whose `start_serving_pipe` is faked with a Unix socket: real HTTP goes through it. The
 Windows API itself (a real named pipe on the Proactor loop) is not tested here.
 """
