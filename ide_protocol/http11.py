@@ -46,7 +46,7 @@ class Headers:
     which matters to a tracer and costs nothing.
     """
 
-    __slots__ = ("raw",)
+    __slots__ = ("raw", "_index")
 
     def __init__(self, pairs: Union[None, "Headers", Iterable[Tuple[str, str]], Dict[str, str]] = None) -> None:
         if pairs is None:
@@ -57,21 +57,26 @@ class Headers:
             self.raw = [(str(k), str(v)) for k, v in pairs.items()]
         else:
             self.raw = [(str(k), str(v)) for k, v in pairs]
+        self._index: Optional[Tuple[int, Dict[str, List[str]]]] = None
+
+    def _lookup(self) -> Dict[str, List[str]]:
+        # A lower-cased index built at the first lookup: a request's headers are looked
+        # up a dozen times (issue 6), and a scan per lookup lower-cased every name each
+        # time. Rebuilt when `raw` changed length; change fields through add/set/remove.
+        index = self._index
+        if index is None or index[0] != len(self.raw):
+            table: Dict[str, List[str]] = {}
+            for key, value in self.raw:
+                table.setdefault(key.lower(), []).append(value)
+            index = self._index = (len(self.raw), table)
+        return index[1]
 
     def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
-        lname = name.lower()
-        size = len(lname)
-        for key, value in self.raw:
-            # The length test first spares a lower() per field (issue 6: lookups run
-            # several times per request over a dozen fields).
-            if len(key) == size and key.lower() == lname:
-                return value
-        return default
+        values = self._lookup().get(name.lower())
+        return values[0] if values else default
 
     def get_all(self, name: str) -> List[str]:
-        lname = name.lower()
-        size = len(lname)
-        return [value for key, value in self.raw if len(key) == size and key.lower() == lname]
+        return list(self._lookup().get(name.lower(), ()))
 
     def tokens(self, name: str) -> List[str]:
         """Comma-separated tokens of every field called `name`, lower-cased."""
@@ -82,14 +87,17 @@ class Headers:
 
     def add(self, name: str, value: str) -> None:
         self.raw.append((name, value))
+        self._index = None
 
     def set(self, name: str, value: str) -> None:
         self.remove(name)
         self.raw.append((name, value))
+        self._index = None
 
     def remove(self, name: str) -> None:
         lname = name.lower()
         self.raw = [(k, v) for k, v in self.raw if k.lower() != lname]
+        self._index = None
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self.get(name) is not None

@@ -125,8 +125,11 @@ class McpApp:
                  on_session_start: Optional[Callable[[Session], None]] = None,
                  on_session_end: Optional[Callable[[Session, str], None]] = None,
                  on_stream_open: Optional[Callable[[Session], None]] = None,
-                 on_exchange: Optional[Callable[[str, Dict[str, Any]], None]] = None) -> None:
+                 on_exchange: Optional[Callable[[str, Dict[str, Any]], None]] = None,
+                 streams_early: Optional[Callable[[jsonrpc.Request], bool]] = None) -> None:
         self.dispatcher = dispatcher
+        #: Which requests may block for long, so their response head is sent first.
+        self.streams_early: Callable[[jsonrpc.Request], bool] = streams_early or (lambda msg: False)
         self._nonce = nonce.encode("utf-8")
         self.server_info = server_info or {"name": "vscode-copilot-cli", "version": "0.0.1",
                                            "title": "VS Code Copilot CLI"}
@@ -248,14 +251,11 @@ class McpApp:
         # notifications/cancelled and the end of the session cancel.
         call = _Running(asyncio.current_task())
         session.running[msg.id] = call
-        if not self.json_response:
-            # Head first when the answer is not ready at once (this callback runs after
-            # the method's first step): a blocking open_diff shows the client a live 200
-            # at once, while a quick answer goes out with its head in one write.
-            def head_first() -> None:
-                if not call.finished and not responder.started:
-                    responder.start_nowait(200, SSE_HEADERS + [("mcp-session-id", session.id)])
-            asyncio.get_event_loop().call_soon(head_first)
+        if not self.json_response and self.streams_early(msg):
+            # Head first for a method that blocks (open_diff waits for a person): the
+            # client sees a live 200 at once. Every other answer goes out with its head
+            # in one write (issue 6: no extra write, no extra loop pass).
+            responder.start_nowait(200, SSE_HEADERS + [("mcp-session-id", session.id)])
         try:
             try:
                 response = await self.dispatcher.dispatch(msg, context)

@@ -182,7 +182,8 @@ class IdeServer:
         self.dispatcher = jsonrpc.Dispatcher()
         self.app = McpApp(self.dispatcher, self.nonce, server_info=server_info, json_response=json_response,
                           on_session_start=self._session_started, on_session_end=self._session_ended,
-                          on_stream_open=self._stream_opened, on_exchange=on_exchange)
+                          on_stream_open=self._stream_opened, on_exchange=on_exchange,
+                          streams_early=self._blocks)
         self.listener = Listener(self.app, max_body, request_timeout)
         self.dispatcher.add("tools/list", lambda params, ctx: {"tools": tools.TOOLS})
         self.dispatcher.add("tools/call", self._tools_call)
@@ -448,6 +449,11 @@ class IdeServer:
         }
 
     # ------------------------------------------------------------------------ tools
+
+    @staticmethod
+    def _blocks(msg: jsonrpc.Request) -> bool:
+        """`open_diff` waits for the user with no time limit (PROTOCOL.md §4)."""
+        return msg.method == "tools/call" and isinstance(msg.params, dict) and msg.params.get("name") == "open_diff"
 
     async def _tools_call(self, params: Any, ctx: CallContext) -> Dict[str, Any]:
         if not isinstance(params, dict) or not isinstance(params.get("name"), str):

@@ -391,3 +391,25 @@ def test_custom_slow_handler_cancelled(tmp_path) -> None:
             assert server.stats()["running_requests"] == 0
             cli.close()
     run(main())
+
+
+def test_open_diff_sends_its_head_at_once_while_the_user_decides(tmp_path) -> None:
+    # A blocking open_diff shows the client a live `200` SSE head before the decision;
+    # the answer follows on the same response when the user decides.
+    async def main() -> None:
+        async with make_server(tmp_path, on_diff=lambda d: None) as server:
+            cli = cli_for(server)
+            await cli.handshake(probes=0)
+            conn = await cli.new_conn()
+            body = {"jsonrpc": "2.0", "id": 77, "method": "tools/call",
+                    "params": {"name": "open_diff", "arguments": _diff_args(str(tmp_path / "x.txt"), "tab-head")}}
+            conn.send_raw(cli.encode("POST", body), expect="POST")
+            response = await asyncio.wait_for(conn.open_stream(), 10)  # before any decision
+            assert response.status == 200
+            assert response.headers.get("content-type") == "text/event-stream"
+            assert [d.tab_name for d in server.pending_diffs()] == ["tab-head"]
+            assert server.resolve_diff("tab-head", accept=True)
+            event = await conn.next_sse()
+            assert event is not None and json.loads(event.data)["id"] == 77
+            cli.close()
+    run(main())
