@@ -114,15 +114,9 @@ async def open_socket(path: str, timeout: Optional[float] = DEFAULT_CONNECT_TIME
     """
     try:
         if lockfile._is_pipe_path(path):  # Windows: \\.\pipe\mcp-<uuid>.sock (§1)
-            loop = asyncio.get_event_loop()
-            reader = asyncio.StreamReader(limit=2 ** 20)
-            protocol = asyncio.StreamReaderProtocol(reader)
-            connect = getattr(loop, "create_pipe_connection", None)
-            if connect is None:
-                raise ServerGone("named pipes need the Proactor event loop (Windows)")
-            transport, _ = await asyncio.wait_for(connect(lambda: protocol, path), timeout)
-            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
-            return reader, writer
+            from . import winpipe
+
+            return await asyncio.wait_for(winpipe.open_pipe_connection(path), timeout)
         return await asyncio.wait_for(asyncio.open_unix_connection(path, limit=2 ** 20), timeout)
     except asyncio.TimeoutError:
         raise IdeTimeout("connecting to %s took longer than %s s" % (path, timeout)) from None

@@ -369,40 +369,6 @@ def remove_lock(path: Optional[str]) -> None:
         pass
 
 
-def _windows_pid_alive(pid: int) -> bool:
-    """Windows liveness check through ``OpenProcess``/``GetExitCodeProcess``.
-
-    ``os.kill`` must not be used on Windows: there it *terminates* the process. Any
-    failure of ctypes itself answers "alive", the safe side both for stale cleanup
-    (keep the lock) and for discovery (the socket check follows).
-    """
-    try:
-        import ctypes
-        from ctypes import wintypes
-
-        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
-        kernel32.OpenProcess.restype = wintypes.HANDLE
-        kernel32.OpenProcess.argtypes = [wintypes.DWORD, wintypes.BOOL, wintypes.DWORD]
-        kernel32.GetExitCodeProcess.argtypes = [wintypes.HANDLE, ctypes.POINTER(wintypes.DWORD)]
-        kernel32.CloseHandle.argtypes = [wintypes.HANDLE]
-        process_query_limited_information = 0x1000
-        error_access_denied = 5
-        still_active = 259
-        handle = kernel32.OpenProcess(process_query_limited_information, False, pid)
-        if not handle:
-            # Access denied: it exists but belongs to someone else. Otherwise: gone.
-            return ctypes.get_last_error() == error_access_denied  # type: ignore[attr-defined]
-        try:
-            code = wintypes.DWORD()
-            if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)):
-                return True
-            return code.value == still_active
-        finally:
-            kernel32.CloseHandle(handle)
-    except Exception:
-        return True
-
-
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists (PROTOCOL.md §1: the CLI skips dead pids).
 
@@ -413,7 +379,9 @@ def pid_alive(pid: int) -> bool:
     if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
         return False
     if os.name == "nt":
-        return _windows_pid_alive(pid)
+        from . import winpipe  # Windows-only code lives there
+
+        return winpipe.pid_alive(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -1,7 +1,8 @@
 """The Windows transport: a named-pipe server `\\\\.\\pipe\\mcp-<uuid>.sock` (PROTOCOL.md §1).
 
-Windows only, and the one place with Windows-only transport code, so that everything
-else stays testable on POSIX. Copilot CLI (Node.js) connects to the pipe named in the
+Windows only, and the one place with Windows-only code (the pipe server, the client's
+pipe connection, the pid liveness check), so that everything else stays testable on
+POSIX. Copilot CLI (Node.js) connects to the pipe named in the
 lock's `socketPath` exactly as it connects to a Unix socket elsewhere, and speaks the
 same HTTP/1.1 over it.
 
@@ -72,3 +73,49 @@ async def start_pipe_server(protocol_factory: Callable[[], asyncio.BaseProtocol]
     if not isinstance(servers, (list, tuple)):
         servers = [servers]
     return PipeServer(list(servers), address), address
+
+
+async def open_pipe_connection(path: str, limit: int = 2 ** 20) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """The client side: connect to an IDE's named pipe as streams (Proactor loop only)."""
+    loop = asyncio.get_event_loop()
+    connect = getattr(loop, "create_pipe_connection", None)
+    if connect is None:
+        raise OSError("named pipes need the Proactor event loop (Windows)")
+    reader = asyncio.StreamReader(limit=limit)
+    protocol = asyncio.StreamReaderProtocol(reader)
+    transport, _ = await connect(lambda: protocol, path)
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+
+
+def pid_alive(pid: int) -> bool:
+    """Windows liveness check through ``OpenProcess``/``GetExitCodeProcess``.
+
+    ``os.kill`` must not be used on Windows: there it *terminates* the process. Any
+    failure of ctypes itself answers "alive", the safe side both for stale cleanup
+    (keep the lock) and for discovery (the socket check follows).
+    """
+    try:
+        import ctypes
+        from ctypes import wintypes
+
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+        kernel32.OpenProcess.restype = wintypes.HANDLE
+        kernel32.OpenProcess.argtypes = [wintypes.DWORD, wintypes.BOOL, wintypes.DWORD]
+        kernel32.GetExitCodeProcess.argtypes = [wintypes.HANDLE, ctypes.POINTER(wintypes.DWORD)]
+        kernel32.CloseHandle.argtypes = [wintypes.HANDLE]
+        process_query_limited_information = 0x1000
+        error_access_denied = 5
+        still_active = 259
+        handle = kernel32.OpenProcess(process_query_limited_information, False, pid)
+        if not handle:
+            # Access denied: it exists but belongs to someone else. Otherwise: gone.
+            return ctypes.get_last_error() == error_access_denied  # type: ignore[attr-defined]
+        try:
+            code = wintypes.DWORD()
+            if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)):
+                return True
+            return code.value == still_active
+        finally:
+            kernel32.CloseHandle(handle)
+    except Exception:
+        return True

@@ -72,3 +72,31 @@ def test_listener_serves_http_through_the_pipe_plumbing(tmp_path: Any) -> None:
         assert server.listener.connections == set()
 
     ide_wire.run(scenario())
+
+
+def test_windows_pid_check_lives_here_and_errs_on_the_safe_side(monkeypatch) -> None:
+    # lockfile delegates to winpipe on Windows (all Windows-only code in one module);
+    # without a usable kernel32 (here: Linux) the check answers "alive", so stale-lock
+    # cleanup keeps the lock rather than deleting a live IDE's.
+    from ide_protocol import lockfile
+
+    assert winpipe.pid_alive(12345) is True
+    calls: List[int] = []
+    monkeypatch.setattr(winpipe, "pid_alive", lambda pid: calls.append(pid) or False)
+    monkeypatch.setattr(lockfile.os, "name", "nt")
+    assert lockfile.pid_alive(4242) is False
+    assert calls == [4242]
+
+
+def test_client_pipe_connection_needs_the_proactor_loop() -> None:
+    from ide_protocol.client import ServerGone, open_socket
+
+    async def main() -> str:
+        try:
+            await open_socket("\\\\.\\pipe\\mcp-test.sock", timeout=5)
+        except ServerGone as exc:
+            return str(exc)
+        return "connected"
+
+    message = asyncio.run(main())
+    assert "Proactor" in message and "mcp-test.sock" in message
