@@ -134,6 +134,17 @@ class DiffRequest:
 DiffHandler = Callable[[DiffRequest], Any]
 
 
+def _call_hook(name: str, hook: Callable[..., Any], *args: Any) -> None:
+    """Run an IDE callback that reports something (no answer expected): a coroutine it
+    returns is scheduled, and an exception is logged, never raised into the protocol."""
+    try:
+        result = hook(*args)
+        if inspect.isawaitable(result):
+            asyncio.ensure_future(result)
+    except Exception:
+        log.exception("%s callback failed", name)
+
+
 class IdeServer:
     """The `/ide` MCP server of one IDE window (asyncio form; see the module doc)."""
 
@@ -425,12 +436,7 @@ class IdeServer:
             return
         info = session.info()
         info.update(extra)
-        try:
-            result = self.on_session(event, info)
-            if inspect.isawaitable(result):
-                asyncio.ensure_future(result)
-        except Exception:
-            log.exception("on_session callback failed")
+        _call_hook("on_session", self.on_session, event, info)
 
     @property
     def sessions(self) -> List[Dict[str, Any]]:
@@ -481,10 +487,8 @@ class IdeServer:
                 log.exception("tool %s failed", name)
                 result = tools.error_result("%s failed: %s" % (name, exc))
         if self.on_tool_call is not None:
-            try:
-                self.on_tool_call({"name": name, "arguments": arguments}, ctx.session.id if ctx.session else "", result)
-            except Exception:
-                log.exception("on_tool_call failed")
+            _call_hook("on_tool_call", self.on_tool_call, {"name": name, "arguments": arguments},
+                       ctx.session.id if ctx.session else "", result)
         return result
 
     @staticmethod
@@ -601,12 +605,7 @@ class IdeServer:
         if self._diffs.get(diff.tab_name) is diff:
             del self._diffs[diff.tab_name]
         if self.on_diff_closed is not None:
-            try:
-                result = self.on_diff_closed(diff, answer)
-                if inspect.isawaitable(result):
-                    asyncio.ensure_future(result)
-            except Exception:
-                log.exception("on_diff_closed failed")
+            _call_hook("on_diff_closed", self.on_diff_closed, diff, answer)
         return True
 
     def pending_diffs(self) -> List[DiffRequest]:

@@ -52,6 +52,7 @@ from typing import Any, Callable, IO, List, Optional, Tuple
 from . import http11, lockfile, sse
 from .client import ClientError, NoIdeFound, discover, open_socket
 from .lockfile import LockInfo
+from .transport import listen_unix, wait_server_closed
 
 READ_SIZE = 256 * 1024
 DEFAULT_SHOW = 2000  # characters of one JSON body or event shown on the terminal
@@ -98,9 +99,12 @@ def format_block(record: Record) -> str:
                                             len(record.data), escape_block(record.data))
 
 
-def _unescape(lines: List[str]) -> bytes:
+def unescape_block(lines: List[str]) -> bytes:
+    """The bytes of one capture block from its logged lines (the reverse of
+    `escape_block`). Only a `\\r\\n` or `\\n` at the end of a line stands for CR/LF: one
+    inside a line is JSON's own escape (a file's content in open_diff) and stays."""
     while lines and lines[-1] == "":
-        lines.pop()
+        lines.pop()  # the blank line that separates blocks
     out = bytearray()
     for i, line in enumerate(lines):
         if line.endswith("\\r\\n"):
@@ -108,7 +112,9 @@ def _unescape(lines: List[str]) -> bytes:
         elif line.endswith("\\n"):
             out += line[:-2].encode("utf-8") + b"\n"
         else:
-            out += line.encode("utf-8")
+            if i != len(lines) - 1:
+                raise ValueError("unterminated line inside a capture block: %r" % line[:60])
+            out += line.encode("utf-8")  # a body without a final newline
     return bytes(out)
 
 
@@ -122,7 +128,7 @@ def read_capture(path: str) -> List[Tuple[str, Record]]:
 
     def flush() -> None:
         if header is not None:
-            data = _unescape(body)
+            data = unescape_block(body)
             blocks.append((header[0], Record(header[1], header[2], 0.0, data)))
 
     for line in text.split("\n")[1:]:
@@ -290,12 +296,11 @@ class Tracer:
 
     async def start(self) -> "Tracer":
         """Listen, then write our lock (after the socket listens, PROTOCOL.md §1)."""
-        parent = self.socket_dir or ("/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir())
-        self._private_dir = tempfile.mkdtemp(prefix="mcp-", dir=parent)
-        self.socket_path = os.path.join(self._private_dir, "mcp.sock")
+        def streams() -> asyncio.StreamReaderProtocol:  # what start_unix_server builds
+            return asyncio.StreamReaderProtocol(asyncio.StreamReader(limit=2 ** 20), self._accept)
+
+        self._server, self._private_dir, self.socket_path = await listen_unix(streams, self.socket_dir)
         try:
-            self._server = await asyncio.start_unix_server(self._accept, path=self.socket_path)
-            os.chmod(self.socket_path, 0o600)
             if self.capture_path:
                 self._capture = open(self.capture_path, "w", encoding="utf-8", newline="\n")
                 self._capture.write(CAPTURE_HEADER + "\n")
@@ -330,10 +335,7 @@ class Tracer:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
         if self._server is not None:
-            try:
-                await asyncio.wait_for(self._server.wait_closed(), 5)
-            except (asyncio.TimeoutError, Exception):
-                pass
+            await wait_server_closed(self._server)
             self._server = None
         if self._private_dir:
             shutil.rmtree(self._private_dir, ignore_errors=True)

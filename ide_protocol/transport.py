@@ -434,6 +434,15 @@ class HttpConnection(asyncio.Protocol):
 
 # ---------------------------------------------------------------------- listeners
 
+async def wait_server_closed(server: Any, timeout: float = 5.0) -> None:
+    """Wait, bounded, for a closed asyncio server to finish (3.12+ waits for its
+    connections too: the caller must have dropped them first)."""
+    try:
+        await asyncio.wait_for(server.wait_closed(), timeout)
+    except (asyncio.TimeoutError, Exception):
+        pass
+
+
 SUN_PATH_MAX = 103 if sys.platform == "darwin" or "bsd" in sys.platform else 107
 
 
@@ -443,6 +452,27 @@ def check_sun_path(path: str) -> None:
     if size > SUN_PATH_MAX:
         raise ValueError("socket path %r is %d bytes, longer than the %d the OS allows for a Unix "
                          "socket; choose a shorter socket directory" % (path, size, SUN_PATH_MAX))
+
+
+async def listen_unix(protocol_factory: Callable[[], asyncio.BaseProtocol],
+                      directory: Optional[str] = None) -> Tuple[Any, str, str]:
+    """A Unix socket server on `<fresh 0700 dir>/mcp.sock`, socket mode 0600
+    (PROTOCOL.md §1); returns (server, socket directory, socket path). The directory
+    is removed again if listening fails."""
+    parent = directory if directory is not None else tempfile.gettempdir()
+    if directory is None and len(os.fsencode(os.path.join(parent, "mcp-XXXXXXXX", "mcp.sock"))) > SUN_PATH_MAX:
+        parent = "/tmp"  # e.g. a long $TMPDIR on macOS
+    check_sun_path(os.path.join(parent, "mcp-XXXXXXXX", "mcp.sock"))
+    sock_dir = tempfile.mkdtemp(prefix="mcp-", dir=parent)  # mkdtemp creates it 0700
+    path = os.path.join(sock_dir, "mcp.sock")
+    try:
+        check_sun_path(path)
+        server = await asyncio.get_event_loop().create_unix_server(protocol_factory, path=path)
+        os.chmod(path, 0o600)
+    except BaseException:
+        shutil.rmtree(sock_dir, ignore_errors=True)
+        raise
+    return server, sock_dir, path
 
 
 class Listener:
@@ -481,22 +511,8 @@ class Listener:
 
     async def start_unix(self, directory: Optional[str] = None) -> str:
         """Listen on `<fresh 0700 dir>/mcp.sock` (socket mode 0600) and return its path."""
-        parent = directory if directory is not None else tempfile.gettempdir()
-        if directory is None and len(os.fsencode(os.path.join(parent, "mcp-XXXXXXXX", "mcp.sock"))) > SUN_PATH_MAX:
-            parent = "/tmp"  # e.g. a long $TMPDIR on macOS
-        check_sun_path(os.path.join(parent, "mcp-XXXXXXXX", "mcp.sock"))
-        sock_dir = tempfile.mkdtemp(prefix="mcp-", dir=parent)  # mkdtemp creates it 0700
-        path = os.path.join(sock_dir, "mcp.sock")
-        try:
-            check_sun_path(path)
-            self._server = await asyncio.get_event_loop().create_unix_server(self._connection, path=path)
-            os.chmod(path, 0o600)
-        except BaseException:
-            shutil.rmtree(sock_dir, ignore_errors=True)
-            raise
-        self.socket_dir = sock_dir
-        self.socket_path = path
-        return path
+        self._server, self.socket_dir, self.socket_path = await listen_unix(self._connection, directory)
+        return self.socket_path
 
     async def start_pipe(self, name: Optional[str] = None) -> str:
         from . import winpipe  # Windows only
@@ -521,10 +537,7 @@ class Listener:
                 conn.abort()
             await asyncio.sleep(0)
         if self._server is not None:
-            try:
-                await asyncio.wait_for(self._server.wait_closed(), 5)
-            except (asyncio.TimeoutError, Exception):
-                pass
+            await wait_server_closed(self._server)
             self._server = None
         self.remove_files()
 

@@ -35,6 +35,7 @@ from ide_protocol.http11 import (
     ResponseParser,
 )
 from ide_protocol.sse import SSEDecoder
+from ide_protocol.trace import unescape_block
 from splitting import feed_all_ways, normalise, run
 
 CAPTURE = os.path.join(os.path.dirname(__file__), "captures", "copilot-cli-1.0.102-ide-session.log")
@@ -44,23 +45,6 @@ assert len(WORKSPACE) == 36
 _BLOCK = re.compile(r"--- (\S+) #(\d+) (C>S|S>C) (\d+) bytes\Z")
 
 Block = Tuple[str, int, str, int, bytes]  # time, connection, direction, logged size, bytes
-
-
-def _rebuild(lines: List[str]) -> bytes:
-    while lines and lines[-1] == "":
-        lines.pop()  # the blank line that separates blocks
-    out = bytearray()
-    for i, line in enumerate(lines):
-        # Only the escapes at the end of a log line stand for CR/LF bytes: a `\n` inside
-        # a line is JSON's own escape (a file's content in open_diff) and stays as it is.
-        if line.endswith("\\r\\n"):
-            out += line[:-4].encode("utf-8") + b"\r\n"
-        elif line.endswith("\\n"):
-            out += line[:-2].encode("utf-8") + b"\n"
-        else:
-            assert i == len(lines) - 1, "unterminated line inside a block: %r" % line
-            out += line.encode("utf-8")  # a body without a final newline
-    return bytes(out)
 
 
 def load_blocks() -> List[Block]:
@@ -75,13 +59,13 @@ def load_blocks() -> List[Block]:
         m = _BLOCK.match(line)
         if m:
             if header is not None:
-                blocks.append(header + (_rebuild(body),))
+                blocks.append(header + (unescape_block(body),))
             header = (m.group(1), int(m.group(2)), m.group(3), int(m.group(4)))
             body = []
         else:
             body.append(line)
     if header is not None:
-        blocks.append(header + (_rebuild(body),))
+        blocks.append(header + (unescape_block(body),))
     return blocks
 
 
