@@ -263,7 +263,6 @@ class _Parser:
         self._remaining = 0      # bytes left in a fixed body or the current chunk
         self._body_seen = 0      # body bytes so far in this message (for max_body)
         self._keep_alive = True
-        self._chunked = False
         self._last_head: Optional[Tuple[bytes, bytes, Tuple[Tuple[str, str], ...]]] = None  # see _parse_head
 
     @property
