@@ -263,7 +263,9 @@ class _Parser:
         self._remaining = 0      # bytes left in a fixed body or the current chunk
         self._body_seen = 0      # body bytes so far in this message (for max_body)
         self._keep_alive = True
-        self._last_head: Optional[Tuple[bytes, bytes, Tuple[Tuple[str, str], ...]]] = None  # see _parse_head
+        # The last head parsed: its bytes, start line, fields and their lower-cased
+        # index (see _parse_head).
+        self._last_head: Optional[Tuple[bytes, bytes, Tuple[Tuple[str, str], ...], Any]] = None
 
     @property
     def state_name(self) -> str:
@@ -368,14 +370,25 @@ class _Parser:
             if m is None:
                 raise _Fail(400, "bad chunk-size line %r" % line[:40])
             size = int(m.group(1), 16)
-            self._pos = nl + 1
+            pos = self._pos = nl + 1
             if size == 0:
+                if buf.startswith(b"\r\n", pos):  # no trailers: the usual end, in this step
+                    self._pos = pos + 2
+                    self._end_message(events, Headers())
+                    return True
                 self._state = _TRAILERS
-                self._scan = self._pos
+                self._scan = pos
                 return True
             self._body_seen += size
             if self.max_body is not None and self._body_seen > self.max_body:
                 raise _Fail(413, "body larger than %d bytes" % self.max_body)
+            end = pos + size
+            if len(buf) >= end + 2 and buf[end] == 0x0D and buf[end + 1] == 0x0A:
+                # The whole chunk and its CRLF are here (the usual case): one step, not
+                # three (issue 6).
+                events.append(Data(bytes(buf[pos:end])))
+                self._pos = end + 2
+                return True
             self._remaining = size
             self._state = _CHUNK_DATA
             return True
@@ -496,6 +509,7 @@ class _Parser:
             self._pos = self._scan = pos + len(last[0])
             headers = Headers()
             headers.raw = list(last[2])
+            headers._index = last[3]  # never changed in place, so it can be shared
             self._body_seen = 0
             self._start_again(events, last[1], headers)
             return True
@@ -509,7 +523,8 @@ class _Parser:
         headers = self._parse_fields(fields)
         self._body_seen = 0
         self._start_message(events, start, headers)
-        self._last_head = (raw, start, tuple(headers.raw))
+        headers._lookup()  # (the index every later copy of this head shares)
+        self._last_head = (raw, start, tuple(headers.raw), headers._index)
         return True
 
     def _framing(self, headers: Headers) -> Tuple[str, int]:

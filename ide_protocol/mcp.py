@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import http11, jsonrpc, sse
 from .lockfile import uuid4
-from .transport import Responder
+from .transport import Continuation, Responder
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +72,15 @@ class Session:
 
 
 class _Running:
-    """A request whose method is running (in its handler's task): `cancel()` stops the
-    method, and the request is then answered with an empty stream."""
+    """A request whose method has to wait (it runs in its connection's handler task):
+    `cancel()` stops the method, and the request is then answered with an empty stream.
+    `task` is None until that task takes the method up; a cancellation before then
+    is noticed when it does (Python < 3.12 starts the task one loop pass later)."""
 
     __slots__ = ("task", "finished", "cancel_requested")
 
-    def __init__(self, task: "Optional[asyncio.Task[Any]]") -> None:
-        self.task = task
+    def __init__(self) -> None:
+        self.task: "Optional[asyncio.Task[Any]]" = None
         self.finished = False
         self.cancel_requested = False
 
@@ -86,16 +88,35 @@ class _Running:
         return self.finished
 
     def cancel(self) -> bool:
-        if self.finished or self.cancel_requested or self.task is None:
+        if self.finished or self.cancel_requested:
             return False
         self.cancel_requested = True
-        return self.task.cancel()
+        return self.task.cancel() if self.task is not None else True
 
     def uncancel(self) -> None:
         # Python 3.11+ counts cancellations; this one has been handled.
         uncancel = getattr(self.task, "uncancel", None)
         if uncancel is not None:
             uncancel()
+
+
+class _Later:
+    """A `transport.Continuation` that can also be given up: `close()` runs instead of
+    the coroutine when the connection drops before its handler task takes it up, so
+    that what the request holds (its place in `Session.running`, a stream) is let go."""
+
+    __slots__ = ("_run", "_close", "_args")
+
+    def __init__(self, run: Callable[..., Any], close: Callable[..., None], *args: Any) -> None:
+        self._run = run
+        self._close = close
+        self._args = args
+
+    def __call__(self) -> Any:
+        return self._run(*self._args)
+
+    def close(self) -> None:
+        self._close(*self._args)
 
 
 class CallContext:
@@ -107,6 +128,10 @@ class CallContext:
         self.session = session
         self.request_id = request_id
         self.headers = headers
+
+
+def _drop_deferred(deferred: jsonrpc.Deferred, responder: Responder) -> None:
+    deferred.drop()
 
 
 def _json_error(status: int, code: int, message: str, msg_id: Any = None) -> Tuple[int, List[Tuple[str, str]], bytes]:
@@ -149,29 +174,33 @@ class McpApp:
 
     # ---------------------------------------------------------------- the HTTP entry
 
-    async def __call__(self, request: http11.Request, body: bytes, responder: Responder) -> None:
+    def __call__(self, request: http11.Request, body: bytes, responder: Responder) -> Optional[Continuation]:
+        """Answer a request (the `transport.App` contract): at once where nothing has to
+        wait, which is every request but a GET stream and a method that waits (open_diff);
+        for those, the returned continuation does the waiting in the connection's task."""
         self.requests_served += 1
         headers = request.headers
         # PROTOCOL.md §2: a browser is the only thing that sends Origin; refuse it first
         # (DNS-rebinding style attacks), then check the nonce on every request.
         if headers.get("origin") is not None:
-            await responder.send(403, [("Content-Type", "text/plain")], b"Forbidden")
-            return
+            responder.send_now(403, [("Content-Type", "text/plain")], b"Forbidden")
+            return None
         if not self._authorized(headers.get("authorization")):
-            await responder.send(401, [("Content-Type", "text/plain")], b"Unauthorized")
-            return
+            responder.send_now(401, [("Content-Type", "text/plain")], b"Unauthorized")
+            return None
         if request.path not in MCP_PATHS:
-            await responder.send(404, [("Content-Type", "text/plain")], b"Not Found")
-            return
+            responder.send_now(404, [("Content-Type", "text/plain")], b"Not Found")
+            return None
         method = request.method
         if method == "POST":
-            await self._post(request, body, responder)
-        elif method == "GET":
-            await self._get(request, responder)
-        elif method == "DELETE":
-            await self._delete(request, responder)
+            return self._post(request, body, responder)
+        if method == "GET":
+            return self._get(request, responder)
+        if method == "DELETE":
+            self._delete(request, responder)
         else:
-            await responder.send(405, [("Allow", ALLOW), ("Content-Type", "text/plain")], b"Method Not Allowed")
+            responder.send_now(405, [("Allow", ALLOW), ("Content-Type", "text/plain")], b"Method Not Allowed")
+        return None
 
     def _authorized(self, value: Optional[str]) -> bool:
         if value is None:
@@ -200,99 +229,129 @@ class McpApp:
 
     # --------------------------------------------------------------------------- POST
 
-    async def _post(self, request: http11.Request, body: bytes, responder: Responder) -> None:
+    def _post(self, request: http11.Request, body: bytes, responder: Responder) -> Optional[Continuation]:
         try:
             obj = jsonrpc.loads(body)
         except jsonrpc.JsonRpcError as exc:
-            await responder.send(*_json_error(400, exc.code, exc.message))
-            return
+            responder.send_now(*_json_error(400, exc.code, exc.message))
+            return None
         if isinstance(obj, list):
-            await responder.send(*_json_error(400, jsonrpc.INVALID_REQUEST, "Batches are not supported"))
-            return
+            responder.send_now(*_json_error(400, jsonrpc.INVALID_REQUEST, "Batches are not supported"))
+            return None
         msg = jsonrpc.parse_message(obj)
         if isinstance(msg, jsonrpc.Invalid):
-            await responder.send(*_json_error(400, msg.error.code, msg.error.message, msg.id))
-            return
+            responder.send_now(*_json_error(400, msg.error.code, msg.error.message, msg.id))
+            return None
         if self.on_exchange is not None:
             self.on_exchange("in", obj)
         if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
-            await self._answer_initialize(request, msg, responder)
-            return
+            self._answer_initialize(request, msg, responder)
+            return None
         session, error = self._session_for(request)
         if session is None:
             if isinstance(msg, jsonrpc.Request) and msg.method == "server/discover":
                 # PROTOCOL.md §3: an error makes the CLI fall back to initialize at once.
                 # -32601 says the truth: we implement the stateful protocol only.
-                await self._answer(responder, None, jsonrpc.error_response(
+                self._answer(responder, None, jsonrpc.error_response(
                     msg.id, jsonrpc.JsonRpcError(jsonrpc.METHOD_NOT_FOUND, "Method not found: server/discover")))
-                return
+                return None
             assert error is not None
-            await responder.send(*error)
-            return
+            responder.send_now(*error)
+            return None
         version_error = self._version_error(request)
         if version_error is not None:
-            await responder.send(*version_error)
-            return
+            responder.send_now(*version_error)
+            return None
         context = CallContext(session, getattr(msg, "id", None), request.headers)
         if not isinstance(msg, jsonrpc.Request):
             # Notifications and the client's responses: 202, empty (PROTOCOL.md §2; the
             # CLI opens its GET stream only after a 202 for notifications/initialized).
             if isinstance(msg, jsonrpc.Notification):
-                await self.dispatcher.dispatch(msg, context)
-            await responder.send(202, [("Content-Type", "text/plain")], b"")
-            return
-        await self._run_request(session, msg, context, responder)
+                deferred = self.dispatcher.dispatch_now(msg, context)
+                if isinstance(deferred, jsonrpc.Deferred):
+                    return _Later(self._finish_notification, _drop_deferred, deferred, responder)
+            responder.send_now(202, [("Content-Type", "text/plain")], b"")
+            return None
+        return self._run_request(session, msg, context, responder)
 
-    async def _run_request(self, session: Session, msg: jsonrpc.Request, context: CallContext,
-                           responder: Responder) -> None:
-        session.active_requests += 1
-        # The method runs inside this handler's task, not a task of its own (issue 6: a
-        # task per request costs more than most methods); `call` is what
-        # notifications/cancelled and the end of the session cancel.
-        call = _Running(asyncio.current_task())
-        session.running[msg.id] = call
+    async def _finish_notification(self, deferred: jsonrpc.Deferred, responder: Responder) -> None:
+        await deferred.run()
+        responder.send_now(202, [("Content-Type", "text/plain")], b"")
+
+    @staticmethod
+    def _request_done(session: Session, msg: jsonrpc.Request, call: "_Running") -> None:
+        call.finished = True
+        if session.running.get(msg.id) is call:
+            del session.running[msg.id]
+        session.active_requests -= 1
+        session.touch()
+
+    def _drop_request(self, session: Session, msg: jsonrpc.Request, call: "_Running",
+                      deferred: jsonrpc.Deferred, responder: Responder) -> None:
+        deferred.drop()
+        self._request_done(session, msg, call)
+
+    def _run_request(self, session: Session, msg: jsonrpc.Request, context: CallContext,
+                     responder: Responder) -> Optional[Continuation]:
         if not self.json_response and self.streams_early(msg):
             # Head first for a method that blocks (open_diff waits for a person): the
             # client sees a live 200 at once. Every other answer goes out with its head
             # in one write (issue 6: no extra write, no extra loop pass).
             responder.start_nowait(200, SSE_HEADERS + [("mcp-session-id", session.id)])
+        answer = self.dispatcher.dispatch_now(msg, context)
+        if not isinstance(answer, jsonrpc.Deferred):
+            session.touch()
+            self._answer(responder, session, answer)
+            return None
+        # The method has to wait: it runs in the connection's handler task (issue 6: a
+        # task per request costs more than most methods); `call` is what
+        # notifications/cancelled and the end of the session cancel.
+        session.active_requests += 1
+        call = _Running()
+        session.running[msg.id] = call
+        return _Later(self._finish_request, self._drop_request, session, msg, call, answer, responder)
+
+    async def _finish_request(self, session: Session, msg: jsonrpc.Request, call: _Running,
+                              deferred: jsonrpc.Deferred, responder: Responder) -> None:
+        call.task = asyncio.current_task()
+        response: Optional[Dict[str, Any]] = None
         try:
-            try:
-                response = await self.dispatcher.dispatch(msg, context)
-            finally:
-                call.finished = True
+            if call.cancel_requested:
+                deferred.drop()  # cancelled before this task could take it up
+            else:
+                try:
+                    response = await deferred.run()
+                finally:
+                    call.finished = True
         except asyncio.CancelledError:
             if not call.cancel_requested:
                 raise  # our connection went away (the transport cancelled us), or we stop
             call.uncancel()
             response = None  # cancelled by notifications/cancelled: no answer is due
         finally:
-            if session.running.get(msg.id) is call:
-                del session.running[msg.id]
-            session.active_requests -= 1
-            session.touch()
+            self._request_done(session, msg, call)
+        self._answer(responder, session, response)
+
+    def _answer(self, responder: Responder, session: Optional[Session], response: Optional[Dict[str, Any]]) -> None:
         if self.on_exchange is not None and response is not None:
             self.on_exchange("out", response)
-        await self._answer(responder, session, response)
-
-    async def _answer(self, responder: Responder, session: Optional[Session], response: Optional[Dict[str, Any]]) -> None:
         headers = [("mcp-session-id", session.id)] if session is not None else []
         if self.json_response and not responder.started:
             if response is None:
-                await responder.send(202, [("Content-Type", "text/plain")] + headers, b"")
+                responder.send_now(202, [("Content-Type", "text/plain")] + headers, b"")
             else:
-                await responder.send(200, [("Content-Type", "application/json")] + headers, jsonrpc.dumps(response))
+                responder.send_now(200, [("Content-Type", "application/json")] + headers, jsonrpc.dumps(response))
             return
         event = sse.encode_message(jsonrpc.dumps_str(response)) if response is not None else b""
         if not responder.started:
             # Head, event and last chunk in one write: one system call, one wake-up.
-            await responder.send_chunked(200, SSE_HEADERS + headers, [event] if event else [])
+            responder.send_chunked_now(200, SSE_HEADERS + headers, [event] if event else [])
         else:
-            await responder.end(event)
+            responder.end_now(event)
 
     # ------------------------------------------------------------------- initialize
 
-    async def _answer_initialize(self, request: http11.Request, msg: jsonrpc.Request, responder: Responder) -> None:
+    def _answer_initialize(self, request: http11.Request, msg: jsonrpc.Request, responder: Responder) -> None:
         params = msg.params if isinstance(msg.params, dict) else {}
         requested = params.get("protocolVersion")
         version = requested if requested in SUPPORTED_VERSIONS else LATEST_VERSION
@@ -304,8 +363,8 @@ class McpApp:
             old = self.sessions.get(client_sid)
             if old is not None:
                 if old.stream is not None and not old.stream.closed:
-                    await responder.send(*_json_error(409, jsonrpc.INVALID_REQUEST,
-                                                      "Conflict: session %s is active" % client_sid, msg.id))
+                    responder.send_now(*_json_error(409, jsonrpc.INVALID_REQUEST,
+                                                    "Conflict: session %s is active" % client_sid, msg.id))
                     return
                 self.end_session(old, "replaced")
             session_id = client_sid
@@ -317,10 +376,7 @@ class McpApp:
         if self.on_session_start is not None:
             self.on_session_start(session)
         result = {"protocolVersion": version, "capabilities": self.capabilities, "serverInfo": self.server_info}
-        response = jsonrpc.result_response(msg.id, result)
-        if self.on_exchange is not None:
-            self.on_exchange("out", response)
-        await self._answer(responder, session, response)
+        self._answer(responder, session, jsonrpc.result_response(msg.id, result))
 
     def _initialize(self, params: Any, context: CallContext) -> Any:
         # Reached only for a second initialize inside a session (the HTTP layer answers
@@ -345,21 +401,26 @@ class McpApp:
 
     # ---------------------------------------------------------------------------- GET
 
-    async def _get(self, request: http11.Request, responder: Responder) -> None:
+    def _get(self, request: http11.Request, responder: Responder) -> Optional[Continuation]:
         session, error = self._session_for(request)
         if session is None:
             assert error is not None
-            await responder.send(*error)
-            return
+            responder.send_now(*error)
+            return None
         accept = request.headers.get("accept") or ""
         if accept and "text/event-stream" not in accept and "*/*" not in accept:
-            await responder.send(406, [("Content-Type", "text/plain")], b"Not Acceptable: text/event-stream required")
-            return
+            responder.send_now(406, [("Content-Type", "text/plain")], b"Not Acceptable: text/event-stream required")
+            return None
         if session.stream is not None and not session.stream.closed:
-            await responder.send(409, [("Content-Type", "text/plain")], b"Conflict: a stream is already open for this session")
-            return
-        await responder.start(200, STREAM_HEADERS + [("Connection", "keep-alive"), ("mcp-session-id", session.id)])
+            responder.send_now(409, [("Content-Type", "text/plain")], b"Conflict: a stream is already open for this session")
+            return None
+        responder.start_nowait(200, STREAM_HEADERS + [("Connection", "keep-alive"), ("mcp-session-id", session.id)])
         session.stream = responder
+        return _Later(self._stream, self._stream_done, session, responder)
+
+    async def _stream(self, session: Session, responder: Responder) -> None:
+        """A session's GET stream stays open until the session ends or the peer goes
+        (pushes are written to it by `send_on_stream`)."""
         try:
             if self.on_stream_open is not None:
                 self.on_stream_open(session)
@@ -371,10 +432,14 @@ class McpApp:
                 ended.cancel()
                 gone.cancel()
         finally:
-            if session.stream is responder:
-                session.stream = None
-            session.touch()
-        await responder.end()
+            self._stream_done(session, responder)
+        responder.end_now()
+
+    @staticmethod
+    def _stream_done(session: Session, responder: Responder) -> None:
+        if session.stream is responder:
+            session.stream = None
+        session.touch()
 
     def send_on_stream(self, session: Session, message: Dict[str, Any], event: Optional[bytes] = None) -> bool:
         """Write one notification on a session's GET stream; False when none is open.
@@ -393,14 +458,14 @@ class McpApp:
 
     # ------------------------------------------------------------------------- DELETE
 
-    async def _delete(self, request: http11.Request, responder: Responder) -> None:
+    def _delete(self, request: http11.Request, responder: Responder) -> None:
         session, error = self._session_for(request)
         if session is None:
             assert error is not None
-            await responder.send(*error)
+            responder.send_now(*error)
             return
         self.end_session(session, "deleted")
-        await responder.send(200, [], b"")
+        responder.send_now(200, [], b"")
 
     def end_session(self, session: Session, reason: str) -> None:
         """End a session: its stream closes, its running requests are cancelled and the

@@ -546,13 +546,14 @@ class TracingApp:
         self.app = app
         self.out = out
 
-    async def __call__(self, request: Any, body: bytes, responder: Any) -> None:
+    def __call__(self, request: Any, body: bytes, responder: Any) -> Any:
         number = responder.connection_number
         headers = "; ".join("%s: %s" % (k, "<redacted>" if k.lower() == "authorization" else v)
                             for k, v in request.headers)
         self.out.line(self.out.paint("  [#%d] %s %s (%d bytes) %s" % (number, request.method, request.target,
                                                                       len(body), headers), "dim"))
-        await self.app(request, body, _TracingResponder(responder, self.out, number))
+        # The wrapped application's own answer (None, or what it leaves to wait for).
+        return self.app(request, body, _TracingResponder(responder, self.out, number))
 
 
 class _TracingResponder:
@@ -576,8 +577,9 @@ class _TracingResponder:
                 headers = args[1] if len(args) > 1 else kwargs.get("headers")
                 shown = "; ".join("%s: %s" % (k, v) for k, v in (headers or []))
                 self._out.line(self._out.paint("  [#%d] -> %d%s %s" % (
-                    self._number, args[0], "" if name == "send" else " (stream)", shown), "dim"))
-            elif name == "end" and getattr(self._inner, "streaming", False) and not self._inner.finished:
+                    self._number, args[0], "" if name.startswith("send") and "chunked" not in name else " (stream)",
+                    shown), "dim"))
+            elif name.startswith("end") and getattr(self._inner, "streaming", False) and not self._inner.finished:
                 self._out.line(self._out.paint("  [#%d] -> end of stream" % self._number, "dim"))
             return value(*args, **kwargs)
 

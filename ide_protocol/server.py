@@ -207,6 +207,7 @@ class IdeServer:
             "update_session_name": self._update_session_name,
         }
 
+        self._tool_is_async: Dict[Callable[..., Any], bool] = {}
         self._selection: Optional[Selection] = None
         self._selection_json: Optional[Tuple[Selection, tools.JsonText]] = None  # get_selection's text
         self._diagnostics: Dict[str, Tuple[str, List[Diagnostic]]] = {}  # uri -> (path, diags)
@@ -461,7 +462,10 @@ class IdeServer:
         """`open_diff` waits for the user with no time limit (PROTOCOL.md §4)."""
         return msg.method == "tools/call" and isinstance(msg.params, dict) and msg.params.get("name") == "open_diff"
 
-    async def _tools_call(self, params: Any, ctx: CallContext) -> Dict[str, Any]:
+    def _tools_call(self, params: Any, ctx: CallContext) -> Any:
+        """`tools/call`: the tool's result at once, or, for a tool that waits (open_diff,
+        or a handler that returns an awaitable), a coroutine giving it (the dispatcher
+        runs that in the connection's task, issue 6)."""
         if not isinstance(params, dict) or not isinstance(params.get("name"), str):
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: tools/call needs a tool name")
         name = params["name"]
@@ -470,22 +474,44 @@ class IdeServer:
             arguments = {}
         handler = self._tool_handlers.get(name)
         if handler is None:
-            result = tools.error_result("Unknown tool: %s" % name)
-        elif not isinstance(arguments, dict):
-            result = tools.error_result("Invalid arguments for %s: expected an object" % name)
-        else:
-            try:
-                value = handler(arguments, ctx)
-                if not isinstance(value, (dict, list, str)) and inspect.isawaitable(value):  # cheap test first
-                    value = await value
-                result = tools.text_result(value)
-            except tools.ToolError as exc:
-                result = tools.error_result(str(exc))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.exception("tool %s failed", name)
-                result = tools.error_result("%s failed: %s" % (name, exc))
+            return self._tool_answer(name, arguments, ctx, tools.error_result("Unknown tool: %s" % name))
+        if not isinstance(arguments, dict):
+            return self._tool_answer(name, arguments, ctx,
+                                     tools.error_result("Invalid arguments for %s: expected an object" % name))
+        is_async = self._tool_is_async.get(handler)
+        if is_async is None:  # (decided once per handler, not per call)
+            is_async = self._tool_is_async[handler] = inspect.iscoroutinefunction(handler)
+        if is_async:
+            return self._tool_later(name, arguments, ctx, None)
+        try:
+            value = handler(arguments, ctx)
+            if not isinstance(value, (dict, list, str)) and inspect.isawaitable(value):  # cheap test first
+                return self._tool_later(name, arguments, ctx, value)
+            result = tools.text_result(value)
+        except Exception as exc:
+            result = self._tool_failed(name, exc)
+        return self._tool_answer(name, arguments, ctx, result)
+
+    async def _tool_later(self, name: str, arguments: Dict[str, Any], ctx: CallContext, awaitable: Any) -> Dict[str, Any]:
+        """A tool that waits: its handler runs (or its awaitable is awaited) here."""
+        try:
+            if awaitable is None:
+                awaitable = self._tool_handlers[name](arguments, ctx)
+            result = tools.text_result(await awaitable)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            result = self._tool_failed(name, exc)
+        return self._tool_answer(name, arguments, ctx, result)
+
+    @staticmethod
+    def _tool_failed(name: str, exc: Exception) -> Dict[str, Any]:
+        if isinstance(exc, tools.ToolError):
+            return tools.error_result(str(exc))
+        log.error("tool %s failed", name, exc_info=exc)
+        return tools.error_result("%s failed: %s" % (name, exc))
+
+    def _tool_answer(self, name: str, arguments: Any, ctx: CallContext, result: Dict[str, Any]) -> Dict[str, Any]:
         if self.on_tool_call is not None:
             _call_hook("on_tool_call", self.on_tool_call, {"name": name, "arguments": arguments},
                        ctx.session.id if ctx.session else "", result)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import inspect
 import itertools
 import logging
 import os
@@ -29,7 +30,18 @@ from . import http11
 
 log = logging.getLogger(__name__)
 
-App = Callable[[http11.Request, bytes, "Responder"], Awaitable[None]]
+#: The application run for each request: `app(request, body, responder)`.
+#:
+#: It answers what it can at once, through the responder's `*_now` methods, and
+#: returns None; or it returns a `Continuation`, a function of no arguments giving the
+#: awaitable that finishes the answer, which the connection's handler task runs (if the
+#: connection drops before that task starts, the continuation's `close()` is called
+#: instead, when it has one). Most
+#: requests are then answered inside `data_received` with no task and no loop pass
+#: (issue 6). A coroutine function (`async def __call__`) works too: it always runs in
+#: the handler task.
+Continuation = Callable[[], Awaitable[None]]
+App = Callable[[http11.Request, bytes, "Responder"], Any]
 
 #: A request that has started arriving must finish within this many seconds (a slow
 #: or stuck peer must not hold a connection forever with half a request).
@@ -39,9 +51,27 @@ REQUEST_TIMEOUT = 60.0
 MAX_WRITE_BUFFER = 16 * 1024 * 1024
 
 
+def is_async_app(app: Any) -> bool:
+    """An application written as a coroutine function, which must run in a task."""
+    return inspect.iscoroutinefunction(app) or inspect.iscoroutinefunction(getattr(app, "__call__", None))
+
+
+async def run_app(app: App, request: http11.Request, body: bytes, responder: "Responder") -> None:
+    """Run an application to the end of its answer, whichever kind it is (for wrappers
+    written as coroutines, such as a tracing or fault-injecting layer)."""
+    rest = app(request, body, responder)
+    if rest is not None:
+        await (rest() if callable(rest) else rest)
+
+
 class Responder:
     """Writes the response to one request. Never raises on a vanished peer: writes to
-    a closed connection are dropped and `closed` becomes true."""
+    a closed connection are dropped and `closed` becomes true.
+
+    The `*_now` methods write at once and return whether the connection is still open;
+    the coroutine methods do the same, then wait while the peer is slow to read (flow
+    control). The connection waits for that before it answers its next request, so the
+    `*_now` methods suit short answers."""
 
     def __init__(self, conn: "HttpConnection", request: http11.Request, keep_alive: Optional[bool] = None) -> None:
         self._conn = conn
@@ -66,74 +96,81 @@ class Responder:
         """Until the peer closes the connection (or the server stops)."""
         await self._conn.wait_eof()
 
-    def _conn_headers(self, headers: List[Tuple[str, str]]) -> List[Tuple[str, str]]:
-        if not any(k.lower() == "connection" for k, _ in headers):
-            headers.append(("Connection", "close" if self.close_after else "keep-alive"))
-        elif any(k.lower() == "connection" and v.lower() == "close" for k, v in headers):
-            self.close_after = True
+    def _begin(self, status: int, headers: Optional[List[Tuple[str, str]]], streaming: bool) -> List[Tuple[str, str]]:
+        """Mark the response started; its header list with `Connection` settled."""
+        if self.started:
+            raise RuntimeError("response already started")
+        self.started = True
+        self.streaming = streaming
+        self.status = status
+        headers = list(headers) if headers else []
+        for name, value in headers:
+            if len(name) == 10 and name.lower() == "connection":
+                if "close" in (token.strip() for token in value.lower().split(",")):
+                    self.close_after = True
+                return headers
+        headers.append(("Connection", "close" if self.close_after else "keep-alive"))
         return headers
 
-    async def send(self, status: int, headers: Optional[List[Tuple[str, str]]] = None, body: bytes = b"") -> bool:
+    def send_now(self, status: int, headers: Optional[List[Tuple[str, str]]] = None, body: bytes = b"") -> bool:
         """A complete response with a Content-Length body."""
-        if self.started:
-            raise RuntimeError("response already started")
-        self.started = self.finished = True
-        self.status = status
-        data = http11.write_response(status, self._conn_headers(list(headers or [])), body)
+        data = http11.write_response(status, self._begin(status, headers, False), body)
+        self.finished = True
         if self.request.method == "HEAD" and body:
             data = data[:-len(body)]  # a HEAD response has no body (RFC 9110 §9.3.2)
-        return await self._conn.write(data)
-
-    async def start(self, status: int, headers: Optional[List[Tuple[str, str]]] = None) -> bool:
-        """The head of a chunked (streamed) response."""
-        if self.started:
-            raise RuntimeError("response already started")
-        self.started = self.streaming = True
-        self.status = status
-        return await self._conn.write(http11.write_response_head(status, self._conn_headers(list(headers or []))))
+        return self._conn.write_nowait(data)
 
     def start_nowait(self, status: int, headers: Optional[List[Tuple[str, str]]] = None) -> bool:
-        """`start` without waiting for the socket to drain (for a loop callback)."""
-        if self.started:
-            raise RuntimeError("response already started")
-        self.started = self.streaming = True
-        self.status = status
-        return self._conn.write_nowait(http11.write_response_head(status, self._conn_headers(list(headers or []))))
+        """The head of a chunked (streamed) response."""
+        return self._conn.write_nowait(http11.write_response_head(status, self._begin(status, headers, True)))
 
-    async def send_chunked(self, status: int, headers: Optional[List[Tuple[str, str]]] = None,
-                           chunks: Sequence[bytes] = ()) -> bool:
+    def send_chunked_now(self, status: int, headers: Optional[List[Tuple[str, str]]] = None,
+                         chunks: Sequence[bytes] = ()) -> bool:
         """A whole chunked response (head, chunks, last chunk) in one write: one system
         call and one wake-up of the peer for a short SSE answer (issue 6)."""
-        if self.started:
-            raise RuntimeError("response already started")
-        self.started = self.streaming = self.finished = True
-        self.status = status
-        parts = [http11.write_response_head(status, self._conn_headers(list(headers or [])))]
-        if self.request.method != "HEAD":
-            parts.extend(http11.encode_chunk(c) for c in chunks)
-            parts.append(http11.LAST_CHUNK)
-        return await self._conn.write(b"".join(parts))
-
-    async def chunk(self, data: bytes) -> bool:
-        """One chunk of the streamed body (one SSE event per chunk, PROTOCOL.md §2)."""
-        if not self.streaming or self.finished:
-            return False
-        return await self._conn.write(http11.encode_chunk(data))
+        head = http11.write_response_head(status, self._begin(status, headers, True))
+        self.finished = True
+        if self.request.method == "HEAD":
+            return self._conn.write_nowait(head)
+        if len(chunks) == 1 and chunks[0]:
+            data = b"%s%x\r\n%s\r\n0\r\n\r\n" % (head, len(chunks[0]), chunks[0])
+        else:
+            data = b"".join([head] + [http11.encode_chunk(c) for c in chunks] + [http11.LAST_CHUNK])
+        return self._conn.write_nowait(data)
 
     def chunk_nowait(self, data: bytes) -> bool:
-        """Queue a chunk without waiting for the socket to drain (pushes fan out to many
-        streams; the transport buffers and a dead peer is noticed on the next write)."""
+        """One chunk of the streamed body (one SSE event per chunk, PROTOCOL.md §2),
+        queued without waiting for the socket to drain (pushes fan out to many streams;
+        the transport buffers and a dead peer is noticed on the next write)."""
         if not self.streaming or self.finished:
             return False
         return self._conn.write_nowait(http11.encode_chunk(data))
 
-    async def end(self, data: bytes = b"") -> bool:
+    def end_now(self, data: bytes = b"") -> bool:
         """Finish a streamed body with the last chunk (after `data` as a final chunk, in
         the same write); idempotent."""
         if not self.streaming or self.finished:
             return False
         self.finished = True
-        return await self._conn.write(http11.encode_chunk(data) + http11.LAST_CHUNK)
+        return self._conn.write_nowait(http11.encode_chunk(data) + http11.LAST_CHUNK)
+
+    # The same, waiting while the peer is slow to read.
+
+    async def send(self, status: int, headers: Optional[List[Tuple[str, str]]] = None, body: bytes = b"") -> bool:
+        return self.send_now(status, headers, body) and await self._conn.drained()
+
+    async def start(self, status: int, headers: Optional[List[Tuple[str, str]]] = None) -> bool:
+        return self.start_nowait(status, headers) and await self._conn.drained()
+
+    async def send_chunked(self, status: int, headers: Optional[List[Tuple[str, str]]] = None,
+                           chunks: Sequence[bytes] = ()) -> bool:
+        return self.send_chunked_now(status, headers, chunks) and await self._conn.drained()
+
+    async def chunk(self, data: bytes) -> bool:
+        return self.chunk_nowait(data) and await self._conn.drained()
+
+    async def end(self, data: bytes = b"") -> bool:
+        return self.end_now(data) and await self._conn.drained()
 
 
 if sys.version_info >= (3, 12):
@@ -160,12 +197,13 @@ _Pending = Union[Tuple[http11.Request, bytes, bool], http11.ParseError]
 class HttpConnection(asyncio.Protocol):
     """One accepted connection: parse requests as bytes arrive, answer them in order.
 
-    Callbacks, not a reader task: `data_received` feeds the sans-IO parser and queues
-    each complete request; the first one starts the connection's one handler task,
-    which answers the queue in order (HTTP/1.1 answers in request order) and ends when
-    it is empty. A request whose answer needs no waiting costs one task step (none at
-    all on Python 3.12+, where the task starts eagerly inside `data_received`); a reader
-    task, a queue and a connection task took about five loop passes (issue 6).
+    Callbacks, not a reader task: `data_received` feeds the sans-IO parser. A complete
+    request is answered right there when nothing is ahead of it and the application
+    can answer without waiting (most tool calls): no task, no loop pass. Otherwise it
+    is queued, and the connection's one handler task answers the queue in order
+    (HTTP/1.1 answers in request order), running whatever the application left to wait
+    for, and ends when the queue is empty. A reader task, a queue and a task per
+    request took about five loop passes per request (issue 6).
 
     The socket keeps being watched while a request is answered, so a peer that
     vanishes in the middle of a long request (a blocking `open_diff`) is noticed at
@@ -179,6 +217,7 @@ class HttpConnection(asyncio.Protocol):
     def __init__(self, app: App, number: int, max_body: int, request_timeout: float = REQUEST_TIMEOUT,
                  owner: "Optional[Listener]" = None) -> None:
         self.app = app
+        self._app_async = is_async_app(app)  # must run in the handler task
         self.number = number
         self.closed = False
         self.requests = 0
@@ -195,6 +234,9 @@ class HttpConnection(asyncio.Protocol):
         self._input_done = False       # a parse error, a timeout or `Connection: close`: read no more requests
         self._pending: "Deque[_Pending]" = collections.deque()
         self._task: "Optional[asyncio.Task[None]]" = None  # the handler task, while one runs
+        # What an answer begun in data_received left to wait for: the handler task's
+        # first job (a Continuation or awaitable, and its responder).
+        self._first: Optional[Tuple[Any, Responder]] = None
         self._timer: Optional[asyncio.TimerHandle] = None  # REQUEST_TIMEOUT, while a request is partial
         self._reading_paused = False
         self._writing_paused = False
@@ -247,6 +289,8 @@ class HttpConnection(asyncio.Protocol):
     def _handle(self, events: List[http11.ParserEvent]) -> None:
         """Turn parser events into queued (request, body) pairs or a queued error."""
         for event in events:
+            if self.closed:
+                return  # an answer given below closed the connection
             kind = type(event)
             if kind is http11.Data:
                 self._body += event.data  # type: ignore[union-attr]
@@ -255,21 +299,26 @@ class HttpConnection(asyncio.Protocol):
                 self._body = bytearray()
             elif kind is http11.EndOfMessage:
                 request = self._current
+                self._current = None
+                body, self._body = bytes(self._body), bytearray()
                 if request is not None:
                     keep_alive = request.keep_alive
-                    self._pending.append((request, bytes(self._body), keep_alive))
                     # PROTOCOL.md §2: keep-alive is the rule (the CLI sends its next
                     # request on the connection whose answer just ended); a request
                     # that says `Connection: close` is the last one read.
                     if not keep_alive:
                         self._input_done = True
-                self._current = None
-                self._body = bytearray()
+                    if self._task is None and not self._pending and not self._app_async and not self._writing_paused:
+                        self._serve_now(request, body, keep_alive)
+                    else:
+                        self._pending.append((request, body, keep_alive))
             elif kind is http11.ParseError:
                 self._pending.append(event)  # type: ignore[arg-type]
                 self._input_done = True
                 self._current = None
                 self._body = bytearray()
+        if self.closed:
+            return
         self._watch_partial()
         if len(self._pending) >= MAX_PENDING and not self._reading_paused:
             self._reading_paused = True
@@ -299,17 +348,40 @@ class HttpConnection(asyncio.Protocol):
 
     # --------------------------------------------------------------- the handler task
 
+    def _serve_now(self, request: http11.Request, body: bytes, keep_alive: bool) -> None:
+        """Answer a request inside data_received; what the application leaves to wait
+        for becomes the handler task's first job."""
+        self.requests += 1
+        responder = Responder(self, request, keep_alive)
+        try:
+            rest = self.app(request, body, responder)
+        except Exception:
+            log.error("request handler failed", exc_info=True)
+            rest = None
+        if rest is not None:
+            self._first = (rest, responder)
+            self._start_handler()
+        elif not self._conclude(responder):
+            self.close()
+
     def _start_handler(self) -> None:
         task = _start_task(self._loop, self._answer_pending())
         if not task.done():  # (an eager task may have answered everything already)
             self._task = task
 
     async def _answer_pending(self) -> None:
-        """The handler task: answers the queued requests one at a time, in order, then
-        ends (the next request starts a new one). Cancelled when the peer goes away."""
+        """The handler task: finishes the answer begun in data_received, if any, then
+        answers the queued requests one at a time, in order, and ends (the next request
+        starts a new one). Cancelled when the peer goes away."""
         try:
             keep_open = True
+            first, self._first = self._first, None
+            if first is not None:
+                keep_open = await self._finish(*first)
             while keep_open and self._pending and not self.closed:
+                if self._writing_paused:
+                    await self.drained()  # the peer reads slowly: answer it no faster
+                    continue
                 item = self._pending.popleft()
                 if self._reading_paused and len(self._pending) <= MAX_PENDING // 2:
                     self._reading_paused = False
@@ -334,21 +406,43 @@ class HttpConnection(asyncio.Protocol):
         task = self._task
         if task is not None and (task.done() or task is asyncio.current_task()):
             self._task = None
+        first, self._first = self._first, None
+        if first is not None:
+            _discard(first[0])  # cancelled before it started: let go of what it holds
         self._release()
 
     async def _serve_one(self, request: http11.Request, body: bytes, keep_alive: bool) -> bool:
-        """Run the app for one request; False when the connection must close."""
+        """Run the app for one request in the handler task; False when the connection
+        must close."""
         responder = Responder(self, request, keep_alive)
+        if self._app_async:
+            return await self._finish(lambda: self.app(request, body, responder), responder)
         try:
-            await self.app(request, body, responder)
+            rest = self.app(request, body, responder)
         except Exception:
             log.error("request handler failed", exc_info=True)
+            rest = None
+        if rest is None:
+            return self._conclude(responder)
+        return await self._finish(rest, responder)
+
+    async def _finish(self, rest: Any, responder: Responder) -> bool:
+        """Await what the application left to do (a Continuation or an awaitable)."""
+        try:
+            await (rest() if callable(rest) else rest)
+        except Exception:
+            log.error("request handler failed", exc_info=True)
+        return self._conclude(responder)
+
+    def _conclude(self, responder: Responder) -> bool:
+        """The application is done with a request: make sure its answer is complete.
+        False when the connection must close."""
         if self.closed:
             return False
         if not responder.started:
-            await responder.send(500, [("Content-Type", "text/plain")], b"Internal Server Error")
+            responder.send_now(500, [("Content-Type", "text/plain")], b"Internal Server Error")
         elif not responder.finished:
-            await responder.end()
+            responder.end_now()
         return not (responder.close_after or self.closed)
 
     def _write_error(self, error: http11.ParseError) -> None:
@@ -376,8 +470,11 @@ class HttpConnection(asyncio.Protocol):
     async def write(self, data: bytes) -> bool:
         """Write, then wait while the transport's buffer is above its high-water mark
         (flow control: `pause_writing`/`resume_writing`); False once the peer is gone."""
-        if not self.write_nowait(data):
-            return False
+        return self.write_nowait(data) and await self.drained()
+
+    async def drained(self) -> bool:
+        """Wait while the transport's buffer is above its high-water mark; False once
+        the peer is gone."""
         if self._writing_paused and self._writable is not None:
             await self._writable.wait()
         return not self.closed
@@ -430,6 +527,16 @@ class HttpConnection(asyncio.Protocol):
     def _release(self) -> None:
         if self._lost and self._task is None and self._owner is not None:
             self._owner._discard(self)
+
+
+def _discard(rest: Any) -> None:
+    """Give up what an application left to do, before it ran: a continuation's or a
+    coroutine's `close()` (no "never awaited" warning), a future's `cancel()`."""
+    close = getattr(rest, "close", None)
+    if close is not None:
+        close()
+    elif asyncio.isfuture(rest):
+        rest.cancel()
 
 
 # ---------------------------------------------------------------------- listeners

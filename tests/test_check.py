@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
-from ide_protocol import check, http11, jsonrpc, lockfile, mcp, sse, tools
+from ide_protocol import check, http11, jsonrpc, lockfile, mcp, sse, tools, transport
 from ide_protocol.server import IdeServer
 from ide_protocol.tools import Diagnostic, Selection
 
@@ -38,18 +38,11 @@ class Proxy:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
 
-    async def send(self, status: int, headers: Any = None, body: bytes = b"") -> bool:
+    # McpApp answers through the responder's `*_now` methods (issue 6).
+
+    def send_now(self, status: int, headers: Any = None, body: bytes = b"") -> bool:
         status, headers, body = self._fault.out_send(self._request, self._body, status, list(headers or []), body)
-        return await self._real.send(status, headers, body)
-
-    async def start(self, status: int, headers: Any = None) -> bool:
-        status, headers = self._fault.out_start(self._request, status, list(headers or []))
-        if self._fault.close_after(self._request):
-            self._real.close_after = True
-        return await self._real.start(status, headers)
-
-    async def chunk(self, data: bytes) -> bool:
-        return await self._real.chunk(self._fault.out_chunk(self._request, data))
+        return self._real.send_now(status, headers, body)
 
     def chunk_nowait(self, data: bytes) -> bool:
         return self._real.chunk_nowait(self._fault.out_chunk(self._request, data))
@@ -60,15 +53,15 @@ class Proxy:
             self._real.close_after = True
         return self._real.start_nowait(status, headers)
 
-    async def send_chunked(self, status: int, headers: Any = None, chunks: Any = ()) -> bool:
-        # A whole streamed answer in one write (issue 6): the same hooks as start + chunk.
+    def send_chunked_now(self, status: int, headers: Any = None, chunks: Any = ()) -> bool:
+        # A whole streamed answer in one write: the same hooks as start + chunk.
         status, headers = self._fault.out_start(self._request, status, list(headers or []))
         if self._fault.close_after(self._request):
             self._real.close_after = True
-        return await self._real.send_chunked(status, headers, [self._fault.out_chunk(self._request, c) for c in chunks])
+        return self._real.send_chunked_now(status, headers, [self._fault.out_chunk(self._request, c) for c in chunks])
 
-    async def end(self, data: bytes = b"") -> bool:
-        return await self._real.end(self._fault.out_chunk(self._request, data) if data else data)
+    def end_now(self, data: bytes = b"") -> bool:
+        return self._real.end_now(self._fault.out_chunk(self._request, data) if data else data)
 
 
 class Fault:
@@ -112,7 +105,7 @@ class FaultyServer(IdeServer):
             if early is not None:
                 await responder.send(*early)
                 return
-            await real_app(request, body, Proxy(responder, request, body, self.fault))
+            await transport.run_app(real_app, request, body, Proxy(responder, request, body, self.fault))
 
         self.listener.app = app
         self.fault.setup(self)
