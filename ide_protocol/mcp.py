@@ -300,7 +300,6 @@ class McpApp:
             responder.start_nowait(200, SSE_HEADERS + [("mcp-session-id", session.id)])
         answer = self.dispatcher.dispatch_now(msg, context)
         if not isinstance(answer, jsonrpc.Deferred):
-            session.touch()
             self._answer(responder, session, answer)
             return None
         # The method has to wait: it runs in the connection's handler task (issue 6: a
@@ -342,7 +341,7 @@ class McpApp:
             else:
                 responder.send_now(200, [("Content-Type", "application/json")] + headers, jsonrpc.dumps(response))
             return
-        event = sse.encode_message(jsonrpc.dumps_str(response)) if response is not None else b""
+        event = sse.encode_message(jsonrpc.dumps(response)) if response is not None else b""
         if not responder.started:
             # Head, event and last chunk in one write: one system call, one wake-up.
             responder.send_chunked_now(200, SSE_HEADERS + headers, [event] if event else [])
@@ -449,11 +448,11 @@ class McpApp:
             return False
         if self.on_exchange is not None:
             self.on_exchange("push", message)
-        return stream.chunk_nowait(event if event is not None else sse.encode_message(jsonrpc.dumps_str(message)))
+        return stream.chunk_nowait(event if event is not None else sse.encode_message(jsonrpc.dumps(message)))
 
     def broadcast(self, message: Dict[str, Any]) -> int:
         """Send to every session with an open stream (PROTOCOL.md §5); returns how many."""
-        event = sse.encode_message(jsonrpc.dumps_str(message))  # once for all the streams (issue 6)
+        event = sse.encode_message(jsonrpc.dumps(message))  # once for all the streams (issue 6)
         return sum(1 for session in list(self.sessions.values()) if self.send_on_stream(session, message, event))
 
     # ------------------------------------------------------------------------- DELETE

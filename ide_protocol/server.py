@@ -209,7 +209,7 @@ class IdeServer:
 
         self._tool_is_async: Dict[Callable[..., Any], bool] = {}
         self._selection: Optional[Selection] = None
-        self._selection_json: Optional[Tuple[Selection, tools.JsonText]] = None  # get_selection's text
+        self._selection_json: Optional[Tuple[Selection, jsonrpc.Encoded]] = None  # get_selection's result
         self._diagnostics: Dict[str, Tuple[str, List[Diagnostic]]] = {}  # uri -> (path, diags)
         self._diffs: Dict[str, DiffRequest] = {}  # tab_name -> pending diff
         self._selection_push: Optional[Debounced] = None
@@ -520,6 +520,8 @@ class IdeServer:
     @staticmethod
     def _string_args(arguments: Dict[str, Any], tool: str, required: Sequence[str],
                      optional: Sequence[str] = ()) -> Dict[str, str]:
+        if not arguments and not required:
+            return arguments  # (the usual get_selection call, issue 6)
         allowed = set(required) | set(optional)
         extra = sorted(set(arguments) - allowed)
         if extra:
@@ -550,7 +552,7 @@ class IdeServer:
             return None  # PROTOCOL.md §4: with nothing at all, the text `null`
         cached = self._selection_json
         if cached is None or cached[0] is not selection:  # rendered once per selection
-            cached = self._selection_json = (selection, tools.JsonText.render(selection.tool_result()))
+            cached = self._selection_json = (selection, tools.rendered_text_result(selection.tool_result()))
         return cached[1]
 
     def _get_diagnostics(self, arguments: Dict[str, Any], ctx: CallContext) -> List[Dict[str, Any]]:

@@ -9,7 +9,7 @@ dropped; an event is dispatched only when it has data).
 from __future__ import annotations
 
 import re
-from typing import List, Optional
+from typing import List, Optional, Union
 
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 
@@ -41,11 +41,13 @@ def encode_event(data: Optional[str] = None, event: Optional[str] = None, id: Op
     return "".join(parts).encode("utf-8")
 
 
-def encode_message(json_text: str) -> bytes:
+def encode_message(json_text: Union[str, bytes]) -> bytes:
     """The exact event shape Copilot CLI's peers use for a JSON-RPC message
-    (PROTOCOL.md §2). JSON from `jsonrpc.dumps` has no raw newlines, so this is one
-    `data:` line."""
-    return b"event: message\ndata: " + json_text.encode("utf-8") + b"\n\n"
+    (PROTOCOL.md §2). JSON from `jsonrpc.dumps` (bytes) or `dumps_str` has no raw
+    newlines, so this is one `data:` line."""
+    if isinstance(json_text, str):
+        json_text = json_text.encode("utf-8")
+    return b"event: message\ndata: %s\n\n" % json_text
 
 
 def _single_line(field: str, value: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
+from . import jsonrpc
 from .paths import path_to_uri
 
 # ------------------------------------------------------------------ definitions §4
@@ -188,21 +189,19 @@ def reference_params(file_path: str, start: Optional[Tuple[int, int]] = None,
 # ------------------------------------------------------------------------- results
 
 
-class JsonText(str):
-    """JSON already rendered as `text_result` renders it (a cache: `json.dumps` with
-    `indent` runs the pure-Python encoder, the costliest step of a `get_selection`)."""
-
-    __slots__ = ()
-
-    @classmethod
-    def render(cls, value: Any) -> "JsonText":
-        return cls(json.dumps(value, indent=2, ensure_ascii=False))
-
-
 def text_result(value: Any) -> Dict[str, Any]:
-    """A tool result carrying JSON as text, pretty-printed as VS Code does (§4)."""
-    text = str(value) if isinstance(value, JsonText) else json.dumps(value, indent=2, ensure_ascii=False)
-    return {"content": [{"type": "text", "text": text}]}
+    """A tool result carrying JSON as text, pretty-printed as VS Code does (§4). A
+    result from `rendered_text_result` is returned as it is."""
+    if type(value) is jsonrpc.Encoded:
+        return value
+    return {"content": [{"type": "text", "text": json.dumps(value, indent=2, ensure_ascii=False)}]}
+
+
+def rendered_text_result(value: Any) -> jsonrpc.Encoded:
+    """`text_result(value)` made once for many answers, encoded as well: `json.dumps`
+    with `indent` runs the pure-Python encoder, and the text must then be escaped into
+    the answer, the costliest steps of a `get_selection` (issue 6)."""
+    return jsonrpc.Encoded(text_result(value))
 
 
 def error_result(message: str) -> Dict[str, Any]:
