@@ -61,10 +61,14 @@ class Headers:
             self.raw = [(str(k), str(v)) for k, v in pairs]
         self._index: Optional[Tuple[int, Dict[str, List[str]]]] = None
 
-    def _lookup(self) -> Dict[str, List[str]]:
-        # A lower-cased index built at the first lookup: a request's headers are looked
-        # up a dozen times (issue 6), and a scan per lookup lower-cased every name each
-        # time. Rebuilt when `raw` changed length; change fields through add/set/remove.
+    def index(self) -> Dict[str, List[str]]:
+        """The lower-cased index (name -> values; do not change it). The requests a
+        parser makes from byte-identical heads share one index object, so its identity
+        says "the same head as before": a server can reuse what it decided about that
+        head (the CLI repeats its head on every request, issue 6)."""
+        # Built at the first lookup: a request's headers are looked up a dozen times,
+        # and a scan per lookup lower-cased every name each time. Rebuilt when `raw`
+        # changed length; change fields through add/set/remove.
         index = self._index
         if index is None or index[0] != len(self.raw):
             table: Dict[str, List[str]] = {}
@@ -74,11 +78,11 @@ class Headers:
         return index[1]
 
     def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
-        values = self._lookup().get(name.lower())
+        values = self.index().get(name.lower())
         return values[0] if values else default
 
     def get_all(self, name: str) -> List[str]:
-        return list(self._lookup().get(name.lower(), ()))
+        return list(self.index().get(name.lower(), ()))
 
     def tokens(self, name: str) -> List[str]:
         """Comma-separated tokens of every field called `name`, lower-cased."""
@@ -529,7 +533,7 @@ class _Parser:
         headers = self._parse_fields(fields)
         self._body_seen = 0
         self._start_message(events, start, headers)
-        headers._lookup()  # (the index every later copy of this head shares)
+        headers.index()  # (the index every later copy of this head shares)
         self._last_head = (raw, start, tuple(headers.raw), headers._index)
         return True
 

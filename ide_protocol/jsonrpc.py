@@ -127,7 +127,9 @@ def dumps(obj: Any) -> bytes:
     if type(obj) is dict and len(obj) == 3:
         result = obj.get("result")
         if type(result) is Encoded and obj.get("jsonrpc") == "2.0" and "id" in obj:
-            return b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (dumps(obj["id"]), result.encoded)
+            msg_id = obj["id"]
+            return b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (
+                b"%d" % msg_id if type(msg_id) is int else dumps(msg_id), result.encoded)
     text = _encode_text(obj)
     try:
         return text.encode("utf-8")
@@ -207,7 +209,7 @@ class Request(Message):
     kind = "request"
 
     def __init__(self, raw: Any, id: Id, method: str, params: Any) -> None:
-        super().__init__(raw)
+        self.raw = raw
         self.id = id
         self.method = method
         self.params = params

@@ -167,6 +167,10 @@ class McpApp:
         self.on_stream_open = on_stream_open
         self.on_exchange = on_exchange
         self.requests_served = 0
+        # Heads accepted before (origin, nonce, session and version checked), by the
+        # identity of their header index, which byte-identical heads share; each with
+        # its session. Bounded: a head not found is simply checked again.
+        self._known_heads: Dict[int, Tuple[Dict[str, List[str]], Session]] = {}
         dispatcher.add("initialize", self._initialize)
         dispatcher.add("ping", lambda params, ctx: {})
         dispatcher.add("notifications/initialized", self._initialized)
@@ -180,6 +184,13 @@ class McpApp:
         for those, the returned continuation does the waiting in the connection's task."""
         self.requests_served += 1
         headers = request.headers
+        index = headers.index()
+        known = self._known_heads.get(id(index))
+        if known is not None and known[0] is index and not known[1].ended and request.method == "POST":
+            # Byte for byte the head of a POST accepted before: same nonce, same
+            # session, same answers to every check below (the CLI's usual request).
+            known[1].touch()
+            return self._post(request, body, responder, known[1])
         # PROTOCOL.md §2: a browser is the only thing that sends Origin; refuse it first
         # (DNS-rebinding style attacks), then check the nonce on every request.
         if headers.get("origin") is not None:
@@ -193,7 +204,7 @@ class McpApp:
             return None
         method = request.method
         if method == "POST":
-            return self._post(request, body, responder)
+            return self._post(request, body, responder, None)
         if method == "GET":
             return self._get(request, responder)
         if method == "DELETE":
@@ -229,7 +240,9 @@ class McpApp:
 
     # --------------------------------------------------------------------------- POST
 
-    def _post(self, request: http11.Request, body: bytes, responder: Responder) -> Optional[Continuation]:
+    def _post(self, request: http11.Request, body: bytes, responder: Responder,
+              known: Optional[Session]) -> Optional[Continuation]:
+        """A JSON-RPC message; `known`: the session, when the head was accepted before."""
         try:
             obj = jsonrpc.loads(body)
         except jsonrpc.JsonRpcError as exc:
@@ -247,7 +260,7 @@ class McpApp:
         if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
             self._answer_initialize(request, msg, responder)
             return None
-        session, error = self._session_for(request)
+        session, error = (known, None) if known is not None else self._session_for(request)
         if session is None:
             if isinstance(msg, jsonrpc.Request) and msg.method == "server/discover":
                 # PROTOCOL.md §3: an error makes the CLI fall back to initialize at once.
@@ -258,10 +271,12 @@ class McpApp:
             assert error is not None
             responder.send_now(*error)
             return None
-        version_error = self._version_error(request)
-        if version_error is not None:
-            responder.send_now(*version_error)
-            return None
+        if known is None:
+            version_error = self._version_error(request)
+            if version_error is not None:
+                responder.send_now(*version_error)
+                return None
+            self._remember_head(request.headers, session)
         context = CallContext(session, getattr(msg, "id", None), request.headers)
         if not isinstance(msg, jsonrpc.Request):
             # Notifications and the client's responses: 202, empty (PROTOCOL.md §2; the
@@ -273,6 +288,12 @@ class McpApp:
             responder.send_now(202, [("Content-Type", "text/plain")], b"")
             return None
         return self._run_request(session, msg, context, responder)
+
+    def _remember_head(self, headers: http11.Headers, session: Session) -> None:
+        if len(self._known_heads) >= 64:
+            self._known_heads.clear()
+        index = headers.index()
+        self._known_heads[id(index)] = (index, session)
 
     async def _finish_notification(self, deferred: jsonrpc.Deferred, responder: Responder) -> None:
         await deferred.run()
@@ -474,6 +495,9 @@ class McpApp:
         session.ended = True
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
+        for key, (_, known) in list(self._known_heads.items()):
+            if known is session:
+                del self._known_heads[key]
         session._ended_event.set()
         for task in list(session.running.values()):
             task.cancel()

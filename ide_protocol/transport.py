@@ -326,7 +326,8 @@ class HttpConnection(asyncio.Protocol):
                 self._body = b""
         if self.closed:
             return
-        self._watch_partial()
+        if self._timer is not None or self._current is not None or not self._parser.idle:
+            self._watch_partial()
         if len(self._pending) >= MAX_PENDING and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
