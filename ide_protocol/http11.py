@@ -116,12 +116,30 @@ class Headers:
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Headers):
-            return self.raw == other.raw
+            return list(self.raw) == list(other.raw)  # (NO_TRAILERS holds a tuple)
         return NotImplemented
 
     def __repr__(self) -> str:
         return "Headers(%r)" % (self.raw,)
 
+
+class _FrozenHeaders(Headers):
+    """Header fields that cannot change: `NO_TRAILERS`, shared by every message that
+    has no trailers (most), so that none needs an object of its own (issue 6)."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.raw = ()  # type: ignore[assignment]
+
+    def _read_only(self, *args: Any) -> None:
+        raise TypeError("these header fields are read-only")
+
+    add = set = remove = _read_only  # type: ignore[assignment]
+
+
+NO_TRAILERS: Headers = _FrozenHeaders()
 
 HeadersLike = Union[Headers, Iterable[Tuple[str, str]], Dict[str, str], None]
 
@@ -159,22 +177,19 @@ def _keep_alive(version: str, headers: Headers) -> bool:
 
 
 class Request(Event):
-    __slots__ = ("method", "target", "headers", "http_version", "_keep")
+    """A request head. `keep_alive`: whether the connection stays open after it, as
+    its headers say at creation (the parser passes what it decided already)."""
+
+    __slots__ = ("method", "target", "headers", "http_version", "keep_alive")
     _fields = ("method", "target", "headers", "http_version")
 
-    def __init__(self, method: str, target: str, headers: HeadersLike = None, http_version: str = "1.1") -> None:
+    def __init__(self, method: str, target: str, headers: HeadersLike = None, http_version: str = "1.1",
+                 keep_alive: Optional[bool] = None) -> None:
         self.method = method
         self.target = target
         self.headers = headers if isinstance(headers, Headers) else Headers(headers)
         self.http_version = http_version
-        self._keep: Optional[bool] = None  # set by the parser, which decided it already
-
-    @property
-    def keep_alive(self) -> bool:
-        """Whether the connection stays open after this request. For a parsed request
-        it is what the parser decided from the headers as received."""
-        keep = self._keep
-        return _keep_alive(self.http_version, self.headers) if keep is None else keep
+        self.keep_alive = _keep_alive(http_version, self.headers) if keep_alive is None else keep_alive
 
     @property
     def path(self) -> str:
@@ -213,7 +228,8 @@ class EndOfMessage(Event):
     _fields = ("trailers",)
 
     def __init__(self, trailers: HeadersLike = None) -> None:
-        self.trailers = trailers if isinstance(trailers, Headers) else Headers(trailers)
+        self.trailers = trailers if isinstance(trailers, Headers) else (
+            NO_TRAILERS if trailers is None else Headers(trailers))
 
 
 class ParseError(Event):
@@ -303,13 +319,16 @@ class _Parser:
             self._buf += data
         events: List[ParserEvent] = []
         try:
-            while self._step(events):
+            # (Every state needs a byte to make progress: stop when none is left.)
+            while (self._parse_head(events) if self._state == _HEAD else self._step(events)) \
+                    and self._pos < len(self._buf):
                 pass
         except _Fail as fail:
             self._die(events, fail.status, fail.message)
         except Exception as exc:  # defensive: a parser bug must still look like bad input
             self._die(events, 400, "malformed message (%s)" % type(exc).__name__)
-        self._compact()
+        if self._pos:
+            self._compact()
         return events
 
     def feed_eof(self) -> List[ParserEvent]:
@@ -363,7 +382,7 @@ class _Parser:
             self._remaining -= n
             if self._remaining == 0:
                 if state == _LENGTH:
-                    self._end_message(events, Headers())
+                    self._end_message(events, NO_TRAILERS)
                 else:
                     self._state = _CHUNK_END
             return True
@@ -384,7 +403,7 @@ class _Parser:
             if size == 0:
                 if buf.startswith(b"\r\n", pos):  # no trailers: the usual end, in this step
                     self._pos = pos + 2
-                    self._end_message(events, Headers())
+                    self._end_message(events, NO_TRAILERS)
                     return True
                 self._state = _TRAILERS
                 self._scan = pos
@@ -517,7 +536,7 @@ class _Parser:
             # CLI repeats its headers): reuse its parsed fields (issue 6). The start
             # line and the framing are still checked by _start_message.
             self._pos = self._scan = pos + len(last[0])
-            headers = Headers()
+            headers = Headers.__new__(Headers)  # (no __init__ to run: both fields are set here)
             headers.raw = list(last[2])
             headers._index = last[3]  # never changed in place, so it can be shared
             self._body_seen = 0
@@ -582,14 +601,14 @@ class _Parser:
                     events.append(Data(bytes(buf[start:end])))
                     self._body_seen = size
                     self._pos = end + len(_ONE_CHUNK_END)
-                    self._end_message(events, Headers())
+                    self._end_message(events, NO_TRAILERS)
         elif framing == "length" and length > 0:
             self._state = _LENGTH
             self._remaining = length
         elif framing == "close":
             self._state = _UNTIL_CLOSE
         else:
-            self._end_message(events, Headers())
+            self._end_message(events, NO_TRAILERS)
 
     def _end_message(self, events: List[ParserEvent], trailers: Headers) -> None:
         events.append(EndOfMessage(trailers))
@@ -628,7 +647,7 @@ class RequestParser(_Parser):
             raise _Fail(400, "more than one Host header")
         framing, length = self._framing(headers)
         request = Request(method.decode("ascii"), target.decode("latin-1"), headers, version)
-        self._keep_alive = request._keep = request.keep_alive
+        self._keep_alive = request.keep_alive
         self._parsed_start = (start, request.method, request.target, version, framing, length, self._keep_alive)
         events.append(request)
         self._begin_body(events, framing, length)
@@ -644,9 +663,7 @@ class RequestParser(_Parser):
             return
         # The same head as the last one accepted: the same request line and framing.
         self._keep_alive = parsed[6]
-        request = Request(parsed[1], parsed[2], headers, parsed[3])
-        request._keep = parsed[6]
-        events.append(request)
+        events.append(Request(parsed[1], parsed[2], headers, parsed[3], parsed[6]))
         self._begin_body(events, parsed[4], parsed[5])
 
 
@@ -687,7 +704,7 @@ class ResponseParser(_Parser):
             events.append(EndOfMessage())
             return
         if method == "HEAD" or status in (204, 304):
-            self._end_message(events, Headers())
+            self._end_message(events, NO_TRAILERS)
             return
         framing, length = self._framing(headers)
         if framing == "none":

@@ -288,7 +288,8 @@ def parse_message(obj: Any) -> Message:
         return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Request: expected a JSON object"))
     raw_id = obj.get("id")
     has_id = "id" in obj and raw_id is not None
-    msg_id = raw_id if _valid_id(raw_id) else None
+    # (_valid_id, inline: this runs for every message)
+    msg_id = raw_id if type(raw_id) is int or type(raw_id) is str or _valid_id(raw_id) else None
     # A request with `"id": null` is not a notification (JSON-RPC 2.0 §4: a notification
     # has no id member); MCP and ACP forbid null ids, so it is answered as invalid.
     null_id_request = "id" in obj and raw_id is None
@@ -523,7 +524,8 @@ class Dispatcher:
             if isinstance(result, Deferred):
                 result.msg = msg
                 return result
-            return result_response(msg.id, result) if isinstance(msg, Request) else None
+            # (result_response, inline: this runs for every request)
+            return {"jsonrpc": "2.0", "id": msg.id, "result": result} if isinstance(msg, Request) else None
         if isinstance(msg, Invalid):
             return error_response(msg.id, msg.error)
         return None

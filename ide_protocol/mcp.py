@@ -47,6 +47,8 @@ class Session:
         self.created = time.monotonic()
         self.last_seen = self.created
         self.stream: Optional[Responder] = None
+        #: The head fields of this session's SSE answers (a tuple: encoded once).
+        self.sse_headers = tuple(SSE_HEADERS) + (("mcp-session-id", session_id),)
         self.running: Dict[Any, "_Running"] = {}  # JSON-RPC id -> the running method
         self.active_requests = 0
         self.ended = False
@@ -189,7 +191,7 @@ class McpApp:
         if known is not None and known[0] is index and not known[1].ended and request.method == "POST":
             # Byte for byte the head of a POST accepted before: same nonce, same
             # session, same answers to every check below (the CLI's usual request).
-            known[1].touch()
+            known[1].last_seen = time.monotonic()  # (Session.touch)
             return self._post(request, body, responder, known[1])
         # PROTOCOL.md §2: a browser is the only thing that sends Origin; refuse it first
         # (DNS-rebinding style attacks), then check the nonce on every request.
@@ -318,7 +320,7 @@ class McpApp:
             # Head first for a method that blocks (open_diff waits for a person): the
             # client sees a live 200 at once. Every other answer goes out with its head
             # in one write (issue 6: no extra write, no extra loop pass).
-            responder.start_nowait(200, SSE_HEADERS + [("mcp-session-id", session.id)])
+            responder.start_nowait(200, session.sse_headers)
         answer = self.dispatcher.dispatch_now(msg, context)
         if not isinstance(answer, jsonrpc.Deferred):
             self._answer(responder, session, answer)
@@ -355,8 +357,8 @@ class McpApp:
     def _answer(self, responder: Responder, session: Optional[Session], response: Optional[Dict[str, Any]]) -> None:
         if self.on_exchange is not None and response is not None:
             self.on_exchange("out", response)
-        headers = [("mcp-session-id", session.id)] if session is not None else []
         if self.json_response and not responder.started:
+            headers = [("mcp-session-id", session.id)] if session is not None else []
             if response is None:
                 responder.send_now(202, [("Content-Type", "text/plain")] + headers, b"")
             else:
@@ -365,7 +367,8 @@ class McpApp:
         event = sse.encode_message(jsonrpc.dumps(response)) if response is not None else b""
         if not responder.started:
             # Head, event and last chunk in one write: one system call, one wake-up.
-            responder.send_chunked_now(200, SSE_HEADERS + headers, [event] if event else [])
+            responder.send_chunked_now(200, session.sse_headers if session is not None else tuple(SSE_HEADERS),
+                                       (event,) if event else ())
         else:
             responder.end_now(event)
 

@@ -485,11 +485,16 @@ class IdeServer:
             return self._tool_later(name, arguments, ctx, None)
         try:
             value = handler(arguments, ctx)
-            if not isinstance(value, (dict, list, str)) and inspect.isawaitable(value):  # cheap test first
+            if type(value) is jsonrpc.Encoded:
+                result = value  # rendered already (the selection)
+            elif not isinstance(value, (dict, list, str)) and inspect.isawaitable(value):  # cheap test first
                 return self._tool_later(name, arguments, ctx, value)
-            result = tools.text_result(value)
+            else:
+                result = tools.text_result(value)
         except Exception as exc:
             result = self._tool_failed(name, exc)
+        if self.on_tool_call is None:
+            return result
         return self._tool_answer(name, arguments, ctx, result)
 
     async def _tool_later(self, name: str, arguments: Dict[str, Any], ctx: CallContext, awaitable: Any) -> Dict[str, Any]:
@@ -546,7 +551,8 @@ class IdeServer:
         return info
 
     def _get_selection(self, arguments: Dict[str, Any], ctx: CallContext) -> Any:
-        self._string_args(arguments, "get_selection", ())
+        if arguments:
+            self._string_args(arguments, "get_selection", ())
         selection = self._selection
         if selection is None:
             return None  # PROTOCOL.md §4: with nothing at all, the text `null`

@@ -24,7 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Any, Awaitable, Callable, Deque, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Awaitable, Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from . import http11
 
@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 #: the handler task.
 Continuation = Callable[[], Awaitable[None]]
 App = Callable[[http11.Request, bytes, "Responder"], Any]
+#: Response header fields: a list of (name, value) pairs, or a tuple of them (a tuple
+#: given again is encoded once, see `Responder._stream_head`).
+HeaderFields = Union[List[Tuple[str, str]], Tuple[Tuple[str, str], ...]]
+_STREAM_HEADS: Dict[Tuple[int, int, bool], Tuple[Any, bytes, bool]] = {}
 
 #: A request that has started arriving must finish within this many seconds (a slow
 #: or stuck peer must not hold a connection forever with half a request).
@@ -96,13 +100,16 @@ class Responder:
         """Until the peer closes the connection (or the server stops)."""
         await self._conn.wait_eof()
 
-    def _begin(self, status: int, headers: Optional[List[Tuple[str, str]]], streaming: bool) -> List[Tuple[str, str]]:
+    def _begin(self, status: int, headers: Optional[HeaderFields], streaming: bool) -> List[Tuple[str, str]]:
         """Mark the response started; its header list with `Connection` settled."""
         if self.started:
             raise RuntimeError("response already started")
         self.started = True
         self.streaming = streaming
         self.status = status
+        return self._connection_header(headers)
+
+    def _connection_header(self, headers: Optional[HeaderFields]) -> List[Tuple[str, str]]:
         headers = list(headers) if headers else []
         for name, value in headers:
             if len(name) == 10 and name.lower() == "connection":
@@ -112,7 +119,7 @@ class Responder:
         headers.append(("Connection", "close" if self.close_after else "keep-alive"))
         return headers
 
-    def send_now(self, status: int, headers: Optional[List[Tuple[str, str]]] = None, body: bytes = b"") -> bool:
+    def send_now(self, status: int, headers: Optional[HeaderFields] = None, body: bytes = b"") -> bool:
         """A complete response with a Content-Length body."""
         data = http11.write_response(status, self._begin(status, headers, False), body)
         self.finished = True
@@ -120,15 +127,38 @@ class Responder:
             data = data[:-len(body)]  # a HEAD response has no body (RFC 9110 §9.3.2)
         return self._conn.write_nowait(data)
 
-    def start_nowait(self, status: int, headers: Optional[List[Tuple[str, str]]] = None) -> bool:
+    def start_nowait(self, status: int, headers: Optional[HeaderFields] = None) -> bool:
         """The head of a chunked (streamed) response."""
-        return self._conn.write_nowait(http11.write_response_head(status, self._begin(status, headers, True)))
+        return self._conn.write_nowait(self._stream_head(status, headers))
 
-    def send_chunked_now(self, status: int, headers: Optional[List[Tuple[str, str]]] = None,
+    def _stream_head(self, status: int, headers: Optional[HeaderFields]) -> bytes:
+        """Start a streamed response; its head. Heads given as the same tuple again
+        (an application's constant headers, a session's SSE headers) are encoded once:
+        a tuple cannot change, so its identity is the key (issue 6)."""
+        if self.started:
+            raise RuntimeError("response already started")
+        self.started = self.streaming = True
+        self.status = status
+        if type(headers) is not tuple:
+            return http11.write_response_head(status, self._connection_header(headers))
+        key = (status, id(headers), self.close_after)
+        entry = _STREAM_HEADS.get(key)
+        if entry is None or entry[0] is not headers:
+            keep = self.close_after
+            head = http11.write_response_head(status, self._connection_header(headers))
+            if len(_STREAM_HEADS) >= 256:
+                _STREAM_HEADS.clear()
+            # (The tuple is kept with its head, so its id cannot be reused meanwhile.)
+            entry = _STREAM_HEADS[key] = (headers, head, self.close_after and not keep)
+        if entry[2]:
+            self.close_after = True  # the headers themselves say Connection: close
+        return entry[1]
+
+    def send_chunked_now(self, status: int, headers: Optional[HeaderFields] = None,
                          chunks: Sequence[bytes] = ()) -> bool:
         """A whole chunked response (head, chunks, last chunk) in one write: one system
         call and one wake-up of the peer for a short SSE answer (issue 6)."""
-        head = http11.write_response_head(status, self._begin(status, headers, True))
+        head = self._stream_head(status, headers)
         self.finished = True
         if self.request.method == "HEAD":
             return self._conn.write_nowait(head)
@@ -156,13 +186,13 @@ class Responder:
 
     # The same, waiting while the peer is slow to read.
 
-    async def send(self, status: int, headers: Optional[List[Tuple[str, str]]] = None, body: bytes = b"") -> bool:
+    async def send(self, status: int, headers: Optional[HeaderFields] = None, body: bytes = b"") -> bool:
         return self.send_now(status, headers, body) and await self._conn.drained()
 
-    async def start(self, status: int, headers: Optional[List[Tuple[str, str]]] = None) -> bool:
+    async def start(self, status: int, headers: Optional[HeaderFields] = None) -> bool:
         return self.start_nowait(status, headers) and await self._conn.drained()
 
-    async def send_chunked(self, status: int, headers: Optional[List[Tuple[str, str]]] = None,
+    async def send_chunked(self, status: int, headers: Optional[HeaderFields] = None,
                            chunks: Sequence[bytes] = ()) -> bool:
         return self.send_chunked_now(status, headers, chunks) and await self._conn.drained()
 
