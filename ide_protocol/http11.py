@@ -328,7 +328,11 @@ class _Parser:
         except Exception as exc:  # defensive: a parser bug must still look like bad input
             self._die(events, 400, "malformed message (%s)" % type(exc).__name__)
         if self._pos:
-            self._compact()
+            if self._pos == len(self._buf):  # all consumed (the usual): _compact, inline
+                self._buf.clear()
+                self._pos = self._scan = 0
+            else:
+                self._compact()
         return events
 
     def feed_eof(self) -> List[ParserEvent]:

@@ -47,7 +47,11 @@ def encode_message(json_text: Union[str, bytes]) -> bytes:
     newlines, so this is one `data:` line."""
     if isinstance(json_text, str):
         json_text = json_text.encode("utf-8")
-    return b"event: message\ndata: %s\n\n" % json_text
+    return MESSAGE_EVENT % json_text
+
+
+#: `encode_message` for UTF-8 JSON bytes: `MESSAGE_EVENT % data`.
+MESSAGE_EVENT = b"event: message\ndata: %s\n\n"
 
 
 def _single_line(field: str, value: str) -> None:

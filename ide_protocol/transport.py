@@ -399,8 +399,9 @@ class HttpConnection(asyncio.Protocol):
         if rest is not None:
             self._first = (rest, responder)
             self._start_handler()
-        elif not self._conclude(responder):
-            self.close()
+        elif not (responder.finished and not responder.close_after and not self.closed):  # (the usual: nothing to do)
+            if not self._conclude(responder):
+                self.close()
 
     def _start_handler(self) -> None:
         task = _start_task(self._loop, self._answer_pending())
@@ -496,7 +497,8 @@ class HttpConnection(asyncio.Protocol):
         transport = self.transport
         try:
             transport.write(data)
-            if transport.get_write_buffer_size() > MAX_WRITE_BUFFER:
+            # (Only a paused transport holds more than its high-water mark.)
+            if self._writing_paused and transport.get_write_buffer_size() > MAX_WRITE_BUFFER:
                 log.warning("connection %d: peer stopped reading; dropping it", self.number)
                 self.abort()
                 return False
