@@ -605,7 +605,12 @@ class _Parser:
                     events.append(Data(bytes(buf[start:end])))
                     self._body_seen = size
                     self._pos = end + len(_ONE_CHUNK_END)
-                    self._end_message(events, NO_TRAILERS)
+                    if self._keep_alive:  # (_end_message, inline for the usual case)
+                        events.append(EndOfMessage(NO_TRAILERS))
+                        self._state = _HEAD
+                        self._scan = self._pos
+                    else:
+                        self._end_message(events, NO_TRAILERS)
         elif framing == "length" and length > 0:
             self._state = _LENGTH
             self._remaining = length
