@@ -841,7 +841,7 @@ def write_response_head(status: int, headers: HeadersLike = None, reason: Option
     """The head of a streamed response; the body follows as `encode_chunk` pieces and
     ends with `LAST_CHUNK`."""
     key: Optional[Tuple[Any, ...]] = None
-    if type(headers) is list:
+    if type(headers) is list and type(status) is int:
         # A server sends the same few heads again and again (issue 6): remember them
         # rather than validate and encode every field each time.
         try:
@@ -853,7 +853,8 @@ def write_response_head(status: int, headers: HeadersLike = None, reason: Option
             return cached
     start = _status_line(status, reason)
     data = _head_bytes(start, _with(headers, ("Transfer-Encoding", "chunked")))
-    if key is not None:
+    if key is not None and all(type(v) is str for _, v in headers):
+        # (Text values only: True, 1 and 1.0 are equal keys but not the same field.)
         if len(_HEAD_CACHE) >= 256:
             _HEAD_CACHE.clear()
         _HEAD_CACHE[key] = data

@@ -18,7 +18,7 @@ import inspect
 import itertools
 import json
 import logging
-from typing import Any, Awaitable, Callable, Dict, Optional, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Union
 
 log = logging.getLogger(__name__)
 
@@ -93,15 +93,23 @@ def _make_text_encoder() -> Callable[[Any], str]:
         from json.encoder import encode_basestring
     except ImportError:
         return _encoder.encode
-    markers: Dict[int, Any] = {}  # circular-reference detection, as json's own
-    c_encode = make_encoder(markers, _encoder.default, encode_basestring, None, ":", ",", False, False, False)
+    def new() -> Any:
+        # Its own markers (circular-reference detection, as json's): an encoder is
+        # never used by two calls at once.
+        return make_encoder({}, _encoder.default, encode_basestring, None, ":", ",", False, False, False)
+
+    idle: List[Any] = []  # encoders not in use; list.pop/append are atomic
 
     def encode(obj: Any) -> str:
         try:
-            return "".join(c_encode(obj, 0))
-        except BaseException:
-            markers.clear()  # an exception leaves the containers it was inside marked
-            raise
+            c_encode = idle.pop()
+        except IndexError:
+            c_encode = new()  # the first call, another thread's, or a nested one
+        text = "".join(c_encode(obj, 0))
+        # (Not returned after an exception: it may have left containers marked.)
+        if len(idle) < 4:
+            idle.append(c_encode)
+        return text
 
     return encode
 
@@ -119,17 +127,34 @@ class Encoded(dict):  # type: ignore[type-arg]
 
     def __init__(self, value: Dict[str, Any]) -> None:
         super().__init__(value)
-        self.encoded = dumps(value)
+        # None when it holds a lone surrogate: the whole answer must then be escaped
+        # to ASCII, as `dumps` does, so nothing is spliced.
+        self.encoded: Optional[bytes] = _utf8_json(value)
+
+
+def _utf8_json(value: Any) -> Optional[bytes]:
+    """The UTF-8 JSON of a value, or None when UTF-8 cannot carry it."""
+    try:
+        return _encode_text(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
+_RESPONSE_KEYS = ("jsonrpc", "id", "result")
 
 
 def dumps(obj: Any) -> bytes:
     """Compact UTF-8 JSON. NaN and infinities are refused (not valid JSON)."""
     if type(obj) is dict and len(obj) == 3:
         result = obj.get("result")
-        if type(result) is Encoded and obj.get("jsonrpc") == "2.0" and "id" in obj:
+        if type(result) is Encoded and result.encoded is not None and tuple(obj) == _RESPONSE_KEYS \
+                and obj["jsonrpc"] == "2.0":
+            # A response carrying an Encoded result: the same bytes as encoding it all.
             msg_id = obj["id"]
-            return b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (
-                b"%d" % msg_id if type(msg_id) is int else dumps(msg_id), result.encoded)
+            id_json = b"%d" % msg_id if type(msg_id) is int else (
+                _utf8_json(msg_id) if type(msg_id) is str else None)
+            if id_json is not None:
+                return b'{"jsonrpc":"2.0","id":%s,"result":%s}' % (id_json, result.encoded)
     text = _encode_text(obj)
     try:
         return text.encode("utf-8")
@@ -420,9 +445,17 @@ class Deferred:
         """Give the call up before `run()`: the handler never runs (an awaitable a plain
         handler returned is closed or cancelled, so nothing is left un-awaited)."""
         awaitable, self.awaitable = self.awaitable, None
-        close = getattr(awaitable, "close", None) or getattr(awaitable, "cancel", None)
-        if close is not None:
-            close()
+        discard(awaitable)
+
+
+def discard(awaitable: Any) -> None:
+    """Give up an awaitable that will never be awaited: a coroutine (or anything with
+    `close()`) is closed, so no "never awaited" warning; a future is cancelled."""
+    close = getattr(awaitable, "close", None)
+    if close is not None:
+        close()
+    elif asyncio.isfuture(awaitable):
+        awaitable.cancel()
 
 
 class Dispatcher:

@@ -145,6 +145,25 @@ def _call_hook(name: str, hook: Callable[..., Any], *args: Any) -> None:
         log.exception("%s callback failed", name)
 
 
+
+class _BothClose:
+    """An awaitable (a tool's wrapper coroutine) whose `close()` also gives up the
+    tool's own awaitable it was made with: a call given up before it ran (cancelled
+    before its task started) then leaves nothing un-awaited."""
+
+    __slots__ = ("_outer", "_inner")
+
+    def __init__(self, outer: Any, inner: Any) -> None:
+        self._outer = outer
+        self._inner = inner
+
+    def __await__(self) -> Any:
+        return self._outer.__await__()
+
+    def close(self) -> None:
+        self._outer.close()
+        jsonrpc.discard(self._inner)
+
 class IdeServer:
     """The `/ide` MCP server of one IDE window (asyncio form; see the module doc)."""
 
@@ -488,7 +507,7 @@ class IdeServer:
             if type(value) is jsonrpc.Encoded:
                 result = value  # rendered already (the selection)
             elif not isinstance(value, (dict, list, str)) and inspect.isawaitable(value):  # cheap test first
-                return self._tool_later(name, arguments, ctx, value)
+                return _BothClose(self._tool_later(name, arguments, ctx, value), value)
             else:
                 result = tools.text_result(value)
         except Exception as exc:

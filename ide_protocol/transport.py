@@ -139,7 +139,7 @@ class Responder:
             raise RuntimeError("response already started")
         self.started = self.streaming = True
         self.status = status
-        if type(headers) is not tuple:
+        if type(headers) is not tuple or type(status) is not int:
             return http11.write_response_head(status, self._connection_header(headers))
         key = (status, id(headers), self.close_after)
         entry = _STREAM_HEADS.get(key)

@@ -1,0 +1,1306 @@
+"""Answers given at once (issue 6): what the cheaper request path must keep promising.
+
+* `transport`: the App contract (answer through the responder's `*_now` methods and
+  return None, or return a continuation the connection's handler task runs, whose
+  `close()` runs instead when the connection drops before that task starts), `run_app`,
+  `is_async_app`, answers strictly in request order, flow control, the write-buffer limit
+  (checked while writing is paused), tuple heads cached by identity;
+* `jsonrpc`: `dispatch_now`/`call_now` and `Deferred`, `Encoded` results spliced into
+  the same bytes, the reusable encoder after a failure, the fast path of `loads`;
+* `http11`: the one-chunk body taken in one step, `NO_TRAILERS`, `Request.keep_alive`;
+* `mcp`/`server`: requests cancelled or dropped before their task started leave nothing
+  behind (nor a "never awaited" warning), heads accepted before, plain tools answered at
+  once, the selection's cached result.
+
+Whether a continuation's task starts at once (eager tasks, Python 3.12+) or one loop
+pass later (before 3.12) changes which path runs: the `starts_later` fixture runs each
+of those socket tests as shipped and with the task started one pass later, on every
+version.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import gc
+import inspect
+import json
+import socket
+import sys
+import threading
+import time
+import warnings
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+
+from ide_protocol import http11, jsonrpc, tools, transport
+from ide_protocol.http11 import NO_TRAILERS, Data, EndOfMessage, Headers, ParseError, Request, RequestParser
+from ide_protocol.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, PARSE_ERROR, Deferred, Dispatcher, JsonRpcError
+from ide_protocol.mcp import McpApp
+from ide_protocol.tools import Selection
+from ide_wire import Cli, Conn, cli_for, make_server, run, tool_error, tool_json, until
+from splitting import feed_all_ways, normalise
+
+EAGER_TASKS = sys.version_info >= (3, 12)
+
+
+# ------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture(params=["shipped", "one-pass-later"])
+def starts_later(request: Any, monkeypatch: Any) -> bool:
+    """Returns True when a continuation's task starts one loop pass after the request
+    was read (always before 3.12; forced here on 3.12+ too), False when it starts at
+    once, inside data_received (eager tasks, 3.12+ as shipped)."""
+    if request.param == "one-pass-later":
+        monkeypatch.setattr(transport, "_start_task", lambda loop, coro: loop.create_task(coro))
+        return True
+    return not EAGER_TASKS
+
+
+def post(target: str, body: bytes = b"", close: bool = False, chunked: bool = False) -> bytes:
+    headers = "Host: x\r\n"
+    headers += "Transfer-Encoding: chunked\r\n" if chunked else "Content-Length: %d\r\n" % len(body)
+    if close:
+        headers += "Connection: close\r\n"
+    data = ("POST %s HTTP/1.1\r\n%s\r\n" % (target, headers)).encode()
+    if chunked:
+        return data + (b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) if body else b"0\r\n\r\n")
+    return data + body
+
+
+async def serve(tmp_path: Any, app: Any) -> transport.Listener:
+    listener = transport.Listener(app, max_body=1 << 20)
+    await listener.start_unix(str(tmp_path))
+    return listener
+
+
+def only(listener: transport.Listener) -> transport.HttpConnection:
+    conn, = listener.connections
+    return conn
+
+
+def send_and_vanish(path: str, data: bytes) -> None:
+    """A peer that sends a request and is gone before the answer: the server reads the
+    request, and its first write fails (EPIPE), which drops the connection before a
+    task started for the request can take it up."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+        sock.sendall(data)
+    finally:
+        sock.close()
+
+
+class Later:
+    """A continuation that records whether it ran or was closed."""
+
+    def __init__(self, log: List[str], name: str, run: Any) -> None:
+        self.log = log
+        self.name = name
+        self._run = run
+
+    def __call__(self) -> Any:
+        self.log.append("run " + self.name)
+        return self._run()
+
+    def close(self) -> None:
+        self.log.append("close " + self.name)
+
+
+def unawaited(records: List[warnings.WarningMessage]) -> List[str]:
+    return [str(w.message) for w in records if issubclass(w.category, RuntimeWarning)
+            and "never awaited" in str(w.message)]
+
+
+# ================================================================== transport
+
+
+def test_sync_answers_happen_inside_data_received_without_a_task(tmp_path: Any) -> None:
+    where: List[Tuple[str, Any]] = []
+
+    def app(req: http11.Request, body: bytes, responder: transport.Responder) -> Any:
+        where.append((req.target, asyncio.current_task()))
+        if req.target == "/later":
+            responder.start_nowait(200, [("Content-Type", "text/plain")])
+
+            async def finish() -> None:
+                where.append(("continuation", asyncio.current_task()))
+                await asyncio.sleep(0)
+                assert responder.chunk_nowait(b"a")
+                responder.end_now(b"b")
+            return finish  # a plain function giving the awaitable: a Continuation
+        assert responder.send_now(200, [("Content-Type", "text/plain")], b"now:" + body)
+        return None
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app)
+        conn = await Conn.open(listener.socket_path)
+        for i in range(3):
+            conn.send_raw(post("/now", b"%d" % i), expect="POST")
+            reply = await conn.read_reply()
+            assert (reply.status, reply.body, reply.complete) == (200, b"now:%d" % i, True)
+            assert reply.headers.get("connection") == "keep-alive"
+        assert where == [("/now", None)] * 3  # no task for any of them
+        assert listener._tasks == set()
+        conn.send_raw(post("/later"), expect="POST")
+        reply = await conn.read_reply()
+        assert (reply.status, reply.body, reply.complete) == (200, b"ab", True)
+        assert where[3] == ("/later", None)  # the application itself: inside data_received
+        assert where[4][0] == "continuation" and where[4][1] is not None  # its rest: in a task
+        await until(lambda: listener._tasks == set(), what="handler task ended")
+        assert only(listener).requests == 4
+        conn.close()
+        await until(lambda: not listener.connections, what="connection released")
+        await listener.close()
+    run(main())
+
+
+def test_responder_now_methods_and_unfinished_answers(tmp_path: Any) -> None:
+    returned: List[Any] = []
+
+    def app(req: http11.Request, body: bytes, responder: transport.Responder) -> Any:
+        target = req.target
+        if target == "/send":
+            returned.append(responder.send_now(201, [("X-A", "1")], b"body"))
+        elif target == "/chunks":
+            returned.append(responder.send_chunked_now(200, [("Content-Type", "text/plain")], [b"one", b"", b"two"]))
+        elif target == "/one-chunk":
+            returned.append(responder.send_chunked_now(200, (("Content-Type", "text/plain"),), [b"only"]))
+        elif target == "/no-chunks":
+            returned.append(responder.send_chunked_now(200, [], ()))
+        elif target == "/stream":
+            returned.append(responder.start_nowait(200, [("Content-Type", "text/plain")]))
+            returned.append(responder.chunk_nowait(b"s1"))
+            returned.append(responder.end_now(b"s2"))
+            returned.append(responder.end_now(b"late"))       # idempotent: False, nothing written
+            returned.append(responder.chunk_nowait(b"late"))  # after the end: refused
+        elif target == "/forgot-to-end":
+            responder.start_nowait(200, [])
+            responder.chunk_nowait(b"part")
+        elif target == "/raise":
+            raise ValueError("boom")
+        elif target == "/raise-after-start":
+            responder.start_nowait(200, [])
+            responder.chunk_nowait(b"half")
+            raise ValueError("boom")
+        # "/nothing": no answer at all
+        return None
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app)
+        conn = await Conn.open(listener.socket_path)
+        cases = [("/send", 201, b"body", None), ("/chunks", 200, b"onetwo", "chunked"),
+                 ("/one-chunk", 200, b"only", "chunked"), ("/no-chunks", 200, b"", "chunked"),
+                 ("/stream", 200, b"s1s2", "chunked"), ("/forgot-to-end", 200, b"part", "chunked"),
+                 ("/raise", 500, b"Internal Server Error", None), ("/nothing", 500, b"Internal Server Error", None),
+                 ("/raise-after-start", 200, b"half", "chunked")]
+        for target, status, body, coding in cases:
+            conn.send_raw(post(target), expect="POST")
+            reply = await conn.read_reply()
+            assert (reply.status, reply.body, reply.complete) == (status, body, True), target
+            assert reply.headers.get("transfer-encoding") == coding, target
+            assert reply.headers.get("connection") == "keep-alive", target
+        assert returned == [True, True, True, True, True, True, True, False, False]
+        # HEAD: the head of the answer only, whichever *_now method wrote it.
+        for target in ("/send", "/one-chunk"):
+            conn.send_raw(("HEAD %s HTTP/1.1\r\nHost: x\r\n\r\n" % target).encode(), expect="HEAD")
+            reply = await conn.read_reply()
+            assert reply.status in (200, 201) and reply.body == b"" and reply.complete
+        conn.send_raw(post("/send"), expect="POST")  # the connection is still in step
+        assert (await conn.read_reply()).body == b"body"
+        assert listener._tasks == set()
+        conn.close()
+        await listener.close()
+    run(main())
+
+
+def test_a_sync_answer_never_overtakes_a_waiting_continuation(tmp_path: Any, starts_later: bool) -> None:
+    calls: List[str] = []
+
+    async def main() -> None:
+        release = asyncio.Event()
+
+        def app(req: http11.Request, body: bytes, responder: transport.Responder) -> Any:
+            calls.append(req.target)
+            if req.target == "/wait":
+                async def finish() -> None:
+                    await release.wait()
+                    responder.send_now(200, [], b"waited")
+                return finish
+            responder.send_now(200, [], req.target.encode())
+            return None
+
+        listener = await serve(tmp_path, app)
+        conn = await Conn.open(listener.socket_path)
+        # Pipelined in one write: the two quick ones wait behind the continuation.
+        conn.send_raw(post("/wait") + post("/now1") + post("/now2"))
+        await until(lambda: len(listener.connections) == 1 and len(only(listener)._pending) == 2,
+                    what="requests queued")
+        # One more in a later read, while the continuation is still waiting.
+        conn.send_raw(post("/now3"))
+        await until(lambda: len(only(listener)._pending) == 3, what="third request queued")
+        await asyncio.sleep(0.02)
+        assert calls == ["/wait"]  # none of the quick ones was answered ahead of it
+        release.set()
+        for expected in (b"waited", b"/now1", b"/now2", b"/now3"):
+            conn.parser.expect("POST")
+            reply = await conn.read_reply()
+            assert reply.body == expected
+        assert calls == ["/wait", "/now1", "/now2", "/now3"]
+        # Nothing waiting any more: the next one is answered at once again.
+        conn.send_raw(post("/now4"), expect="POST")
+        assert (await conn.read_reply()).body == b"/now4"
+        await until(lambda: listener._tasks == set(), what="handler task ended")
+        conn.close()
+        await listener.close()
+    run(main())
+
+
+def test_continuation_closed_not_run_when_its_connection_drops_first(tmp_path: Any, starts_later: bool) -> None:
+    log: List[str] = []
+    coroutines: List[Any] = []
+
+    async def main() -> None:
+        def app(req: http11.Request, body: bytes, responder: transport.Responder) -> Any:
+            responder.start_nowait(200, [("Content-Type", "text/plain")])  # fails: the peer is gone
+            log.append("head")
+
+            async def rest() -> None:
+                log.append("rest ran")
+                await asyncio.sleep(3600)
+
+            if req.target == "/continuation":
+                return Later(log, "continuation", rest)
+            coro = rest()  # a bare awaitable rather than a continuation
+            coroutines.append(coro)
+            return coro
+
+        listener = await serve(tmp_path, app)
+        for target in ("/continuation", "/coroutine"):
+            before = listener.accepted
+            del log[:]
+            send_and_vanish(listener.socket_path, post(target))
+            await until(lambda: listener.accepted == before + 1 and not listener.connections,
+                        what="connection released")
+            assert listener._tasks == set()
+            if starts_later:  # the task had not started when the connection dropped
+                expected = ["head"] + (["close continuation"] if target == "/continuation" else [])
+            else:  # it started inside data_received, and was cancelled with the connection
+                expected = ["head"] + (["run continuation"] if target == "/continuation" else []) + ["rest ran"]
+            assert log == expected, target
+        # The bare coroutine is finished either way (closed unstarted, or cancelled).
+        assert coroutines[0].cr_frame is None
+        await listener.close()
+
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        run(main())
+        del coroutines[:]
+        gc.collect()
+    assert unawaited(records) == []
+
+
+def test_async_apps_run_in_the_handler_task_and_run_app_runs_any_app(tmp_path: Any) -> None:
+    seen: List[Tuple[str, bool]] = []
+
+    async def async_inner(req: http11.Request, body: bytes, responder: transport.Responder) -> None:
+        await asyncio.sleep(0)
+        await responder.send(200, [], b"async")
+
+    def sync_inner(req: http11.Request, body: bytes, responder: transport.Responder) -> Any:
+        if req.target == "/now":
+            responder.send_now(200, [], b"now")
+            return None
+        if req.target == "/continuation":
+            async def rest() -> None:
+                await asyncio.sleep(0)
+                responder.send_now(200, [], b"continuation")
+            return rest
+        if req.target == "/awaitable":
+            async def bare() -> None:
+                await asyncio.sleep(0)
+                responder.send_now(200, [], b"awaitable")
+            return bare()
+        return async_inner(req, body, responder)  # a sync wrapper handing on a coroutine
+
+    async def outer(req: http11.Request, body: bytes, responder: transport.Responder) -> None:
+        seen.append((req.target, asyncio.current_task() is not None))
+        await transport.run_app(sync_inner if req.target != "/async" else async_inner, req, body, responder)
+
+    class AsyncCallable:
+        async def __call__(self, req: Any, body: bytes, responder: Any) -> None:
+            pass
+
+    assert transport.is_async_app(outer) and transport.is_async_app(AsyncCallable())
+    assert transport.is_async_app(functools.partial(async_inner))
+    assert not transport.is_async_app(sync_inner)
+    assert not transport.is_async_app(McpApp(Dispatcher(), "n"))  # the MCP application answers at once
+    assert not transport.is_async_app(lambda r, b, s: async_inner(r, b, s))
+
+    async def main() -> None:
+        listener = await serve(tmp_path, outer)
+        conn = await Conn.open(listener.socket_path)
+        targets = ["/now", "/continuation", "/awaitable", "/async", "/other"]
+        conn.send_raw(b"".join(post(t) for t in targets))  # pipelined, answered in order
+        for expected in (b"now", b"continuation", b"awaitable", b"async", b"async"):
+            conn.parser.expect("POST")
+            reply = await conn.read_reply()
+            assert (reply.status, reply.body, reply.complete) == (200, expected, True)
+        assert seen == [(t, True) for t in targets]  # every one in the handler task
+        conn.close()
+        await listener.close()
+    run(main())
+
+
+def test_a_paused_writer_queues_later_requests_until_drained(tmp_path: Any) -> None:
+    big = b"x" * (4 << 20)
+    calls: List[str] = []
+
+    def app(req: http11.Request, body: bytes, responder: transport.Responder) -> None:
+        calls.append(req.target)
+        responder.send_now(200, [], big if req.target == "/big" else b"small")
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app)
+        conn = await Conn.open(listener.socket_path)
+        conn.send_raw(post("/big"), expect="POST")
+        await until(lambda: len(listener.connections) == 1 and only(listener)._writing_paused, what="writing paused")
+        server_side = only(listener)
+        conn.send_raw(post("/small"), expect="POST")
+        await until(lambda: len(server_side._pending) == 1, what="request queued")
+        await asyncio.sleep(0.02)
+        assert calls == ["/big"]  # not answered while the peer does not read
+        assert server_side._task is not None and not server_side._task.done()  # waiting for the drain
+        first = await conn.read_reply()
+        assert first.complete and len(first.body) == len(big)
+        second = await conn.read_reply()
+        assert (second.status, second.body) == (200, b"small")
+        assert calls == ["/big", "/small"]
+        await until(lambda: listener._tasks == set(), what="handler task ended")
+        assert not server_side.closed
+        conn.close()
+        await listener.close()
+    run(main())
+
+
+def test_write_buffer_limit_applies_while_writing_is_paused(tmp_path: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr(transport, "MAX_WRITE_BUFFER", 64 * 1024)
+    big = b"y" * (2 << 20)
+
+    def app(req: http11.Request, body: bytes, responder: transport.Responder) -> None:
+        responder.send_now(200, [], big)
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app)
+        conn = await Conn.open(listener.socket_path)
+        await until(lambda: len(listener.connections) == 1, what="connection")
+        server_side = only(listener)
+        # Far more than MAX_WRITE_BUFFER waits in the buffer, but below the high-water
+        # mark: writing is not paused, so the peer is not dropped.
+        server_side.transport.set_write_buffer_limits(high=64 << 20)
+        conn.send_raw(post("/a"), expect="POST")
+        reply = await conn.read_reply()
+        assert reply.complete and len(reply.body) == len(big)
+        assert not server_side.closed
+        # With the usual limits writing pauses, and the backlog past MAX_WRITE_BUFFER
+        # drops the connection.
+        server_side.transport.set_write_buffer_limits()
+        conn.send_raw(post("/b"), expect="POST")
+        reply = await conn.read_reply()
+        assert not reply.complete
+        assert await conn.wait_closed()
+        await until(lambda: not listener.connections, what="connection dropped")
+        await listener.close()
+    run(main())
+
+
+PLAIN_HEAD = (("Content-Type", "text/plain"), ("X-Kind", "plain"))
+CLOSING_HEAD = (("Content-Type", "text/plain"), ("Connection", "close"))
+
+
+def test_tuple_heads_are_cached_and_connection_close_holds_on_every_use(tmp_path: Any) -> None:
+    def app(req: http11.Request, body: bytes, responder: transport.Responder) -> None:
+        heads = CLOSING_HEAD if req.target.startswith("/closing") else PLAIN_HEAD
+        if req.target.endswith("/chunked"):
+            responder.send_chunked_now(200, heads, [b"one"])
+        else:
+            responder.start_nowait(200, heads)
+            responder.end_now(b"one")
+
+    async def exchange(conn: Conn, target: str, close: bool = False) -> Any:
+        conn.send_raw(post(target, close=close), expect="POST")
+        reply = await conn.read_reply()
+        assert (reply.status, reply.body, reply.complete) == (200, b"one", True)
+        assert reply.headers.get("x-kind") == ("plain" if "plain" in target else None)
+        assert len(reply.headers.get_all("connection")) == 1
+        return reply
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app)
+        for round_ in range(2):  # the second round answers from the cache
+            conn = await Conn.open(listener.socket_path)
+            for target in ("/plain", "/plain/chunked"):
+                assert (await exchange(conn, target)).headers.get("connection") == "keep-alive"
+            # The same tuple for a request that says `Connection: close`: the head says
+            # close too, and the connection closes after it.
+            assert (await exchange(conn, "/plain", close=True)).headers.get("connection") == "close"
+            assert await conn.wait_closed()
+            # A tuple with ("Connection", "close") closes, cache hit or not.
+            for target in ("/closing", "/closing/chunked"):
+                conn = await Conn.open(listener.socket_path)
+                assert (await exchange(conn, target)).headers.get("connection") == "close"
+                assert await conn.wait_closed(), (round_, target)
+            # And the plain tuple is still a keep-alive head afterwards.
+            conn = await Conn.open(listener.socket_path)
+            assert (await exchange(conn, "/plain/chunked")).headers.get("connection") == "keep-alive"
+            assert (await exchange(conn, "/plain")).headers.get("connection") == "keep-alive"
+            conn.close()
+        await until(lambda: not listener.connections, what="connections released")
+        await listener.close()
+    run(main())
+
+
+def test_one_chunk_post_with_connection_close_is_answered_then_closed(tmp_path: Any) -> None:
+    bodies: List[bytes] = []
+
+    def app(req: http11.Request, body: bytes, responder: transport.Responder) -> None:
+        bodies.append(body)
+        responder.send_chunked_now(200, [("Content-Type", "text/plain")], [b"got " + body])
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app)
+        conn = await Conn.open(listener.socket_path)
+        conn.send_raw(post("/a", b"first", chunked=True) + post("/b", b"last", chunked=True, close=True)
+                      + post("/c", b"never", chunked=True))
+        for expected, connection in ((b"got first", "keep-alive"), (b"got last", "close")):
+            conn.parser.expect("POST")
+            reply = await conn.read_reply()
+            assert (reply.body, reply.headers.get("connection")) == (expected, connection)
+        assert await conn.wait_closed()
+        assert bodies == [b"first", b"last"]
+        await until(lambda: not listener.connections, what="connection released")
+        await listener.close()
+    run(main())
+
+
+# ===================================================================== http11
+
+CLI_HEAD = (b"POST /mcp HTTP/1.1\r\nAuthorization: Nonce abc\r\naccept: application/json, text/event-stream\r\n"
+            b"content-type: application/json\r\nHost: localhost\r\nConnection: keep-alive\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n")
+CLI_FIELDS = [("Authorization", "Nonce abc"), ("accept", "application/json, text/event-stream"),
+              ("content-type", "application/json"), ("Host", "localhost"), ("Connection", "keep-alive"),
+              ("Transfer-Encoding", "chunked")]
+
+
+def one_chunk(body: bytes) -> bytes:
+    return b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+
+
+def test_one_chunk_body_gives_the_same_events_however_split() -> None:
+    body = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    expected_request = Request("POST", "/mcp", CLI_FIELDS)
+    # Two requests with byte-identical heads back to back (the CLI's usual traffic).
+    events = feed_all_ways(RequestParser, CLI_HEAD + one_chunk(body) + CLI_HEAD + one_chunk(b"{}"))
+    assert events == [expected_request, Data(body), EndOfMessage(), expected_request, Data(b"{}"), EndOfMessage()]
+    assert all(e.keep_alive for e in events if isinstance(e, Request))
+    assert all(e.trailers == Headers() for e in events if isinstance(e, EndOfMessage))
+    # Nothing of it is left buffered: the parser is idle between requests (the
+    # transport arms its request timer only while a request is partial).
+    parser = RequestParser()
+    for _ in range(3):
+        assert len(parser.feed(CLI_HEAD + one_chunk(body))) == 3
+        assert parser.idle and parser.buffered == 0 and parser.state_name == "HEAD"
+    # The same body in several chunks, or with what the one-step path leaves to the
+    # long way (an extension, trailers, upper-case hex, whitespace), gives the same.
+    for framed in (b"2\r\n{}\r\n0\r\n\r\n", b"1\r\n{\r\n1\r\n}\r\n0\r\n\r\n", b"2;ext=1\r\n{}\r\n0\r\n\r\n",
+                   b"02 \r\n{}\r\n0\r\n\r\n"):
+        assert feed_all_ways(RequestParser, CLI_HEAD + framed) == [expected_request, Data(b"{}"), EndOfMessage()]
+    upper = b"z" * 26
+    assert feed_all_ways(RequestParser, CLI_HEAD + b"1A\r\n" + upper + b"\r\n0\r\n\r\n")[1] == Data(upper)
+    with_trailers = feed_all_ways(RequestParser, CLI_HEAD + b"2\r\n{}\r\n0\r\nX-T: 1\r\n\r\n")
+    assert with_trailers[-1] == EndOfMessage([("X-T", "1")])
+    # A chunk longer than its size line is still refused.
+    bad = feed_all_ways(RequestParser, CLI_HEAD + b"2\r\n{}}\r\n0\r\n\r\n")
+    assert isinstance(bad[-1], ParseError) and bad[-1].status == 400
+
+
+def test_one_chunk_body_respects_max_body() -> None:
+    make = functools.partial(RequestParser, max_body=5)
+    assert normalise(make().feed(CLI_HEAD + one_chunk(b"12345")))[1:] == [Data(b"12345"), EndOfMessage()]
+    events = feed_all_ways(make, CLI_HEAD + one_chunk(b"12345") + CLI_HEAD + one_chunk(b"123456"))
+    assert events[:4] == [Request("POST", "/mcp", CLI_FIELDS), Data(b"12345"), EndOfMessage(),
+                          Request("POST", "/mcp", CLI_FIELDS)]
+    assert events[4:] == [ParseError(413, "body larger than 5 bytes")]
+
+
+def test_one_chunk_body_with_connection_close_stops_reading() -> None:
+    head = CLI_HEAD.replace(b"Connection: keep-alive", b"Connection: close")
+    data = head + one_chunk(b"{}") + CLI_HEAD + one_chunk(b"{}")
+    events = feed_all_ways(RequestParser, data)
+    assert len(events) == 3 and isinstance(events[0], Request) and not events[0].keep_alive
+    assert events[1:] == [Data(b"{}"), EndOfMessage()]
+    parser = RequestParser()
+    assert len(parser.feed(data)) == 3
+    assert parser.state_name == "CLOSED" and parser.feed(CLI_HEAD + one_chunk(b"{}")) == []
+
+
+def test_no_trailers_is_shared_and_read_only() -> None:
+    events = RequestParser().feed(CLI_HEAD + one_chunk(b"{}") + b"POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+    ends = [e for e in events if isinstance(e, EndOfMessage)]
+    assert len(ends) == 2 and all(e.trailers is NO_TRAILERS for e in ends)
+    assert EndOfMessage().trailers is NO_TRAILERS
+    for change in (lambda: NO_TRAILERS.add("X", "1"), lambda: NO_TRAILERS.set("X", "1"),
+                   lambda: NO_TRAILERS.remove("X")):
+        with pytest.raises(TypeError):
+            change()
+    assert len(NO_TRAILERS) == 0 and list(NO_TRAILERS) == [] and NO_TRAILERS.get("x") is None
+    assert NO_TRAILERS == Headers() and "X" not in NO_TRAILERS
+    copy = Headers(NO_TRAILERS)  # a copy is an ordinary, changeable Headers
+    copy.add("X", "1")
+    assert copy.get("x") == "1" and len(NO_TRAILERS) == 0
+    own = EndOfMessage([("X-T", "1")]).trailers
+    assert own is not NO_TRAILERS and own.get("x-t") == "1"
+
+
+def test_request_keep_alive_is_decided_at_construction() -> None:
+    assert Request("GET", "/").keep_alive
+    assert not Request("GET", "/", [("Connection", "close")]).keep_alive
+    assert not Request("GET", "/", [("Connection", "keep-alive, Close")]).keep_alive
+    assert not Request("GET", "/", http_version="1.0").keep_alive
+    assert Request("GET", "/", [("connection", "Keep-Alive")], "1.0").keep_alive
+    assert not Request("GET", "/", keep_alive=False).keep_alive  # what the caller decided
+    assert Request("GET", "/", [("Connection", "close")], keep_alive=True).keep_alive
+    # From the parser, first and repeated heads alike (the repeated one is not re-read).
+    head10 = b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+    events = RequestParser().feed(head10 * 2 + b"GET / HTTP/1.0\r\n\r\n" + head10)
+    requests = [e for e in events if isinstance(e, Request)]
+    assert [r.keep_alive for r in requests] == [True, True, False]  # then the parser stops
+    responder = transport.Responder(FakeConn(), requests[2])  # type: ignore[arg-type]
+    assert responder.close_after
+
+
+# ==================================================================== jsonrpc
+
+
+def request_msg(msg_id: Any, method: str, params: Any = None) -> jsonrpc.Message:
+    return jsonrpc.parse_message(jsonrpc.request(msg_id, method, params))
+
+
+def notification_msg(method: str, params: Any = None) -> jsonrpc.Message:
+    return jsonrpc.parse_message(jsonrpc.notification(method, params))
+
+
+def counting_dispatcher() -> Tuple[Dispatcher, List[str]]:
+    d = Dispatcher()
+    calls: List[str] = []
+
+    def plain(params: Any, ctx: Any) -> Any:
+        calls.append("plain")
+        return {"params": params, "ctx": ctx}
+
+    async def waits(params: Any, ctx: Any) -> Any:
+        calls.append("waits")
+        await asyncio.sleep(0)
+        return {"waited": params}
+
+    def boom(params: Any, ctx: Any) -> Any:
+        calls.append("boom")
+        raise KeyError("k")
+
+    async def async_boom(params: Any, ctx: Any) -> Any:
+        calls.append("async_boom")
+        raise KeyError("k")
+
+    def refuse(params: Any, ctx: Any) -> Any:
+        calls.append("refuse")
+        raise JsonRpcError(-32001, "Session not found", {"hint": 1})
+
+    async def async_refuse(params: Any, ctx: Any) -> Any:
+        calls.append("async_refuse")
+        raise JsonRpcError(-32002, "nope")
+
+    for name, handler in (("plain", plain), ("waits", waits), ("boom", boom), ("async_boom", async_boom),
+                          ("refuse", refuse), ("async_refuse", async_refuse)):
+        d.add(name, handler)
+    return d, calls
+
+
+def test_dispatch_now_answers_plain_handlers_with_no_loop() -> None:
+    d, calls = counting_dispatcher()
+    with pytest.raises(RuntimeError):
+        asyncio.get_running_loop()  # (no loop anywhere in this test)
+    assert d.dispatch_now(request_msg(1, "plain", {"a": 1}), "ctx") == {
+        "jsonrpc": "2.0", "id": 1, "result": {"params": {"a": 1}, "ctx": "ctx"}}
+    assert d.call_now("plain", [1], "c") == {"params": [1], "ctx": "c"}
+    boom = d.dispatch_now(request_msg("b", "boom"))
+    assert boom["id"] == "b" and boom["error"]["code"] == INTERNAL_ERROR and "KeyError" in boom["error"]["message"]
+    with pytest.raises(JsonRpcError) as info:
+        d.call_now("boom", None)
+    assert info.value.code == INTERNAL_ERROR
+    assert d.dispatch_now(request_msg(2, "refuse")) == {
+        "jsonrpc": "2.0", "id": 2, "error": {"code": -32001, "message": "Session not found", "data": {"hint": 1}}}
+    assert d.dispatch_now(request_msg(3, "missing"))["error"]["code"] == METHOD_NOT_FOUND
+    with pytest.raises(JsonRpcError) as info:
+        d.call_now("missing", None)
+    assert info.value.code == METHOD_NOT_FOUND
+    # Notifications are never answered, whatever the handler does.
+    calls.clear()
+    for method in ("plain", "boom", "refuse", "missing"):
+        assert d.dispatch_now(notification_msg(method)) is None
+    assert calls == ["plain", "boom", "refuse"]
+    # Invalid messages get their error; responses get nothing.
+    invalid = d.dispatch_now(jsonrpc.parse_message({"jsonrpc": "2.0", "id": 4, "method": 5}))
+    assert invalid["id"] == 4 and invalid["error"]["code"] == jsonrpc.INVALID_REQUEST
+    assert d.dispatch_now(jsonrpc.parse_message(jsonrpc.result_response(1, 2))) is None
+
+
+def test_dispatch_now_defers_coroutine_functions_without_calling_them() -> None:
+    d, calls = counting_dispatcher()
+    deferred = d.dispatch_now(request_msg(5, "waits", {"x": 1}))
+    assert isinstance(deferred, Deferred) and calls == []  # not even called yet
+    assert run(deferred.run()) == {"jsonrpc": "2.0", "id": 5, "result": {"waited": {"x": 1}}}
+    assert calls == ["waits"]
+    later = d.call_now("waits", 7)
+    assert isinstance(later, Deferred) and run(later.run()) == {"waited": 7}  # call_now: the result
+    failing = d.dispatch_now(request_msg(6, "async_boom"))
+    assert isinstance(failing, Deferred)
+    answer = run(failing.run())
+    assert answer["id"] == 6 and answer["error"]["code"] == INTERNAL_ERROR
+    assert run(d.dispatch_now(request_msg(7, "async_refuse")).run()) == {
+        "jsonrpc": "2.0", "id": 7, "error": {"code": -32002, "message": "nope"}}
+    with pytest.raises(JsonRpcError) as info:
+        run(d.call_now("async_refuse", None).run())
+    assert info.value.code == -32002
+    # A notification with a coroutine handler: deferred, never answered, even failing.
+    for method in ("waits", "async_boom", "async_refuse"):
+        note = d.dispatch_now(notification_msg(method))
+        assert isinstance(note, Deferred) and run(note.run()) is None
+    # Dropped before it ran: the handler never runs.
+    calls.clear()
+    dropped = d.dispatch_now(request_msg(8, "waits"))
+    dropped.drop()
+    assert calls == []
+    # The awaiting forms give the same answers.
+    assert run(d.dispatch(request_msg(9, "waits", [1]))) == {"jsonrpc": "2.0", "id": 9, "result": {"waited": [1]}}
+    assert run(d.dispatch(request_msg(10, "plain"))) == d.dispatch_now(request_msg(10, "plain"))
+    assert run(d.call("waits", 2)) == {"waited": 2}
+    assert run(d.dispatch(notification_msg("async_boom"))) is None
+    with pytest.raises(JsonRpcError):
+        run(d.call("async_boom", None))
+
+    async def cancelled(params: Any, ctx: Any) -> Any:
+        raise asyncio.CancelledError()
+
+    d.add("cancelled", cancelled)
+    with pytest.raises(asyncio.CancelledError):  # cancellation belongs to the task's owner
+        run(d.dispatch_now(request_msg(11, "cancelled")).run())
+    fallback = Dispatcher(fallback=waits_fallback)
+    assert isinstance(fallback.dispatch_now(request_msg(12, "anything")), Deferred)
+    if hasattr(inspect, "markcoroutinefunction"):  # (3.12+) a call to the handler itself is seen
+        def marked(params: Any, ctx: Any) -> Any:
+            calls.append("marked")
+            return waits_fallback(params, ctx)
+
+        d.add("marked", inspect.markcoroutinefunction(marked))
+        calls.clear()
+        deferred = d.dispatch_now(request_msg(13, "marked"))
+        assert isinstance(deferred, Deferred) and calls == []
+        deferred.drop()
+        assert calls == []
+        assert run(d.dispatch_now(request_msg(14, "marked")).run())["result"] == "fallback"
+        assert calls == ["marked"]
+
+
+async def waits_fallback(params: Any, ctx: Any) -> Any:
+    return "fallback"
+
+
+def test_plain_handler_returning_an_awaitable_is_deferred_and_drop_closes_it() -> None:
+    started: List[str] = []
+    made: List[Any] = []
+    d = Dispatcher()
+
+    def returns_coroutine(params: Any, ctx: Any) -> Any:
+        async def body() -> Any:
+            started.append("body")
+            return {"late": params}
+        coro = body()
+        made.append(coro)
+        return coro
+
+    def returns_future(params: Any, ctx: Any) -> Any:
+        future = asyncio.get_event_loop().create_future()
+        made.append(future)
+        return future
+
+    d.add("coro", returns_coroutine)
+    d.add("future", returns_future)
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        deferred = d.dispatch_now(request_msg(1, "coro", [3]))
+        assert isinstance(deferred, Deferred) and len(made) == 1 and started == []
+        assert run(deferred.run()) == {"jsonrpc": "2.0", "id": 1, "result": {"late": [3]}}
+        assert started == ["body"]
+        for dispatch in (lambda: d.dispatch_now(request_msg(2, "coro")), lambda: d.call_now("coro", None),
+                         lambda: d.dispatch_now(notification_msg("coro"))):
+            dropped = dispatch()
+            assert isinstance(dropped, Deferred)
+            dropped.drop()
+            assert made[-1].cr_frame is None  # closed, never started
+        assert started == ["body"]
+        del deferred, dropped, made[:]
+        gc.collect()
+    assert unawaited(records) == []
+
+    async def with_a_future() -> None:
+        deferred = d.dispatch_now(request_msg(3, "future"))
+        assert isinstance(deferred, Deferred)
+        deferred.drop()
+        assert made[-1].cancelled()
+        resolved = d.dispatch_now(request_msg(4, "future"))
+        made[-1].set_result([1])
+        assert await resolved.run() == {"jsonrpc": "2.0", "id": 4, "result": [1]}
+    run(with_a_future())
+
+
+# ---------------------------------------------------------------- dumps / loads
+
+ENCODED_IDS = [0, 7, -3, 2 ** 70, "abc", 'q"\\\n\t\x01\x1f', "\u00e9\u65e5\U0001F600", "</script>\u2028",
+               "\ud800", None, True]
+ENCODED_RESULTS = [
+    {"content": [{"type": "text", "text": "{\n  \"a\": 1\n}"}]},
+    {"t": "caf\u00e9 \u65e5\u672c \U0001F600 \u2028 \"\\"},
+    {"t": "lone \ud800 surrogate"},
+    {},
+]
+
+
+def _mixes_a_lone_surrogate_with_other_non_ascii(msg_id: Any, result: Dict[str, Any]) -> bool:
+    texts = [msg_id if isinstance(msg_id, str) else ""] + [v for v in result.values() if isinstance(v, str)]
+    lone = [any(0xD800 <= ord(c) <= 0xDFFF for c in t) for t in texts]
+    other = [any(ord(c) > 127 and not 0xD800 <= ord(c) <= 0xDFFF for c in t) for t in texts]
+    return lone[0] and any(other[1:]) or other[0] and any(lone[1:])
+
+
+# (Those mixes: test_encoded_result_with_a_lone_surrogate_and_other_non_ascii_text.)
+ENCODED_CASES = [(i, r) for i in ENCODED_IDS for r in ENCODED_RESULTS
+                 if not _mixes_a_lone_surrogate_with_other_non_ascii(i, r)]
+
+
+@pytest.mark.parametrize("msg_id, result", ENCODED_CASES,
+                         ids=["%s-%d" % (repr(i)[:12], ENCODED_RESULTS.index(r)) for i, r in ENCODED_CASES])
+def test_encoded_result_gives_the_bytes_of_the_plain_encoding(msg_id: Any, result: Dict[str, Any]) -> None:
+    encoded = jsonrpc.Encoded(result)
+    assert encoded == result  # it is the dict it encodes
+    # Its bytes are the value's UTF-8 JSON; None when UTF-8 cannot carry it (a lone
+    # surrogate: the whole answer is then escaped to ASCII and nothing is spliced).
+    if "\ud800" in json.dumps(result, ensure_ascii=False):
+        assert encoded.encoded is None
+    else:
+        assert encoded.encoded == jsonrpc.dumps(result)
+    plain = jsonrpc.dumps(jsonrpc.result_response(msg_id, dict(result)))
+    assert jsonrpc.dumps(jsonrpc.result_response(msg_id, encoded)) == plain
+    assert json.loads(plain.decode("utf-8")) == {"jsonrpc": "2.0", "id": msg_id, "result": result}
+    # Anywhere else, an Encoded is encoded as the dict it is.
+    assert jsonrpc.dumps([encoded]) == jsonrpc.dumps([result])
+    assert jsonrpc.dumps({"jsonrpc": "2.0", "id": msg_id, "result": encoded, "x": 1}) == jsonrpc.dumps(
+        {"jsonrpc": "2.0", "id": msg_id, "result": result, "x": 1})
+
+
+@pytest.mark.parametrize("msg_id, result", [("\ud800", {"t": "caf\u00e9"}), ("caf\u00e9", {"t": "\udc00"})],
+                         ids=["surrogate-id", "surrogate-result"])
+def test_encoded_result_with_a_lone_surrogate_and_other_non_ascii_text(msg_id: str, result: Dict[str, Any]) -> None:
+    # `dumps` falls back to ASCII escapes for the whole message when any text holds a
+    # lone surrogate (UTF-8 cannot carry it); the spliced message must do the same.
+    plain = jsonrpc.dumps(jsonrpc.result_response(msg_id, dict(result)))
+    assert plain.isascii()
+    assert jsonrpc.dumps(jsonrpc.result_response(msg_id, jsonrpc.Encoded(result))) == plain
+
+
+def test_dumps_works_again_after_a_failure() -> None:
+    loop_list: List[Any] = [1]
+    loop_list.append(loop_list)
+    loop_dict: Dict[str, Any] = {"a": [{"b": None}]}
+    loop_dict["a"][0]["b"] = loop_dict
+    for circular in (loop_list, loop_dict, [[loop_list]]):
+        with pytest.raises(ValueError, match="[Cc]ircular"):
+            jsonrpc.dumps(circular)
+        with pytest.raises(ValueError):
+            jsonrpc.dumps_str(circular)
+        assert jsonrpc.dumps({"after": [1, {"x": "\u00e9"}]}) == '{"after":[1,{"x":"\u00e9"}]}'.encode("utf-8")
+    # The containers that were being encoded when it failed are not left marked.
+    loop_list.pop()
+    del loop_dict["a"][0]["b"]
+    assert jsonrpc.dumps(loop_list) == b"[1]"
+    assert jsonrpc.dumps([loop_dict, loop_dict]) == b'[{"a":[{}]},{"a":[{}]}]'  # shared, not circular
+    for bad, error in (([1, {"x": float("nan")}], ValueError), ([{"x": object()}], TypeError)):
+        with pytest.raises(error):
+            jsonrpc.dumps(bad)
+        bad[-1]["x"] = 2
+        assert jsonrpc.dumps(bad) == json.dumps(bad, separators=(",", ":")).encode()
+    deep: List[Any] = []
+    inner = deep
+    for _ in range(100000):
+        inner.append([])
+        inner = inner[0]
+    with pytest.raises(RecursionError):
+        jsonrpc.dumps(deep)
+    deep[0] = 1
+    assert jsonrpc.dumps(deep) == b"[1]"
+
+
+def test_dumps_from_two_threads_at_once() -> None:
+    # One encoder serves every call: a second thread encoding while the first is in the
+    # middle of an encoding (a thread switch inside it; forced here by a dict subclass
+    # whose Python `items` runs the other thread) must not see the first one's state.
+    shared: List[Any] = []
+    other: List[Any] = []
+
+    class SwitchesThread(dict):  # type: ignore[type-arg]
+        switched = False
+
+        def items(self) -> Any:  # type: ignore[override]
+            if not SwitchesThread.switched:
+                SwitchesThread.switched = True
+
+                def encode() -> None:
+                    try:
+                        other.append(jsonrpc.dumps(shared))
+                    except Exception as exc:  # (reported below)
+                        other.append(exc)
+                thread = threading.Thread(target=encode)
+                thread.start()
+                thread.join(10)
+            return super().items()
+
+    shared.append(SwitchesThread(a=1))
+    try:
+        first: Any = jsonrpc.dumps(shared)
+    except Exception as exc:
+        first = exc
+    assert (first, other) == (b'[{"a":1}]', [b'[{"a":1}]'])
+    assert jsonrpc.dumps(shared) == b'[{"a":1}]'  # and later calls work
+
+
+def _old_loads(data: Any) -> Tuple[str, Any]:
+    """`jsonrpc.loads` before the fast path (json semantics, NaN/Infinity/1e999 and a
+    BOM refused, every failure PARSE_ERROR), as (kind, value or message)."""
+    def reject_constant(name: str) -> Any:
+        raise ValueError("invalid JSON constant %s" % name)
+
+    def parse_float(text: str) -> float:
+        value = float(text)
+        if value in (float("inf"), -float("inf")):
+            raise ValueError("number out of range: %s" % text[:40])
+        return value
+
+    try:
+        if not isinstance(data, str):
+            data = bytes(data).decode("utf-8")
+        if data.startswith("\ufeff"):
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", data, 0)
+        return "ok", json.JSONDecoder(parse_constant=reject_constant, parse_float=parse_float).decode(data)
+    except (ValueError, RecursionError) as exc:
+        return "error", "Parse error: %s" % exc
+
+
+LOADS_INPUTS = [
+    '{}', '{"a":1}', '{"a":[1,2.5,"x",null,true,false,{"b":{}}]}', '{"a":1,"a":2}', '{"\\u00e9":"\\ud800"}',
+    '{"a":1} ', '{"a":1}\n', '{"a":1}\r\n\t', ' {"a":1}', '\n{"a":1}\n', '{ "a" : 1 }',
+    '{"a":1}x', '{"a":1}{"b":2}', '{"a":1},', '{"a":1}\x00', '{"a":1', '{', '{"a"', '{"a":}', '{"a":1,}',
+    "{'a':1}", '{"a":01}', '{"a":"\x01"}', '{"a":"\\x"}', '{"a":NaN}', '{"a":Infinity}', '{"a":-Infinity}',
+    '{"a":1e999}', '{"a":-1E400}', '{"a":1e308}', '\ufeff{"a":1}', '{"a":' * 100000 + '1' + '}' * 100000,
+    '[1]', '"x"', '1', 'null', '', ' ', '{}{}', '{"a":"unterminated}',
+    b'{"a":"\xc3\xa9"}', b'{"a":"\xff"}', b'\xef\xbb\xbf{"a":1}', bytearray(b'{"a":1} '), memoryview(b'{"b":2}'),
+]
+
+
+@pytest.mark.parametrize("data", LOADS_INPUTS, ids=["%d" % i for i in range(len(LOADS_INPUTS))])
+def test_loads_behaves_as_before(data: Any) -> None:
+    expected = _old_loads(data)
+    try:
+        got: Tuple[str, Any] = ("ok", jsonrpc.loads(data))
+    except JsonRpcError as exc:
+        assert exc.code == PARSE_ERROR
+        got = ("error", exc.message)
+    assert got == expected
+    if expected[0] == "ok":
+        assert jsonrpc.loads(data) == expected[1]  # and again (nothing left over from the last call)
+
+
+# ======================================================== mcp and the IDE server
+
+
+class FakeConn:
+    """What a Responder writes to, without a socket."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.number = 1
+        self.written = bytearray()
+
+    def write_nowait(self, data: bytes) -> bool:
+        self.written += data
+        return True
+
+    async def drained(self) -> bool:
+        return True
+
+    async def wait_eof(self) -> None:
+        await asyncio.Event().wait()
+
+
+def answers(written: bytes, method: str = "POST") -> List[Tuple[int, bytes]]:
+    parser = http11.ResponseParser()
+    parser.expect(method)
+    out: List[Tuple[int, bytes]] = []
+    status, body = 0, b""
+    for event in parser.feed(bytes(written)):
+        if isinstance(event, http11.Response):
+            status, body = event.status, b""
+        elif isinstance(event, Data):
+            body += event.data
+        elif isinstance(event, EndOfMessage):
+            out.append((status, body))
+    return out
+
+
+def test_mcp_continuations_closed_unrun_let_go_of_everything() -> None:
+    ran: List[str] = []
+
+    async def slow(params: Any, ctx: Any) -> Any:
+        ran.append("slow")
+        await asyncio.sleep(3600)
+
+    async def async_note(params: Any, ctx: Any) -> None:
+        ran.append("async_note")
+
+    def plain_note(params: Any, ctx: Any) -> Any:
+        async def body() -> None:
+            ran.append("plain_note")
+        return body()
+
+    async def main() -> None:
+        d = Dispatcher()
+        d.add("slow", slow)
+        d.add("notifications/async", async_note)
+        d.add("notifications/plain", plain_note)
+        app = McpApp(d, "secret", streams_early=lambda msg: msg.method == "slow")
+
+        def call(method: str, body: Any = None, sid: Optional[str] = None) -> Tuple[Any, transport.Responder, FakeConn]:
+            fields = [("Authorization", "Nonce secret"), ("Host", "x")]
+            if sid is not None:
+                fields.append(("mcp-session-id", sid))
+            request = http11.Request(method, "/mcp", fields)
+            conn = FakeConn()
+            responder = transport.Responder(conn, request)  # type: ignore[arg-type]
+            data = jsonrpc.dumps(body) if body is not None else b""
+            return app(request, data, responder), responder, conn
+
+        rest, _, conn = call("POST", jsonrpc.request(0, "initialize", {"protocolVersion": "2025-11-25"}))
+        assert rest is None and answers(conn.written)[0][0] == 200
+        session, = app.sessions.values()
+        sid = session.id
+        # A GET stream, given up before its task took it: the session has no stream
+        # any more (so it may idle-expire).
+        rest, responder, _ = call("GET", sid=sid)
+        assert callable(rest) and session.stream is responder and session.busy
+        rest.close()
+        assert session.stream is None and not session.busy
+        # A waiting request given up: no running entry, no active request, never ran.
+        rest, _, _ = call("POST", jsonrpc.request(5, "slow", {}), sid)
+        assert callable(rest) and list(session.running) == [5] and session.active_requests == 1
+        rest.close()
+        assert session.running == {} and session.active_requests == 0 and not session.busy
+        # Async notification handlers (a coroutine function, a plain function returning
+        # a coroutine): never run, nothing left un-awaited.
+        for method in ("notifications/async", "notifications/plain"):
+            rest, _, conn = call("POST", jsonrpc.notification(method, {}), sid)
+            assert callable(rest) and conn.written == b""  # the 202 waits for the handler
+            rest.close()
+        assert ran == []
+        # Run instead of closed, they run and then answer 202.
+        for method in ("notifications/async", "notifications/plain"):
+            rest, _, conn = call("POST", jsonrpc.notification(method, {}), sid)
+            await rest()
+            assert answers(conn.written) == [(202, b"")]
+        assert ran == ["async_note", "plain_note"]
+        # A cancelled request whose task had not started: the method never runs, the
+        # answer is an empty stream.
+        rest, _, conn = call("POST", jsonrpc.request(6, "slow", {}), sid)
+        cancel, _, cancel_conn = call("POST", jsonrpc.notification("notifications/cancelled",
+                                                                   {"requestId": 6, "reason": "x"}), sid)
+        assert cancel is None and answers(cancel_conn.written) == [(202, b"")]
+        await rest()
+        assert answers(conn.written) == [(200, b"")] and ran == ["async_note", "plain_note"]
+        assert session.running == {} and session.active_requests == 0
+        # The same with the session ending first.
+        rest, _, conn = call("POST", jsonrpc.request(7, "slow", {}), sid)
+        app.end_session(session, "test")
+        await rest()
+        assert answers(conn.written) == [(200, b"")] and ran == ["async_note", "plain_note"]
+        assert session.running == {} and session.active_requests == 0
+
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        run(main())
+        gc.collect()
+    assert unawaited(records) == []
+
+
+def open_diff_message(msg_id: Any, tab: str, path: str) -> Dict[str, Any]:
+    return jsonrpc.request(msg_id, "tools/call", {"name": "open_diff", "arguments": {
+        "original_file_path": path, "new_file_contents": "new\n", "tab_name": tab}})
+
+
+async def ready_conn(cli: Cli) -> Conn:
+    """A new pooled connection the server has taken up (a ping answered on it)."""
+    conn = await cli.new_conn()
+    assert await cli.request("ping", conn=conn) == {}
+    return conn
+
+
+@pytest.mark.parametrize("how", ["notifications/cancelled", "DELETE"])
+def test_cancelled_before_its_task_started_leaves_nothing(tmp_path: Any, starts_later: bool, how: str) -> None:
+    diffs: List[str] = []
+    closed: List[str] = []
+
+    async def main() -> None:
+        async with make_server(tmp_path, on_diff=lambda d: diffs.append(d.tab_name),
+                               on_diff_closed=lambda d, a: closed.append(a["trigger"])) as server:
+            cli = cli_for(server)
+            await cli.handshake(probes=0)
+            session = server.app.sessions[cli.session_id]
+            blocked, other = await ready_conn(cli), await ready_conn(cli)
+            # Both written now, so both are read in the server's next loop pass, in
+            # this order (the selector reports sockets in the order they became
+            # readable): the cancellation comes before the request's task can start
+            # when tasks start one pass later.
+            blocked.send_raw(cli.encode("POST", open_diff_message(70, "t", str(tmp_path / "f"))), expect="POST")
+            if how == "DELETE":
+                other.send_raw(cli.encode("DELETE"), expect="DELETE")
+            else:
+                other.send_raw(cli.encode("POST", jsonrpc.notification(how, {"requestId": 70, "reason": "r"})),
+                               expect="POST")
+            reply = await asyncio.wait_for(blocked.read_reply(), 5)
+            assert (await other.read_reply()).status == (200 if how == "DELETE" else 202)
+            assert reply.status == 200 and reply.complete and reply.content_type == "text/event-stream"
+            if starts_later:  # the method never ran, the answer is an empty stream
+                assert diffs == [] and closed == [] and reply.body == b""
+            else:  # it had started: the diff was given up
+                assert diffs == ["t"] and closed == ["client_disconnected"]
+                if how == "DELETE":  # the session's end is answered (PROTOCOL.md §4)
+                    assert tool_json(reply.message["result"])["trigger"] == "client_disconnected"
+                else:
+                    assert reply.body == b""
+            assert session.running == {} and session.active_requests == 0 and not session.busy
+            assert server.stats()["running_requests"] == 0 and server.stats()["pending_diffs"] == 0
+            await until(lambda: server.stats()["connection_tasks"] == 0, what="handler tasks ended")
+            if how != "DELETE":  # the session and both connections go on
+                assert await cli.request("ping", conn=blocked) == {}
+                assert tool_json(await cli.call_tool("update_session_name", {"name": "n"}, conn=other)) == {
+                    "success": True}
+                assert server.expire_idle_sessions(now=time.monotonic() + server.idle_timeout + 1) == 1
+            cli.close()
+    run(main())
+
+
+def test_dropped_before_its_task_started_leaves_nothing(tmp_path: Any, starts_later: bool) -> None:
+    diffs: List[str] = []
+    closed: List[str] = []
+
+    async def main() -> None:
+        async with make_server(tmp_path, on_diff=lambda d: diffs.append(d.tab_name),
+                               on_diff_closed=lambda d, a: closed.append(a["trigger"])) as server:
+            cli = cli_for(server)
+            await cli.handshake(probes=0)
+            session = server.app.sessions[cli.session_id]
+            accepted = server.stats()["accepted_connections"]
+            # A GET stream and a blocking open_diff, each from a peer gone before the
+            # answer's head could be written.
+            send_and_vanish(server.socket_path, cli.encode("GET"))
+            send_and_vanish(server.socket_path, cli.encode("POST", open_diff_message(9, "t", str(tmp_path / "f"))))
+            await until(lambda: server.stats()["accepted_connections"] == accepted + 2
+                        and server.stats()["connections"] == 1, what="both connections released")
+            assert server.stats()["connection_tasks"] == 0
+            if starts_later:  # neither ran
+                assert diffs == [] and closed == []
+            else:
+                assert diffs == ["t"] and closed == ["client_disconnected"]
+            assert session.stream is None and session.running == {} and session.active_requests == 0
+            stats = server.stats()
+            assert (stats["streams"], stats["running_requests"], stats["pending_diffs"]) == (0, 0, 0)
+            # Not busy any more: the abandoned session expires when idle long enough.
+            assert server.expire_idle_sessions(now=time.monotonic() + server.idle_timeout + 1) == 1
+            assert server.stats()["sessions"] == 0
+            cli.close()
+    run(main())
+
+
+def test_a_head_accepted_before_is_checked_again_once_its_session_ends(tmp_path: Any) -> None:
+    async def main() -> None:
+        async with make_server(tmp_path) as server:
+            cli = cli_for(server)
+            await cli.handshake(probes=0)  # on cli.pool[0]
+            conn, other = await cli.new_conn(), await cli.new_conn()
+            checks: List[Any] = []
+            authorized = server.app._authorized
+            server.app._authorized = lambda value: checks.append(value) or authorized(value)  # type: ignore
+            for _ in range(3):  # the same head each time on one connection: checked once, then known
+                assert await cli.request("ping", conn=conn) == {}
+            assert checks == ["Nonce " + server.nonce]
+            # Byte-identical but for the nonce, the Origin or the path: refused, on the
+            # very connection whose head is known.
+            wrong = Cli(server.socket_path, "0" * 32, client_session_id=cli.client_session_id)
+            wrong.session_id = cli.session_id
+            for data, status in ((wrong.encode("POST", jsonrpc.request(90, "ping")), 401),
+                                 (cli.encode("POST", jsonrpc.request(91, "ping"), extra=[("Origin", "http://x")]), 403),
+                                 (cli.encode("POST", jsonrpc.request(92, "ping"), target="/other"), 404),
+                                 (cli.encode("POST", jsonrpc.request(93, "ping"),
+                                             extra=[("mcp-protocol-version", "1999-01-01")]), 400)):
+                conn.send_raw(data, expect="POST")
+                reply = await conn.read_reply()
+                assert reply.status == status and reply.complete
+            for _ in range(2):
+                assert await cli.request("ping", conn=conn) == {}
+            # The session ends (DELETE on another connection): the head known on this
+            # one now finds no session.
+            assert (await cli.delete(conn=other)).status == 200
+            for _ in range(2):
+                reply = await cli.send_request("ping", conn=conn)
+                assert reply.status == 404
+                assert reply.message["error"] == {"code": -32001, "message": "Session not found"}
+            assert server.stats()["sessions"] == 0
+            # A new session with the same id (the CLI's X-Copilot-Session-Id, PROTOCOL.md
+            # §3), then replaced by another: the same head bytes reach the live session,
+            # never the one that ended.
+            await cli.handshake(probes=0)
+            old = server.app.sessions[cli.session_id]
+            assert await cli.request("ping", conn=conn) == {}  # (known again, for `old`)
+            await cli.handshake(probes=0)  # `old` replaced
+            new = server.app.sessions[cli.session_id]
+            assert new is not old and old.ended
+            assert tool_json(await cli.call_tool("update_session_name", {"name": "fresh"}, conn=conn)) == {
+                "success": True}
+            assert new.name == "fresh" and old.name is None
+            cli.close()
+    run(main())
+
+
+def test_plain_tools_answer_at_once_and_the_selection_result_follows_changes(tmp_path: Any) -> None:
+    tasks: List[Tuple[str, Any]] = []
+
+    async def main() -> None:
+        async with make_server(tmp_path, debounce=0, on_diff=lambda d: True,
+                               on_tool_call=lambda call, sid, result: tasks.append(
+                                   (call["name"], asyncio.current_task()))) as server:
+            cli = cli_for(server)
+            await cli.handshake(probes=0)
+            conn = cli.pool[0]
+
+            async def get_selection(msg_id: Any, arguments: Any = None) -> Tuple[Any, bytes]:
+                params: Dict[str, Any] = {"name": "get_selection"}
+                if arguments is not None:
+                    params["arguments"] = arguments
+                reply = await cli.post(jsonrpc.request(msg_id, "tools/call", params), conn=conn)
+                assert reply.status == 200 and len(reply.events) == 1
+                return reply.message, reply.events[0].data.encode("utf-8")
+
+            def plain_bytes(msg_id: Any, tool_result: Any) -> bytes:
+                # What the answer was before the cached rendering: the plain result dict.
+                message = jsonrpc.result_response(msg_id, tools.text_result(tool_result))
+                return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+            message, data = await get_selection(1, {})
+            assert data == plain_bytes(1, None)  # nothing selected yet: the text `null`
+            path = str(tmp_path / "ws" / "caf\u00e9.py")
+            first = Selection(path, "x = '\u00e9\U0001F600'\n", (0, 0), (1, 0))
+            second = Selection(path, "second", (3, 1), (3, 7))
+            server.set_selection(first)
+            for msg_id in (2, 'q"\\\n\u00e9', 3):  # the cached rendering, spliced under each id
+                message, data = await get_selection(msg_id)
+                assert data == plain_bytes(msg_id, first.tool_result())
+                assert tool_json(message["result"]) == first.tool_result()
+            server.set_selection(second)
+            message, data = await get_selection(4)
+            assert tool_json(message["result"]) == second.tool_result() and data == plain_bytes(4, second.tool_result())
+            server.set_selection(None)  # no active editor: the last one, no longer current
+            message, data = await get_selection(5)
+            assert tool_json(message["result"]) == second.tool_result(current=False)
+            assert data == plain_bytes(5, second.tool_result(current=False))
+            message, _ = await get_selection(6, {"unexpected": 1})
+            assert "unexpected" in tool_error(message["result"])
+            # Plain tools ran inside data_received (no task); open_diff waits in one.
+            assert tool_json(await cli.call_tool("open_diff", {"original_file_path": path, "new_file_contents": "y",
+                                                               "tab_name": "t"}, conn=conn))["result"] == "SAVED"
+            assert [name for name, _ in tasks] == ["get_selection"] * 7 + ["open_diff"]
+            assert all(task is None for _, task in tasks[:7]) and tasks[7][1] is not None
+            cli.close()
+    run(main())
+
+
+def test_an_async_notification_handler_is_answered_after_it_and_in_order(tmp_path: Any, starts_later: bool) -> None:
+    async def main() -> None:
+        async with make_server(tmp_path) as server:
+            release = asyncio.Event()
+            seen: List[str] = []
+
+            async def slow_note(params: Any, ctx: Any) -> None:
+                seen.append("started")
+                await release.wait()
+                seen.append("done")
+
+            server.dispatcher.add("notifications/slow", slow_note)
+            cli = cli_for(server)
+            await cli.handshake(probes=0)
+            conn = cli.pool[0]
+            conn.send_raw(cli.encode("POST", jsonrpc.notification("notifications/slow", {}))
+                          + cli.encode("POST", jsonrpc.request(50, "ping")))
+            await until(lambda: seen == ["started"], what="handler started")
+            await asyncio.sleep(0.02)
+            release.set()
+            conn.parser.expect("POST")
+            first = await conn.read_reply()
+            assert (first.status, first.body) == (202, b"") and seen == ["started", "done"]
+            conn.parser.expect("POST")
+            second = await conn.read_reply()
+            assert second.message == {"jsonrpc": "2.0", "id": 50, "result": {}}
+            await until(lambda: server.stats()["connection_tasks"] == 0, what="handler task ended")
+            cli.close()
+    run(main())
+
+
+def test_a_tool_awaitable_given_up_before_it_ran_is_closed(tmp_path: Any, starts_later: bool) -> None:
+    # `tools/call` supports a tool handler that returns an awaitable (the tool then
+    # waits in the connection's task). Cancelled before that task started, the tool's
+    # awaitable must be closed like any other deferred call's: no "never awaited".
+    ran: List[str] = []
+
+    async def main() -> None:
+        async with make_server(tmp_path) as server:
+            async def work() -> Any:
+                ran.append("work")
+                await asyncio.sleep(3600)
+
+            server._tool_handlers["custom_wait"] = lambda arguments, ctx: work()
+            cli = cli_for(server)
+            await cli.handshake(probes=0)
+            blocked, other = await ready_conn(cli), await ready_conn(cli)
+            blocked.send_raw(cli.encode("POST", jsonrpc.request(80, "tools/call", {"name": "custom_wait",
+                                                                                  "arguments": {}})), expect="POST")
+            other.send_raw(cli.encode("POST", jsonrpc.notification("notifications/cancelled", {"requestId": 80})),
+                           expect="POST")
+            reply = await asyncio.wait_for(blocked.read_reply(), 5)
+            assert (await other.read_reply()).status == 202
+            assert (reply.status, reply.body, reply.complete) == (200, b"", True)
+            assert ran == ([] if starts_later else ["work"])
+            assert server.stats()["running_requests"] == 0
+            cli.close()
+
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        run(main())
+        gc.collect()
+    assert unawaited(records) == []
