@@ -86,8 +86,10 @@ class TransportClosed(ConnectionError):
 
 
 def _make_text_encoder() -> Callable[[Any], str]:
-    """`_encoder.encode`, with one C encoder made once rather than one per call (what
-    `JSONEncoder.iterencode` does: about a tenth of encoding a short answer, issue 6)."""
+    """`_encoder.encode`, reusing C encoders rather than making one per call (what
+    `JSONEncoder.iterencode` does: about a tenth of encoding a short answer, issue 6).
+    A small pool: each call takes an encoder of its own, so threads and nested calls
+    never share one's circular-reference markers."""
     try:
         from _json import make_encoder  # CPython's accelerator; absent elsewhere
         from json.encoder import encode_basestring

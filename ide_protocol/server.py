@@ -145,7 +145,6 @@ def _call_hook(name: str, hook: Callable[..., Any], *args: Any) -> None:
         log.exception("%s callback failed", name)
 
 
-
 class _BothClose:
     """An awaitable (a tool's wrapper coroutine) whose `close()` also gives up the
     tool's own awaitable it was made with: a call given up before it ran (cancelled
@@ -163,6 +162,7 @@ class _BothClose:
     def close(self) -> None:
         self._outer.close()
         jsonrpc.discard(self._inner)
+
 
 class IdeServer:
     """The `/ide` MCP server of one IDE window (asyncio form; see the module doc)."""
@@ -544,8 +544,6 @@ class IdeServer:
     @staticmethod
     def _string_args(arguments: Dict[str, Any], tool: str, required: Sequence[str],
                      optional: Sequence[str] = ()) -> Dict[str, str]:
-        if not arguments and not required:
-            return arguments  # (the usual get_selection call, issue 6)
         allowed = set(required) | set(optional)
         extra = sorted(set(arguments) - allowed)
         if extra:
@@ -570,7 +568,7 @@ class IdeServer:
         return info
 
     def _get_selection(self, arguments: Dict[str, Any], ctx: CallContext) -> Any:
-        if arguments:
+        if arguments:  # (checked only when there is something to check: the hot path)
             self._string_args(arguments, "get_selection", ())
         selection = self._selection
         if selection is None:
