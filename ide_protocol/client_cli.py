@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any, List, Optional
+from typing import Any, Awaitable, List, Optional, Tuple
 
 from . import jsonrpc, tools
 from .client import ClientError, IdeClient, NoIdeFound
@@ -103,18 +103,26 @@ async def _run(args: argparse.Namespace) -> int:
                 return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    args = _parser().parse_args(argv)
+def run_command(command: Awaitable[int], label: str, error_status: int,
+                errors: Tuple[type, ...] = (ClientError, OSError, ValueError)) -> int:
+    """Run a command-line program's coroutine; its exit status. Ctrl-C is 130, no IDE
+    found is 1, an expected failure (`errors`) is `error_status` with one line on
+    stderr, never a traceback (shared by `client` and `trace`)."""
     try:
-        return asyncio.run(_run(args))
+        return asyncio.run(command)  # type: ignore[arg-type]
     except KeyboardInterrupt:
         return 130
     except NoIdeFound as exc:
         print(str(exc), file=sys.stderr)
         return 1
-    except (ClientError, jsonrpc.JsonRpcError, OSError, ValueError) as exc:
-        print("error: %s" % exc, file=sys.stderr)
-        return 1
+    except errors as exc:
+        print("%s: %s" % (label, exc), file=sys.stderr)
+        return error_status
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    return run_command(_run(args), "error", 1, (ClientError, jsonrpc.JsonRpcError, OSError, ValueError))
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ import time
 from typing import Any, Callable, IO, List, Optional, Tuple
 
 from . import http11, lockfile, sse
-from .client import ClientError, NoIdeFound, discover, open_socket
+from .client import ClientError, discover, open_socket
 from .lockfile import LockInfo
 from .transport import listen_unix, wait_server_closed
 
@@ -495,17 +495,9 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        return asyncio.run(_run(args))
-    except KeyboardInterrupt:
-        return 130
-    except NoIdeFound as exc:
-        print(str(exc), file=sys.stderr)
-        return 1
-    except (ClientError, OSError, ValueError) as exc:
-        print("trace: %s" % exc, file=sys.stderr)
-        return 2
+    from .client_cli import run_command
+
+    return run_command(_run(_parser().parse_args(argv)), "trace", 2)
 
 
 if __name__ == "__main__":

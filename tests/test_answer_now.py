@@ -41,6 +41,13 @@ from ide_protocol.tools import Selection
 from ide_wire import Cli, Conn, cli_for, make_server, run, tool_error, tool_json, until
 from splitting import feed_all_ways, normalise
 
+
+async def released(listener: transport.Listener, what: str) -> None:
+    """Every connection let go, then the listener closed."""
+    await until(lambda: not listener.connections, what=what)
+    await listener.close()
+
+
 EAGER_TASKS = sys.version_info >= (3, 12)
 
 
@@ -151,8 +158,7 @@ def test_sync_answers_happen_inside_data_received_without_a_task(tmp_path: Any) 
         await until(lambda: listener._tasks == set(), what="handler task ended")
         assert only(listener).requests == 4
         conn.close()
-        await until(lambda: not listener.connections, what="connection released")
-        await listener.close()
+        await released(listener, "connection released")
     run(main())
 
 
@@ -410,8 +416,7 @@ def test_write_buffer_limit_applies_while_writing_is_paused(tmp_path: Any, monke
         reply = await conn.read_reply()
         assert not reply.complete
         assert await conn.wait_closed()
-        await until(lambda: not listener.connections, what="connection dropped")
-        await listener.close()
+        await released(listener, "connection dropped")
     run(main())
 
 
@@ -456,8 +461,7 @@ def test_tuple_heads_are_cached_and_connection_close_holds_on_every_use(tmp_path
             assert (await exchange(conn, "/plain/chunked")).headers.get("connection") == "keep-alive"
             assert (await exchange(conn, "/plain")).headers.get("connection") == "keep-alive"
             conn.close()
-        await until(lambda: not listener.connections, what="connections released")
-        await listener.close()
+        await released(listener, "connections released")
     run(main())
 
 
@@ -479,8 +483,7 @@ def test_one_chunk_post_with_connection_close_is_answered_then_closed(tmp_path: 
             assert (reply.body, reply.headers.get("connection")) == (expected, connection)
         assert await conn.wait_closed()
         assert bodies == [b"first", b"last"]
-        await until(lambda: not listener.connections, what="connection released")
-        await listener.close()
+        await released(listener, "connection released")
     run(main())
 
 
