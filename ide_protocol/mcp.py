@@ -364,7 +364,7 @@ class McpApp:
             else:
                 responder.send_now(200, [("Content-Type", "application/json")] + headers, jsonrpc.dumps(response))
             return
-        event = sse.MESSAGE_EVENT % jsonrpc.dumps(response) if response is not None else b""
+        event = sse.encode_message(jsonrpc.dumps(response)) if response is not None else b""
         if not responder.started:
             # Head, event and last chunk in one write: one system call, one wake-up.
             responder.send_chunked_now(200, session.sse_headers if session is not None else tuple(SSE_HEADERS),

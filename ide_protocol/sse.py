@@ -47,11 +47,10 @@ def encode_message(json_text: Union[str, bytes]) -> bytes:
     newlines, so this is one `data:` line."""
     if isinstance(json_text, str):
         json_text = json_text.encode("utf-8")
-    return MESSAGE_EVENT % json_text
+    return b"".join((_MESSAGE_START, json_text, b"\n\n"))
 
 
-#: `encode_message` for UTF-8 JSON bytes: `MESSAGE_EVENT % data`.
-MESSAGE_EVENT = b"event: message\ndata: %s\n\n"
+_MESSAGE_START = b"event: message\ndata: "
 
 
 def _single_line(field: str, value: str) -> None:

@@ -24,6 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
+import types
 from typing import Any, Awaitable, Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from . import http11
@@ -60,12 +61,24 @@ def is_async_app(app: Any) -> bool:
     return inspect.iscoroutinefunction(app) or inspect.iscoroutinefunction(getattr(app, "__call__", None))
 
 
+def _direct_call(app: Any) -> Any:
+    """What calling `app` runs, found once: an object whose class defines `__call__` is
+    otherwise called through a slower generic path on every request (issue 6)."""
+    if isinstance(app, (types.FunctionType, types.MethodType)):
+        return app
+    call = getattr(app, "__call__", None)
+    return call if isinstance(call, types.MethodType) else app
+
+
 async def run_app(app: App, request: http11.Request, body: bytes, responder: "Responder") -> None:
     """Run an application to the end of its answer, whichever kind it is (for wrappers
     written as coroutines, such as a tracing or fault-injecting layer)."""
     rest = app(request, body, responder)
     if rest is not None:
         await (rest() if callable(rest) else rest)
+
+
+_CHUNK_AND_LAST = b"\r\n" + http11.LAST_CHUNK  # a chunk's CRLF, then the last chunk
 
 
 class Responder:
@@ -76,6 +89,8 @@ class Responder:
     the coroutine methods do the same, then wait while the peer is slow to read (flow
     control). The connection waits for that before it answers its next request, so the
     `*_now` methods suit short answers."""
+
+    __slots__ = ("_conn", "request", "status", "started", "finished", "streaming", "close_after")
 
     def __init__(self, conn: "HttpConnection", request: http11.Request, keep_alive: Optional[bool] = None) -> None:
         self._conn = conn
@@ -163,7 +178,8 @@ class Responder:
         if self.request.method == "HEAD":
             return self._conn.write_nowait(head)
         if len(chunks) == 1 and chunks[0]:
-            data = b"%s%x\r\n%s\r\n0\r\n\r\n" % (head, len(chunks[0]), chunks[0])
+            chunk = chunks[0]
+            data = b"".join((head, http11.chunk_size_line(len(chunk)), chunk, _CHUNK_AND_LAST))
         else:
             data = b"".join([head] + [http11.encode_chunk(c) for c in chunks] + [http11.LAST_CHUNK])
         return self._conn.write_nowait(data)
@@ -247,6 +263,7 @@ class HttpConnection(asyncio.Protocol):
     def __init__(self, app: App, number: int, max_body: int, request_timeout: float = REQUEST_TIMEOUT,
                  owner: "Optional[Listener]" = None) -> None:
         self.app = app
+        self._call_app = _direct_call(app)
         self._app_async = is_async_app(app)  # must run in the handler task
         self.number = number
         self.closed = False
@@ -392,7 +409,7 @@ class HttpConnection(asyncio.Protocol):
         self.requests += 1
         responder = Responder(self, request, keep_alive)
         try:
-            rest = self.app(request, body, responder)
+            rest = self._call_app(request, body, responder)
         except Exception:
             log.error("request handler failed", exc_info=True)
             rest = None
