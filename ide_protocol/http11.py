@@ -321,10 +321,9 @@ class _Parser:
         """Consume bytes; return every event they complete. Never raises."""
         if self._state in (_DEAD, _CLOSED):
             return []
-        if not self._buf and self._last_head is not None and self._state == _HEAD and type(data) is bytes:
-            events = self._whole_repeat(data)
-            if events is not None:
-                return events
+        whole = self.feed_whole(data)
+        if whole is not None:
+            return [whole[0], Data(whole[1]), EndOfMessage(NO_TRAILERS)]
         if data:
             if self._pos and self._pos == len(self._buf):
                 self._buf.clear()
@@ -641,9 +640,9 @@ class _Parser:
     def _start_message(self, events: List[ParserEvent], start: bytes, headers: Headers) -> None:
         raise NotImplementedError
 
-    def _whole_repeat(self, data: bytes) -> Optional[List[ParserEvent]]:
-        """The events of `data` when it is exactly one whole message that repeats the
-        last head; None to take the general path."""
+    def feed_whole(self, data: bytes) -> "Optional[Tuple[Any, bytes]]":
+        """The message and its body when `data` is exactly one whole message that
+        repeats the last head (requests only, see RequestParser); None to `feed` it."""
         return None
 
     def _start_again(self, events: List[ParserEvent], start: bytes, headers: Headers) -> None:
@@ -691,7 +690,12 @@ class RequestParser(_Parser):
         events.append(Request(parsed[1], parsed[2], headers, parsed[3], parsed[6]))
         self._begin_body(events, parsed[4], parsed[5])
 
-    def _whole_repeat(self, data: bytes) -> Optional[List[ParserEvent]]:
+    def feed_whole(self, data: bytes) -> Optional[Tuple[Request, bytes]]:
+        """`feed` for the usual request only, in one step: when `data` is exactly one
+        whole request, nothing is buffered, and its head is byte for byte the last
+        one's, return the request and its body. Otherwise return None having consumed
+        nothing: call `feed`. (A server answers the CLI's usual traffic through here
+        without event objects, issue 6.)"""
         # The CLI's usual request, arriving in one read with nothing buffered: the head
         # of the last request again, byte for byte, then a body of one chunk and the
         # last chunk with no trailers, and nothing after it (PROTOCOL.md §2). Read here
@@ -700,9 +704,8 @@ class RequestParser(_Parser):
         # Anything else, or anything wrong, takes the general path, which says what.
         last = self._last_head
         parsed = self._parsed_start
-        assert last is not None
-        if parsed is None or parsed[0] is not last[1] or parsed[4] != "chunked" or not parsed[6] \
-                or not data.startswith(last[0]):
+        if last is None or parsed is None or self._buf or self._state != _HEAD or type(data) is not bytes \
+                or parsed[0] is not last[1] or parsed[4] != "chunked" or not parsed[6] or not data.startswith(last[0]):
             return None
         start = len(last[0])
         nl = data.find(b"\r\n", start, start + 18)  # a chunk-size of 1 to 16 hex digits
@@ -718,8 +721,7 @@ class RequestParser(_Parser):
             return None
         self._keep_alive = True
         self._body_seen = size
-        return [Request(parsed[1], parsed[2], _repeat_headers(last), parsed[3], True),
-                Data(data[nl + 2:end]), EndOfMessage(NO_TRAILERS)]
+        return Request(parsed[1], parsed[2], _repeat_headers(last), parsed[3], True), data[nl + 2:end]
 
 
 class ResponseParser(_Parser):

@@ -289,7 +289,13 @@ class McpApp:
                     return _Later(self._finish_notification, _drop_deferred, deferred, responder)
             responder.send_now(202, [("Content-Type", "text/plain")], b"")
             return None
-        return self._run_request(session, msg, context, responder)
+        # A request: answered at once when its method can (issue 6: no task, no loop
+        # pass), its head, event and last chunk in one write.
+        answer = self.dispatcher.dispatch_now(msg, context)
+        if not isinstance(answer, jsonrpc.Deferred):
+            self._answer(responder, session, answer)
+            return None
+        return self._later(session, msg, answer, responder)
 
     def _remember_head(self, headers: http11.Headers, session: Session) -> None:
         if len(self._known_heads) >= 64:
@@ -314,17 +320,13 @@ class McpApp:
         deferred.drop()
         self._request_done(session, msg, call)
 
-    def _run_request(self, session: Session, msg: jsonrpc.Request, context: CallContext,
-                     responder: Responder) -> Optional[Continuation]:
+    def _later(self, session: Session, msg: jsonrpc.Request, answer: jsonrpc.Deferred,
+               responder: Responder) -> Continuation:
+        """A request whose method has to wait."""
         if not self.json_response and self.streams_early(msg):
             # Head first for a method that blocks (open_diff waits for a person): the
-            # client sees a live 200 at once. Every other answer goes out with its head
-            # in one write (issue 6: no extra write, no extra loop pass).
+            # client sees a live 200 at once, before the method starts.
             responder.start_nowait(200, session.sse_headers)
-        answer = self.dispatcher.dispatch_now(msg, context)
-        if not isinstance(answer, jsonrpc.Deferred):
-            self._answer(responder, session, answer)
-            return None
         # The method has to wait: it runs in the connection's handler task (issue 6: a
         # task per request costs more than most methods); `call` is what
         # notifications/cancelled and the end of the session cancel.

@@ -302,6 +302,13 @@ class HttpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._input_done:
             return  # after an error or a `Connection: close` request nothing more is read
+        if self._task is None and not self._pending and not self._app_async and not self._writing_paused:
+            # Nothing ahead of it: the CLI's usual request, whole, is answered here with
+            # no parser events (issue 6); anything else goes through _handle.
+            whole = self._parser.feed_whole(data)
+            if whole is not None:
+                self._serve_now(whole[0], whole[1], True)
+                return
         self._handle(self._parser.feed(data))
 
     def eof_received(self) -> Optional[bool]:
