@@ -7,7 +7,8 @@
     python3 tools/bench.py --json PATH      # where the JSON goes (default bench-results.json)
     python3 tools/bench.py --profile DIR    # also cProfile our server during the rt runs
 
-Groups (each against a baseline measured in the same run; medians of several repetitions):
+Groups (each against a baseline measured in the same run; medians of several repetitions;
+the round trip's target is the median of the ratios paired within each repetition):
 
 1. rt: `tools/call get_selection` round trip over a Unix socket, as Copilot CLI sends it
    (chunked POST, SSE answer, keep-alive), p50/p99 latency and throughput at concurrency 1
@@ -689,9 +690,13 @@ def group_rt(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str, 
         runs: Dict[Tuple[str, int], List[Dict[str, Any]]] = {}
         if args.profile:
             os.makedirs(args.profile, exist_ok=True)
+        # Each repetition measures every server at one concurrency back to back, so the
+        # ratio of ours to the floor within a repetition compares two runs a second or
+        # two apart: the median of those paired ratios leaves out most of the drift of
+        # a shared machine between repetitions (the ratio of the medians keeps it).
         for rep in range(args.reps):
-            for t in targets:
-                for conc in (1, 16):
+            for conc in (1, 16):
+                for t in targets:
                     prof = args.profile and t.name == "ours" and rep == 0
                     if prof:
                         t.proc.command("profile_start")
@@ -700,6 +705,9 @@ def group_rt(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str, 
                         t.proc.command("profile_stop %s" % os.path.join(args.profile, "ours-c%d.prof" % conc))
                     runs.setdefault((t.name, conc), []).append(r)
             log("  rt rep %d/%d done" % (rep + 1, args.reps))
+        for conc in (1, 16):
+            pairs = [o["p50_us"] / f["p50_us"] for o, f in zip(runs[("ours", conc)], runs[("floor", conc)])]
+            result.setdefault("paired_p50_ratios", {})["c%d" % conc] = [round(x, 3) for x in pairs]
         for (name, conc), rs in runs.items():
             agg = {k: median([r[k] for r in rs]) for k in rs[0] if k not in ("n", "errors")}
             agg["n"] = sum(r["n"] for r in rs)
@@ -1315,8 +1323,10 @@ def evaluate(results: Dict[str, Any]) -> List[Dict[str, Any]]:
     if rt:
         s = rt["servers"]
         ours, floor = s["ours"]["c1"], s["floor"]["c1"]
-        add("rt c1 p50 vs floor", ours["p50_us"] / floor["p50_us"], 1.5, False, "x",
-            "%.0f us vs %.0f us" % (ours["p50_us"], floor["p50_us"]))
+        pairs = rt.get("paired_p50_ratios", {}).get("c1") or [ours["p50_us"] / floor["p50_us"]]
+        add("rt c1 p50 vs floor", median(pairs), 1.5, False, "x",
+            "median of %d paired repetitions (%.2f to %.2f); medians %.0f us vs %.0f us = %.2fx" % (
+                len(pairs), min(pairs), max(pairs), ours["p50_us"], floor["p50_us"], ours["p50_us"] / floor["p50_us"]))
         if "sdk" in s:
             add("rt c1 throughput vs SDK", ours["rps"] / s["sdk"]["c1"]["rps"], 8.0, True, "x",
                 "%.0f vs %.0f req/s" % (ours["rps"], s["sdk"]["c1"]["rps"]))
@@ -1381,8 +1391,11 @@ def render(results: Dict[str, Any]) -> str:
             lines.append("   SDK: %s" % json.dumps(rt.get("sdk")))
         else:
             lines.append("   SDK: %s" % rt.get("sdk"))
-        lines.append("   (server us: server CPU per request; gen ceil: generator req/s per CPU-second, its "
-                     "ceiling; gen cpu: its utilisation)")
+        for conc, pairs in sorted(rt.get("paired_p50_ratios", {}).items(), key=lambda kv: int(kv[0][1:])):
+            lines.append("   ours/floor p50 by repetition, %s: %s; median %.2fx" % (
+                conc, " ".join("%.2f" % x for x in pairs), median(pairs)))
+        lines.append("   (vs floor: ratio of the medians; server us: server CPU per request; gen ceil: generator "
+                     "req/s per CPU-second, its ceiling; gen cpu: its utilisation)")
         lines.append("")
     push = results.get("push")
     if push:
@@ -1478,7 +1491,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if g not in GROUPS:
             parser.error("unknown group %r" % g)
     q = args.quick
-    defaults = dict(reps=1 if q else 5, duration=0.2 if q else 1.5, push_sessions=10 if q else 100,
+    defaults = dict(reps=1 if q else 9, duration=0.2 if q else 1.0, push_sessions=10 if q else 100,
                     push_events=10 if q else 60, push_reps=1 if q else 3, diff_mb=1 if q else 10,
                     diff_reps=1 if q else 5, startup_reps=1 if q else 15, settle=0.05 if q else 0.3)
     for k, v in defaults.items():
