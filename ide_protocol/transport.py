@@ -64,10 +64,10 @@ def is_async_app(app: Any) -> bool:
 def _direct_call(app: Any) -> Any:
     """What calling `app` runs, found once: an object whose class defines `__call__` is
     otherwise called through a slower generic path on every request (issue 6)."""
-    if isinstance(app, (types.FunctionType, types.MethodType)):
-        return app
-    call = getattr(app, "__call__", None)
-    return call if isinstance(call, types.MethodType) else app
+    call = getattr(type(app), "__call__", None)
+    if isinstance(call, types.FunctionType):  # a class's own `def __call__`: bind it
+        return types.MethodType(call, app)
+    return app  # a function, a bound method, a partial, ...: called as it is
 
 
 async def run_app(app: App, request: http11.Request, body: bytes, responder: "Responder") -> None:
