@@ -64,8 +64,8 @@ def is_async_app(app: Any) -> bool:
 def _direct_call(app: Any) -> Any:
     """What calling `app` runs, found once: an object whose class defines `__call__` is
     otherwise called through a slower generic path on every request (issue 6)."""
-    call = getattr(type(app), "__call__", None)
-    if isinstance(call, types.FunctionType):  # a class's own `def __call__`: bind it
+    call = inspect.getattr_static(type(app), "__call__", None)
+    if isinstance(call, types.FunctionType):  # a plain `def __call__` in the class: bind it
         return types.MethodType(call, app)
     return app  # a function, a bound method, a partial, ...: called as it is
 
