@@ -696,12 +696,10 @@ class RequestParser(_Parser):
         one's, return the request and its body. Otherwise return None having consumed
         nothing: call `feed`. (A server answers the CLI's usual traffic through here
         without event objects, issue 6.)"""
-        # The CLI's usual request, arriving in one read with nothing buffered: the head
-        # of the last request again, byte for byte, then a body of one chunk and the
-        # last chunk with no trailers, and nothing after it (PROTOCOL.md §2). Read here
-        # straight from `data`: no buffer, no regular expression, one copy of the body
-        # (issue 6: what a request touches is what it costs when the caches are cold).
-        # Anything else, or anything wrong, takes the general path, which says what.
+        # The body is one chunk, then the last chunk with no trailers (PROTOCOL.md §2),
+        # read straight from `data`: no buffer, no regular expression, one copy (what a
+        # request touches is what it costs when the caches are cold). Anything else, or
+        # anything wrong, takes the general path, which says what is wrong.
         last = self._last_head
         parsed = self._parsed_start
         if last is None or parsed is None or self._buf or self._state != _HEAD or type(data) is not bytes \
