@@ -1,6 +1,6 @@
 """The ACP client API: the conversation of ACP.md §3 over an `AgentConnection`, the
 routing of `session/update` to `Session` objects (§2, §4), and the client-side handlers
-of §5 (permissions, fs, terminals) wired into the shared `jsonrpc.Dispatcher`.
+of §5 (permissions, fs, terminals) wired into the shared `rpc.Dispatcher`.
 
     async with Client("copilot --acp --stdio", permission="allow") as client:
         await client.initialize()
@@ -17,7 +17,7 @@ import logging
 import os
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
 
-from ._core import jsonrpc, ndjson
+from ._core import jsonrpc, ndjson, rpc
 from . import permissions as _permissions
 from .connection import DEFAULT_AGENT, DEFAULT_REQUEST_TIMEOUT, AgentConnection, Argv
 from .errors import AcpError
@@ -81,7 +81,7 @@ class Client:
         self._early: "collections.OrderedDict[str, Deque[Update]]" = collections.OrderedDict()
         self._cleanup: List["asyncio.Task[None]"] = []
 
-        self.dispatcher = jsonrpc.Dispatcher()
+        self.dispatcher = rpc.Dispatcher()
         self.dispatcher.add("session/update", self._on_update)
         self.dispatcher.add("session/request_permission", self._on_permission)
         self.files = FileSystem(fixed_roots(self.fs_roots) if self.fs_roots is not None else self._session_roots)

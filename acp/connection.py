@@ -2,7 +2,7 @@
 
 `AgentConnection` owns three things: the child process (or a pair of streams given by
 the caller), the read loop that turns stdout bytes into JSON values for the shared
-`jsonrpc.Peer` (which does id matching and dispatch, ACP.md §2), and the shutdown
+`rpc.Peer` (which does id matching and dispatch, ACP.md §2), and the shutdown
 sequence of ACP.md §7. It never interprets methods: that is `client.py`'s job.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import signal
 import sys
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Union
 
-from ._core import jsonrpc, ndjson
+from ._core import jsonrpc, ndjson, rpc
 from .errors import AgentExited, AgentStartError, RequestTimeout
 
 log = logging.getLogger(__name__)
@@ -58,15 +58,15 @@ class AgentConnection:
     """JSON-RPC over NDJSON with one agent.
 
     Make one with `await AgentConnection.spawn(argv)` or `AgentConnection.from_streams(
-    reader, writer)` (inside a running loop). `peer` is the shared `jsonrpc.Peer`: add
+    reader, writer)` (inside a running loop). `peer` is the shared `rpc.Peer`: add
     handlers to `peer.dispatcher` before the agent can send requests.
     """
 
-    def __init__(self, dispatcher: Optional[jsonrpc.Dispatcher] = None, *, context: Any = None,
+    def __init__(self, dispatcher: Optional[rpc.Dispatcher] = None, *, context: Any = None,
                  request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
                  max_line: int = ndjson.DEFAULT_MAX_LINE, stderr_lines: int = 50,
                  on_stderr: Optional[Callable[[str], None]] = None) -> None:
-        self.peer = jsonrpc.Peer(self._send, dispatcher, context=context,
+        self.peer = rpc.Peer(self._send, dispatcher, context=context,
                                  default_timeout=request_timeout)
         self.max_line = max_line
         self.on_stderr = on_stderr

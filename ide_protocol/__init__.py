@@ -1,7 +1,7 @@
 """GitHub Copilot CLI's `/ide` protocol in pure Python (standard library only).
 
 The IDE side (`IdeServer`, `ThreadedIdeServer`), the client side (`IdeClient`) and the
-sans-IO wire core (`http11`, `sse`, `jsonrpc`, `ndjson`) they stand on. The public
+sans-IO wire core (`ide_protocol.wire`) they stand on. The public
 names below are imported lazily, so `import ide_protocol` stays cheap inside editors.
 """
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "IdeServer": "server",
-    "ThreadedIdeServer": "threaded",
-    "IdeClient": "client",
-    "DiffRequest": "server",
-    "Selection": "tools",
-    "Diagnostic": "tools",
-    "JsonRpcError": "jsonrpc",
+    "IdeServer": "server.ide_server",
+    "ThreadedIdeServer": "server.threaded",
+    "IdeClient": "client.ide_client",
+    "DiffRequest": "server.ide_server",
+    "Selection": "common.tools",
+    "Diagnostic": "common.tools",
+    "JsonRpcError": "wire.jsonrpc",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

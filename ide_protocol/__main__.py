@@ -15,10 +15,10 @@ import sys
 from typing import List, Optional
 
 COMMANDS = {
-    "serve": ("serve", "run a terminal IDE for a folder (the main job)"),
-    "client": ("client_cli", "talk to a running /ide server: list, call, watch"),
-    "check": ("check", "check a running /ide server against PROTOCOL.md"),
-    "trace": ("trace", "trace the wire between the CLI and an IDE server"),
+    "serve": ("programs.serve", "run a terminal IDE for a folder (the main job)"),
+    "client": ("programs.client_cli", "talk to a running /ide server: list, call, watch"),
+    "check": ("programs.check", "check a running /ide server against PROTOCOL.md"),
+    "trace": ("programs.trace", "trace the wire between the CLI and an IDE server"),
 }
 
 

@@ -21,7 +21,7 @@ import os
 import uuid
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from ide_protocol import http11, sse
+from ide_protocol.wire import http11, sse
 
 #: Generous bound for one wait; only there so that a hang fails instead of blocking.
 WAIT = 20.0
@@ -406,7 +406,7 @@ def socket_dir_of(path: str) -> str:
 
 def make_server(tmp_path: Any, **kw: Any) -> Any:
     """An IdeServer with its lock directory inside the test's tmp_path."""
-    from ide_protocol.server import IdeServer
+    from ide_protocol.server.ide_server import IdeServer
 
     folder = os.path.join(str(tmp_path), "ws")
     os.makedirs(folder, exist_ok=True)

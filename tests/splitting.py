@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, List, Optional, Sequence
 
-from ide_protocol.http11 import Data
+from ide_protocol.wire.http11 import Data
 
 # Above this size, the two-way splits (quadratic in total work) are sampled rather than
 # exhaustive, so that a test with a large body stays fast.

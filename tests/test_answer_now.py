@@ -33,11 +33,14 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from ide_protocol import http11, jsonrpc, tools, transport
-from ide_protocol.http11 import NO_TRAILERS, Data, EndOfMessage, Headers, ParseError, Request, RequestParser
-from ide_protocol.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, PARSE_ERROR, Deferred, Dispatcher, JsonRpcError
-from ide_protocol.mcp import McpApp
-from ide_protocol.tools import Selection
+from ide_protocol.wire import http11, jsonrpc
+from ide_protocol.common import tools
+from ide_protocol.server import transport
+from ide_protocol.wire.http11 import NO_TRAILERS, Data, EndOfMessage, Headers, ParseError, Request, RequestParser
+from ide_protocol.rpc import Deferred, Dispatcher
+from ide_protocol.wire.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, PARSE_ERROR, JsonRpcError
+from ide_protocol.server.mcp import McpApp
+from ide_protocol.common.tools import Selection
 from ide_wire import Cli, Conn, cli_for, make_server, run, tool_error, tool_json, until
 from splitting import feed_all_ways, normalise
 

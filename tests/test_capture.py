@@ -23,8 +23,8 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from ide_protocol import jsonrpc
-from ide_protocol.http11 import (
+from ide_protocol.wire import jsonrpc
+from ide_protocol.wire.http11 import (
     ConnectionClosed,
     Data,
     EndOfMessage,
@@ -34,8 +34,8 @@ from ide_protocol.http11 import (
     Response,
     ResponseParser,
 )
-from ide_protocol.sse import SSEDecoder
-from ide_protocol.trace import unescape_block
+from ide_protocol.wire.sse import SSEDecoder
+from ide_protocol.programs.trace import unescape_block
 from splitting import feed_all_ways, normalise, run
 
 CAPTURE = os.path.join(os.path.dirname(__file__), "captures", "copilot-cli-1.0.102-ide-session.log")

@@ -18,9 +18,12 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
-from ide_protocol import check, http11, jsonrpc, lockfile, mcp, sse, tools, transport
-from ide_protocol.server import IdeServer
-from ide_protocol.tools import Diagnostic, Selection
+from ide_protocol.programs import check
+from ide_protocol.wire import http11, jsonrpc, sse
+from ide_protocol.common import lockfile, tools
+from ide_protocol.server import mcp, transport
+from ide_protocol.server.ide_server import IdeServer
+from ide_protocol.common.tools import Diagnostic, Selection
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAULT_TIMEOUT = 2.0  # seconds the checker waits for an answer when a fault makes it wait
@@ -391,7 +394,7 @@ def test_json_report_and_exit_status(tmp_path: Any) -> None:
     assert report["summary"]["FAIL"] == 1
 
 
-@pytest.mark.skipif(not os.path.exists(os.path.join(ROOT, "ide_protocol", "serve.py")) or os.name == "nt",
+@pytest.mark.skipif(not os.path.exists(os.path.join(ROOT, "ide_protocol", "programs", "serve.py")) or os.name == "nt",
                     reason="no `serve` command yet")
 def test_all_checks_pass_against_the_serve_command(tmp_path: Any) -> None:
     folder = tmp_path / "project"
@@ -419,7 +422,7 @@ def test_all_checks_pass_against_the_serve_command(tmp_path: Any) -> None:
         async def checks() -> List[check.Result]:
             lock, raw = check.load_lock(locks[0].path)
             # The commands above travel through a pipe: wait until the server has them.
-            from ide_protocol.client import IdeClient
+            from ide_protocol.client.ide_client import IdeClient
             async with IdeClient(lock, timeout=10) as client:
                 for _ in range(200):
                     sel, diags = await client.get_selection(), await client.get_diagnostics()

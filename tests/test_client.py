@@ -11,12 +11,13 @@ from typing import Any, Awaitable, Callable, List, Optional
 
 import pytest
 
-from ide_protocol import client as client_mod
-from ide_protocol import jsonrpc, lockfile, tools
-from ide_protocol.client import (ClientConnection, HttpStatusError, IdeClient, IdeTimeout, NoIdeFound, Push,
+from ide_protocol.client import ide_client as client_mod
+from ide_protocol.wire import jsonrpc
+from ide_protocol.common import lockfile, tools
+from ide_protocol.client.ide_client import (ClientConnection, HttpStatusError, IdeClient, IdeTimeout, NoIdeFound, Push,
                                  ServerGone)
-from ide_protocol.server import IdeServer
-from ide_protocol.tools import Diagnostic, Selection
+from ide_protocol.server.ide_server import IdeServer
+from ide_protocol.common.tools import Diagnostic, Selection
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIMIT = 30  # a guard against hangs only

@@ -23,8 +23,9 @@ import sys
 
 import pytest
 
-from ide_protocol import jsonrpc
-from ide_protocol.http11 import (
+from ide_protocol import rpc
+from ide_protocol.wire import jsonrpc
+from ide_protocol.wire.http11 import (
     MAX_CHUNK_LINE,
     ConnectionClosed,
     Data,
@@ -40,8 +41,8 @@ from ide_protocol.http11 import (
     write_response_head,
     LAST_CHUNK,
 )
-from ide_protocol.ndjson import LineSplitter, LineTooLong, encode
-from ide_protocol.sse import SSEDecoder, SSEEvent, encode_event, encode_message
+from ide_protocol.wire.ndjson import LineSplitter, LineTooLong, encode
+from ide_protocol.wire.sse import SSEDecoder, SSEEvent, encode_event, encode_message
 from splitting import normalise
 
 SEED = int(os.environ.get("FUZZ_SEED", "20261130"))
@@ -300,7 +301,7 @@ def test_fuzz_ndjson_splitter():
 
 def test_fuzz_jsonrpc_decode_and_dispatch():
     rng = random.Random(SEED + 5)
-    dispatcher = jsonrpc.Dispatcher()
+    dispatcher = rpc.Dispatcher()
     dispatcher.add("tools/call", lambda params, context: params)  # echoes whatever came in
     dispatcher.add("notifications/initialized", lambda params, context: None)
     kinds = set()

@@ -1,4 +1,4 @@
-"""ide_protocol.http11: framing, keep-alive, limits, errors, writers, round trips.
+"""ide_protocol.wire.http11: framing, keep-alive, limits, errors, writers, round trips.
 
 Every parser test goes through `feed_all_ways`: the input is parsed whole, one byte at
 a time and cut in two at every byte boundary, and the (normalised) events must agree.
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from ide_protocol import http11
-from ide_protocol.http11 import (
+from ide_protocol.wire import http11
+from ide_protocol.wire.http11 import (
     LAST_CHUNK,
     ChunkedWriter,
     ConnectionClosed,

@@ -1,4 +1,4 @@
-"""ide_protocol.jsonrpc: codec, classification, dispatcher, outgoing bookkeeping, Peer."""
+"""ide_protocol.wire.jsonrpc: codec, classification, dispatcher, outgoing bookkeeping, Peer."""
 from __future__ import annotations
 
 import asyncio
@@ -7,20 +7,19 @@ import logging
 
 import pytest
 
-from ide_protocol import jsonrpc
-from ide_protocol.jsonrpc import (
+from ide_protocol import rpc
+from ide_protocol.wire import jsonrpc
+from ide_protocol.rpc import Dispatcher, Outgoing, Peer
+from ide_protocol.wire.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
-    Dispatcher,
     ErrorResponse,
     Invalid,
     JsonRpcError,
     Notification,
-    Outgoing,
-    Peer,
     Request,
     Response,
     TransportClosed,
@@ -250,7 +249,7 @@ def test_dispatch_sync_and_async_handlers():
 
 def test_dispatch_errors(caplog):
     d, _ = make_dispatcher()
-    with caplog.at_level(logging.ERROR, logger="ide_protocol.jsonrpc"):
+    with caplog.at_level(logging.ERROR, logger="ide_protocol.wire.jsonrpc"):
         out = run(d.dispatch(req(2, "boom")))
     assert out["id"] == 2 and out["error"]["code"] == INTERNAL_ERROR
     assert "KeyError" in out["error"]["message"]
@@ -550,7 +549,7 @@ def test_peer_handles_notifications_in_order_before_a_later_response():
         async def send(msg):
             sent.append(msg)
 
-        dispatcher = jsonrpc.Dispatcher()
+        dispatcher = rpc.Dispatcher()
 
         async def update(params, ctx):
             await asyncio.sleep(0)
@@ -558,7 +557,7 @@ def test_peer_handles_notifications_in_order_before_a_later_response():
             seen.append(params["n"])
 
         dispatcher.add("update", update)
-        peer = jsonrpc.Peer(send, dispatcher)
+        peer = rpc.Peer(send, dispatcher)
         call = asyncio.ensure_future(peer.request("prompt", {}))
         await asyncio.sleep(0)
         for n in range(3):

@@ -1,4 +1,4 @@
-"""Tests for ide_protocol.lockfile: PROTOCOL.md §1 (format, validation, atomic write,
+"""Tests for ide_protocol.common.lockfile: PROTOCOL.md §1 (format, validation, atomic write,
 stale cleanup, discovery), with real files, real Unix sockets and a real dead pid."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from ide_protocol import lockfile
-from ide_protocol.lockfile import (
+from ide_protocol.common import lockfile
+from ide_protocol.common.lockfile import (
     WRITER_KEY,
     WRITER_VALUE,
     LockFileError,

@@ -1,10 +1,10 @@
-"""ide_protocol.ndjson: the line splitter (fed every way it can be split) and the encoder."""
+"""ide_protocol.wire.ndjson: the line splitter (fed every way it can be split) and the encoder."""
 from __future__ import annotations
 
 import json
 
-from ide_protocol import jsonrpc
-from ide_protocol.ndjson import DEFAULT_MAX_LINE, LineSplitter, LineTooLong, encode
+from ide_protocol.wire import jsonrpc
+from ide_protocol.wire.ndjson import DEFAULT_MAX_LINE, LineSplitter, LineTooLong, encode
 from splitting import feed_all_ways, run
 
 

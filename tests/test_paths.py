@@ -1,4 +1,4 @@
-"""Tests for ide_protocol.paths: PROTOCOL.md §6 URIs (both OS rule sets) and UTF-16 columns."""
+"""Tests for ide_protocol.common.paths: PROTOCOL.md §6 URIs (both OS rule sets) and UTF-16 columns."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ide_protocol.paths import (
+from ide_protocol.common.paths import (
     codepoint_column,
     path_to_uri,
     resolve_path,

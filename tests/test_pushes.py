@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, List, Optional
 
-from ide_protocol.paths import path_to_uri
-from ide_protocol.pushes import Debounced, DiagnosticsWindow
-from ide_protocol.tools import Diagnostic, Selection
+from ide_protocol.common.paths import path_to_uri
+from ide_protocol.server.pushes import Debounced, DiagnosticsWindow
+from ide_protocol.common.tools import Diagnostic, Selection
 from ide_wire import cli_for, make_server, run, until
 
 

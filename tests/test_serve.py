@@ -19,8 +19,9 @@ from typing import Any, List, Optional
 
 import pytest
 
-from ide_protocol import lockfile, serve
-from ide_protocol.paths import path_to_uri
+from ide_protocol.common import lockfile
+from ide_protocol.programs import serve
+from ide_protocol.common.paths import path_to_uri
 
 import ide_wire
 from ide_wire import Cli, tool_json

@@ -8,7 +8,7 @@ from typing import Any, List
 
 import pytest
 
-from ide_protocol import http11
+from ide_protocol.wire import http11
 from ide_wire import Cli, Conn, chunked, cli_for, head, make_server, run, until
 
 
@@ -492,7 +492,7 @@ def test_stream_reader_that_never_reads_is_dropped(tmp_path) -> None:
     """Pushes to a GET stream whose peer stopped reading must not pile up without
     bound: past the transport's limit the connection is dropped."""
     async def main() -> None:
-        from ide_protocol import transport
+        from ide_protocol.server import transport
 
         async with make_server(tmp_path, debounce=0) as server:
             stuck = cli_for(server)

@@ -15,9 +15,9 @@ from typing import Any, List
 
 import pytest
 
-from ide_protocol import lockfile
-from ide_protocol.lockfile import LockInfo, pid_alive, write_lock
-from ide_protocol.server import IdeServer
+from ide_protocol.common import lockfile
+from ide_protocol.common.lockfile import LockInfo, pid_alive, write_lock
+from ide_protocol.server.ide_server import IdeServer
 from ide_wire import cli_for, run
 
 UUID_LOCK = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\.lock$")
@@ -198,7 +198,7 @@ def test_sigterm_of_a_serving_process_removes_lock_and_socket(tmp_path) -> None:
     script = textwrap.dedent("""
         import asyncio, sys
         sys.path.insert(0, %r)
-        from ide_protocol.server import IdeServer
+        from ide_protocol.server.ide_server import IdeServer
 
         async def main():
             server = IdeServer([%r], lock_dir=%r)

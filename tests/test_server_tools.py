@@ -6,8 +6,8 @@ import json
 import os
 from typing import Any, Dict, List
 
-from ide_protocol.paths import path_to_uri
-from ide_protocol.tools import Diagnostic, Selection
+from ide_protocol.common.paths import path_to_uri
+from ide_protocol.common.tools import Diagnostic, Selection
 from ide_wire import cli_for, make_server, run, tool_error, tool_json, until
 
 SCHEMA = "http://json-schema.org/draft-07/schema#"
@@ -23,7 +23,7 @@ def _with_params(props: Dict[str, str], required: List[str]) -> Dict[str, Any]:
     return schema
 
 
-# Transcribed from the table of PROTOCOL.md §4 (not from ide_protocol.tools).
+# Transcribed from the table of PROTOCOL.md §4 (not from ide_protocol.common.tools).
 EXPECTED_TOOLS = [
     {"name": "get_vscode_info", "description": "Get information about the current VS Code instance",
      "inputSchema": {"type": "object", "properties": {}}, "execution": EXEC},

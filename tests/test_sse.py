@@ -1,10 +1,10 @@
-"""ide_protocol.sse: the encoder, and the incremental decoder fed every way it can be split."""
+"""ide_protocol.wire.sse: the encoder, and the incremental decoder fed every way it can be split."""
 from __future__ import annotations
 
 import pytest
 
-from ide_protocol import jsonrpc
-from ide_protocol.sse import SSEDecoder, SSEEvent, encode_event, encode_message
+from ide_protocol.wire import jsonrpc
+from ide_protocol.wire.sse import SSEDecoder, SSEEvent, encode_event, encode_message
 from splitting import feed_all_ways
 
 

@@ -19,10 +19,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
-from ide_protocol.paths import path_to_uri
-from ide_protocol.server import DiffRequest
-from ide_protocol.threaded import ThreadedIdeServer
-from ide_protocol.tools import Diagnostic, Selection
+from ide_protocol.common.paths import path_to_uri
+from ide_protocol.server.ide_server import DiffRequest
+from ide_protocol.server.threaded import ThreadedIdeServer
+from ide_protocol.common.tools import Diagnostic, Selection
 
 import ide_wire
 from ide_wire import Cli, tool_json
@@ -341,7 +341,7 @@ def test_stop_from_a_callback_on_the_loop_thread(tmp_path: Any) -> None:
 def test_exit_without_stop_removes_the_lock(tmp_path: Any) -> None:
     """An editor that exits without calling stop(): the atexit hook removes the lock."""
     folder, path, lock_dir = workspace(tmp_path)
-    script = ("import sys; from ide_protocol.threaded import ThreadedIdeServer\n"
+    script = ("import sys; from ide_protocol.server.threaded import ThreadedIdeServer\n"
               "s = ThreadedIdeServer([sys.argv[1]], lock_dir=sys.argv[2]).start()\n"
               "print(s.lock_path, s.socket_path, flush=True)\n")
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))

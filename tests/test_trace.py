@@ -12,11 +12,11 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from ide_protocol import lockfile
-from ide_protocol.client import ClientConnection, IdeClient
-from ide_protocol.server import IdeServer
-from ide_protocol.tools import Diagnostic, Selection
-from ide_protocol.trace import Tracer, format_block, read_capture
+from ide_protocol.common import lockfile
+from ide_protocol.client.ide_client import ClientConnection, IdeClient
+from ide_protocol.server.ide_server import IdeServer
+from ide_protocol.common.tools import Diagnostic, Selection
+from ide_protocol.programs.trace import Tracer, format_block, read_capture
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIMIT = 30
@@ -163,7 +163,7 @@ def test_bytes_that_are_not_http_pass_unchanged(tmp_path: Any) -> None:
 
 
 def test_capture_format_round_trip() -> None:
-    from ide_protocol.trace import Record
+    from ide_protocol.programs.trace import Record
     data = b'HTTP/1.1 200 OK\r\nA: b\r\n\r\n{"x":"a\\nb"}'
     block = format_block(Record(3, "S>C", 0.0, data))
     lines = block.split("\n")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable, List
 
-from ide_protocol import http11, transport
+from ide_protocol.wire import http11
+from ide_protocol.server import transport
 from ide_wire import Conn, run, until
 
 App = Callable[[http11.Request, bytes, transport.Responder], Awaitable[None]]

@@ -29,10 +29,12 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
-from ide_protocol import http11, jsonrpc, sse, tools, transport
-from ide_protocol.http11 import Data, EndOfMessage, ParseError, Request, RequestParser
-from ide_protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, JsonRpcError
-from ide_protocol.tools import Selection
+from ide_protocol.wire import http11, jsonrpc, sse
+from ide_protocol.common import tools
+from ide_protocol.server import transport
+from ide_protocol.wire.http11 import Data, EndOfMessage, ParseError, Request, RequestParser
+from ide_protocol.wire.jsonrpc import INVALID_REQUEST, PARSE_ERROR, JsonRpcError
+from ide_protocol.common.tools import Selection
 from ide_wire import Conn, cli_for, make_server, run, tool_json, until
 from splitting import feed_all_ways, normalise
 from test_answer_now import CLI_FIELDS, CLI_HEAD, FakeConn, _old_loads, one_chunk, only, post, released, serve

@@ -28,7 +28,7 @@ SCRIPT = textwrap.dedent("""
     assert "ide_protocol" not in sys.modules and "acp" not in sys.modules, sorted(
         m for m in sys.modules if m.split(".")[0] in ("ide_protocol", "acp"))
     from host.vendor.acp import _core
-    assert _core.jsonrpc.__name__ == "host.vendor.ide_protocol.jsonrpc", _core.jsonrpc.__name__
+    assert _core.jsonrpc.__name__ == "host.vendor.ide_protocol.wire.jsonrpc", _core.jsonrpc.__name__
 
     async def serve():
         async with ip.IdeServer([sys.argv[1]]) as server:

@@ -14,7 +14,7 @@ from typing import Any, List
 
 import pytest
 
-from ide_protocol import winpipe
+from ide_protocol.common import winpipe
 
 import ide_wire
 from ide_wire import Cli
@@ -44,7 +44,7 @@ def test_a_loop_without_pipes_gives_a_clear_error() -> None:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="fakes the pipe with a Unix socket")
 def test_listener_serves_http_through_the_pipe_plumbing(tmp_path: Any) -> None:
-    from ide_protocol.server import IdeServer
+    from ide_protocol.server.ide_server import IdeServer
 
     path = os.path.join(str(tmp_path), "pipe.sock")
     served: List[str] = []
@@ -78,7 +78,7 @@ def test_windows_pid_check_lives_here_and_errs_on_the_safe_side(monkeypatch) -> 
     # lockfile delegates to winpipe on Windows (all Windows-only code in one module);
     # without a usable kernel32 (here: Linux) the check answers "alive", so stale-lock
     # cleanup keeps the lock rather than deleting a live IDE's.
-    from ide_protocol import lockfile
+    from ide_protocol.common import lockfile
 
     assert winpipe.pid_alive(12345) is True
     calls: List[int] = []
@@ -89,7 +89,7 @@ def test_windows_pid_check_lives_here_and_errs_on_the_safe_side(monkeypatch) -> 
 
 
 def test_client_pipe_connection_needs_the_proactor_loop() -> None:
-    from ide_protocol.client import ServerGone, open_socket
+    from ide_protocol.client.ide_client import ServerGone, open_socket
 
     async def main() -> str:
         try:

@@ -330,8 +330,8 @@ def _serve_main(kind: str, directory: str, extra: List[str]) -> int:
 
 async def _serve_ours(directory: str, emit: Callable[[Any], None], stop: asyncio.Event, extra: List[str]) -> None:
     sys.path.insert(0, ROOT)
-    from ide_protocol.server import IdeServer
-    from ide_protocol.tools import Selection
+    from ide_protocol.server.ide_server import IdeServer
+    from ide_protocol.common.tools import Selection
 
     server = IdeServer([os.path.join(directory, "project")], lock_dir=os.path.join(directory, "locks"),
                        socket_dir=directory, on_diff=lambda diff: True)
@@ -907,8 +907,8 @@ def _push_stats(kind: str, sessions: int, events: int, sent: Dict[int, float], c
 async def _push_run_ours(sessions: int, events: int, gap: float, procs: int, opts: List[str],
                          server_cpu: Optional[int]) -> Dict[str, Any]:
     sys.path.insert(0, ROOT)
-    from ide_protocol.server import IdeServer
-    from ide_protocol.tools import Selection
+    from ide_protocol.server.ide_server import IdeServer
+    from ide_protocol.common.tools import Selection
 
     tmp = tempfile.mkdtemp(prefix="b-", dir="/tmp")
     server = IdeServer([tmp], lock_dir=os.path.join(tmp, "locks"), socket_dir=tmp, debounce=0)
@@ -1237,7 +1237,7 @@ def group_startup(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[
         "baseline": base_argv,
         "import_ide_protocol": [py, "-c", "import asyncio, json; import ide_protocol"],
         "import_server": [py, "-c", "import asyncio, json; from ide_protocol import IdeServer"],
-        "import_serve": [py, "-c", "import asyncio, json; import ide_protocol.__main__, ide_protocol.serve"],
+        "import_serve": [py, "-c", "import asyncio, json; import ide_protocol.__main__, ide_protocol.programs.serve"],
     }
     for argv in variants.values():  # warm the bytecode caches and the page cache
         _time_process(argv, env)
@@ -1247,7 +1247,7 @@ def group_startup(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[
     # adds, timed inside the process: immune to the process start-up noise.
     inproc_argv = [py, "-c", "import asyncio, json, time; p = time.perf_counter; t0 = p(); import ide_protocol; "
                    "t1 = p(); from ide_protocol import IdeServer; t2 = p(); import ide_protocol.__main__, "
-                   "ide_protocol.serve; t3 = p(); print(t1 - t0, t2 - t0, t3 - t0)"]
+                   "ide_protocol.programs.serve; t3 = p(); print(t1 - t0, t2 - t0, t3 - t0)"]
     inproc: List[List[float]] = []
     for rep in range(args.startup_reps):
         for name, argv in variants.items():  # interleaved: drift hits all alike

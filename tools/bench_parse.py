@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from ide_protocol.http11 import Data, EndOfMessage, RequestParser, write_request  # noqa: E402
+from ide_protocol.wire.http11 import Data, EndOfMessage, RequestParser, write_request  # noqa: E402
 
 MIB = 1024 * 1024
 

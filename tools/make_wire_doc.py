@@ -2,7 +2,7 @@
 """Generate docs/WIRE.md: one complete `/ide` session, byte for byte, annotated.
 
 The bytes are not written by hand. This script starts our own `IdeServer`, puts the
-tracer (`ide_protocol.trace.Tracer`) in front of it, drives one session with
+tracer (`ide_protocol.programs.trace.Tracer`) in front of it, drives one session with
 `IdeClient` exactly as Copilot CLI would (discovery, handshake, stream, tools, pushes,
 a diff accepted, teardown), and renders what the tracer recorded. So the document
 cannot drift from the code: `tests/test_wire_doc.py` regenerates it and fails when
@@ -33,11 +33,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from ide_protocol import http11, lockfile, sse  # noqa: E402
-from ide_protocol.client import IdeClient  # noqa: E402
-from ide_protocol.server import IdeServer  # noqa: E402
-from ide_protocol.tools import Diagnostic, Selection  # noqa: E402
-from ide_protocol.trace import Record, Tracer, escape_block  # noqa: E402
+from ide_protocol.wire import http11, sse  # noqa: E402
+from ide_protocol.common import lockfile  # noqa: E402
+from ide_protocol.client.ide_client import IdeClient  # noqa: E402
+from ide_protocol.server.ide_server import IdeServer  # noqa: E402
+from ide_protocol.common.tools import Diagnostic, Selection  # noqa: E402
+from ide_protocol.programs.trace import Record, Tracer, escape_block  # noqa: E402
 
 DEFAULT_OUT = os.path.join(ROOT, "docs", "WIRE.md")
 CLIENT_SESSION = "dd2a8913-a676-4133-b217-36b97d0ac572"
@@ -353,7 +354,7 @@ INTRO = """\
      tests/test_wire_doc.py fails when this file is stale. -->
 
 This is one complete session between a client that behaves like GitHub Copilot CLI
-1.0.102 (`ide_protocol.client.IdeClient`) and an IDE-side server (our `IdeServer`),
+1.0.102 (`ide_protocol.IdeClient`) and an IDE-side server (our `IdeServer`),
 recorded by the wire tracer (`python3 -m ide_protocol trace`) sitting between them. The
 bytes are real: the generator runs the session and prints what crossed the socket.
 Volatile values are replaced by placeholders (the temporary directory is `/home/user`,

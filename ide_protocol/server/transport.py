@@ -27,7 +27,7 @@ import tempfile
 import types
 from typing import Any, Awaitable, Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union
 
-from . import http11
+from ..wire import http11
 
 log = logging.getLogger(__name__)
 
@@ -686,7 +686,7 @@ class Listener:
         return self.socket_path
 
     async def start_pipe(self, name: Optional[str] = None) -> str:
-        from . import winpipe  # Windows only
+        from ..common import winpipe  # Windows only
 
         self._server, self.socket_path = await winpipe.start_pipe_server(self._connection, name)
         return self.socket_path

@@ -49,10 +49,11 @@ import tempfile
 import time
 from typing import Any, Callable, IO, List, Optional, Tuple
 
-from . import http11, lockfile, sse
-from .client import ClientError, discover, open_socket
-from .lockfile import LockInfo
-from .transport import listen_unix, wait_server_closed
+from ..wire import http11, sse
+from ..common import lockfile
+from ..client.ide_client import ClientError, discover, open_socket
+from ..common.lockfile import LockInfo
+from ..server.transport import listen_unix, wait_server_closed
 
 READ_SIZE = 256 * 1024
 DEFAULT_SHOW = 2000  # characters of one JSON body or event shown on the terminal

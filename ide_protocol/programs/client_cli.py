@@ -14,8 +14,9 @@ import json
 import sys
 from typing import Any, Awaitable, List, Optional, Tuple
 
-from . import jsonrpc, tools
-from .client import ClientError, IdeClient, NoIdeFound
+from ..wire import jsonrpc
+from ..common import tools
+from ..client.ide_client import ClientError, IdeClient, NoIdeFound
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -2,7 +2,7 @@
 
 `McpApp` is the application run by `transport.HttpConnection` for each request. It knows
 HTTP statuses, sessions, SSE and JSON-RPC, but nothing of sockets, and nothing of the
-IDE: the methods (`tools/list`, `tools/call`, ...) come from a `jsonrpc.Dispatcher`
+IDE: the methods (`tools/list`, `tools/call`, ...) come from a `rpc.Dispatcher`
 given by the owner (`server.IdeServer`). Handlers receive a `CallContext` naming the
 session and the request, which is how per-session tools (`update_session_name`,
 `open_diff`) find their session.
@@ -15,8 +15,9 @@ import logging
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import http11, jsonrpc, sse
-from .lockfile import uuid4
+from .. import rpc
+from ..wire import http11, jsonrpc, sse
+from ..common.lockfile import uuid4
 from .transport import Continuation, Responder
 
 log = logging.getLogger(__name__)
@@ -132,7 +133,7 @@ class CallContext:
         self.headers = headers
 
 
-def _drop_deferred(deferred: jsonrpc.Deferred, responder: Responder) -> None:
+def _drop_deferred(deferred: rpc.Deferred, responder: Responder) -> None:
     deferred.drop()
 
 
@@ -144,7 +145,7 @@ def _json_error(status: int, code: int, message: str, msg_id: Any = None) -> Tup
 class McpApp:
     """Routes HTTP requests to MCP sessions and JSON-RPC methods."""
 
-    def __init__(self, dispatcher: jsonrpc.Dispatcher, nonce: str, *,
+    def __init__(self, dispatcher: rpc.Dispatcher, nonce: str, *,
                  server_info: Optional[Dict[str, Any]] = None,
                  capabilities: Optional[Dict[str, Any]] = None,
                  json_response: bool = False,
@@ -285,14 +286,14 @@ class McpApp:
             # CLI opens its GET stream only after a 202 for notifications/initialized).
             if isinstance(msg, jsonrpc.Notification):
                 deferred = self.dispatcher.dispatch_now(msg, context)
-                if isinstance(deferred, jsonrpc.Deferred):
+                if isinstance(deferred, rpc.Deferred):
                     return _Later(self._finish_notification, _drop_deferred, deferred, responder)
             responder.send_now(202, [("Content-Type", "text/plain")], b"")
             return None
         # A request: answered at once when its method can (issue 6: no task, no loop
         # pass), its head, event and last chunk in one write.
         answer = self.dispatcher.dispatch_now(msg, context)
-        if not isinstance(answer, jsonrpc.Deferred):
+        if not isinstance(answer, rpc.Deferred):
             self._answer(responder, session, answer)
             return None
         return self._later(session, msg, answer, responder)
@@ -303,7 +304,7 @@ class McpApp:
         index = headers.index()
         self._known_heads[id(index)] = (index, session)
 
-    async def _finish_notification(self, deferred: jsonrpc.Deferred, responder: Responder) -> None:
+    async def _finish_notification(self, deferred: rpc.Deferred, responder: Responder) -> None:
         await deferred.run()
         responder.send_now(202, [("Content-Type", "text/plain")], b"")
 
@@ -316,11 +317,11 @@ class McpApp:
         session.touch()
 
     def _drop_request(self, session: Session, msg: jsonrpc.Request, call: "_Running",
-                      deferred: jsonrpc.Deferred, responder: Responder) -> None:
+                      deferred: rpc.Deferred, responder: Responder) -> None:
         deferred.drop()
         self._request_done(session, msg, call)
 
-    def _later(self, session: Session, msg: jsonrpc.Request, answer: jsonrpc.Deferred,
+    def _later(self, session: Session, msg: jsonrpc.Request, answer: rpc.Deferred,
                responder: Responder) -> Continuation:
         """A request whose method has to wait."""
         if not self.json_response and self.streams_early(msg):
@@ -336,7 +337,7 @@ class McpApp:
         return _Later(self._finish_request, self._drop_request, session, msg, call, answer, responder)
 
     async def _finish_request(self, session: Session, msg: jsonrpc.Request, call: _Running,
-                              deferred: jsonrpc.Deferred, responder: Responder) -> None:
+                              deferred: rpc.Deferred, responder: Responder) -> None:
         call.task = asyncio.current_task()
         response: Optional[Dict[str, Any]] = None
         try:

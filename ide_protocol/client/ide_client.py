@@ -27,8 +27,9 @@ import os
 import uuid
 from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
-from . import http11, jsonrpc, lockfile, sse, tools
-from .lockfile import LockInfo
+from ..wire import http11, jsonrpc, sse
+from ..common import lockfile, tools
+from ..common.lockfile import LockInfo
 
 __all__ = [
     "ClientError", "ServerGone", "IdeTimeout", "HttpStatusError", "NoIdeFound", "ProtocolViolation",
@@ -114,7 +115,7 @@ async def open_socket(path: str, timeout: Optional[float] = DEFAULT_CONNECT_TIME
     """
     try:
         if lockfile._is_pipe_path(path):  # Windows: \\.\pipe\mcp-<uuid>.sock (§1)
-            from . import winpipe
+            from ..common import winpipe
 
             return await asyncio.wait_for(winpipe.open_pipe_connection(path), timeout)
         return await asyncio.wait_for(asyncio.open_unix_connection(path, limit=2 ** 20), timeout)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import jsonrpc
+from ..wire import jsonrpc
 from .paths import path_to_uri
 
 # ------------------------------------------------------------------ definitions §4

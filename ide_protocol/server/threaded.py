@@ -39,8 +39,8 @@ import logging
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
-from .server import DiffRequest, IdeServer
-from .tools import Diagnostic, Selection
+from .ide_server import DiffRequest, IdeServer
+from ..common.tools import Diagnostic, Selection
 
 log = logging.getLogger(__name__)
 

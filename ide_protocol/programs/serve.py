@@ -39,10 +39,10 @@ import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import tools
-from .paths import resolve_path, utf16_column
-from .server import DiffRequest, IdeServer
-from .tools import Diagnostic, Selection
+from ..common import tools
+from ..common.paths import resolve_path, utf16_column
+from ..server.ide_server import DiffRequest, IdeServer
+from ..common.tools import Diagnostic, Selection
 
 PROG = "python3 -m ide_protocol serve"
 DEFAULT_NAME = "Terminal IDE"

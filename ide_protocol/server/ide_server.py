@@ -28,11 +28,13 @@ import sys
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from . import jsonrpc, lockfile, tools
+from .. import rpc
+from ..wire import jsonrpc
+from ..common import lockfile, tools
 from .mcp import CallContext, McpApp, Session
-from .paths import path_to_uri, uri_to_path
+from ..common.paths import path_to_uri, uri_to_path
 from .pushes import Debounced, DiagnosticsWindow
-from .tools import Diagnostic, Selection
+from ..common.tools import Diagnostic, Selection
 from .transport import REQUEST_TIMEOUT, Listener
 
 log = logging.getLogger(__name__)
@@ -161,7 +163,7 @@ class _BothClose:
 
     def close(self) -> None:
         self._outer.close()
-        jsonrpc.discard(self._inner)
+        rpc.discard(self._inner)
 
 
 class IdeServer:
@@ -209,7 +211,7 @@ class IdeServer:
         self._stopping = False
         self._stopped: Optional[asyncio.Event] = None
 
-        self.dispatcher = jsonrpc.Dispatcher()
+        self.dispatcher = rpc.Dispatcher()
         self.app = McpApp(self.dispatcher, self.nonce, server_info=server_info, json_response=json_response,
                           on_session_start=self._session_started, on_session_end=self._session_ended,
                           on_stream_open=self._stream_opened, on_exchange=on_exchange,

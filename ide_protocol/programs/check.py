@@ -26,10 +26,11 @@ import sys
 import uuid
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import http11, jsonrpc, lockfile, sse, tools
-from .client import (DEFAULT_CONNECT_TIMEOUT, ClientConnection, ClientError, ClientResponse, IdeTimeout,
+from ..wire import http11, jsonrpc, sse
+from ..common import lockfile, tools
+from ..client.ide_client import (DEFAULT_CONNECT_TIMEOUT, ClientConnection, ClientError, ClientResponse, IdeTimeout,
                      ServerGone, cli_headers)
-from .lockfile import LockInfo
+from ..common.lockfile import LockInfo
 
 PASS, FAIL, WARN, SKIP = "PASS", "FAIL", "WARN", "SKIP"
 DEFAULT_CHECK_TIMEOUT = 15.0
@@ -1192,7 +1193,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.lock:
             lock, raw = load_lock(args.lock)
         else:
-            from .client import discover
+            from ..client.ide_client import discover
             lock = discover(args.folder, args.lock_dir)
             _, raw = load_lock(lock.path) if lock.path else (lock, None)
     except (ClientError, OSError, ValueError) as exc:

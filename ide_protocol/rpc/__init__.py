@@ -1,0 +1,12 @@
+"""JSON-RPC on asyncio: the dispatcher and the two-way peer, built on `wire.jsonrpc`.
+
+One core for both transports: the MCP server (HTTP) uses the dispatcher, the ACP client
+(NDJSON over stdio or TCP) the whole peer. Id matching and error codes live here and in
+`wire.jsonrpc` only.
+"""
+from __future__ import annotations
+
+from .dispatch import Deferred, Dispatcher, Handler, discard
+from .peer import Outgoing, Peer
+
+__all__ = ["Deferred", "Dispatcher", "Handler", "Outgoing", "Peer", "discard"]

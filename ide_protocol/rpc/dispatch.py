@@ -1,0 +1,208 @@
+"""The JSON-RPC dispatcher: method names to handlers, every outcome to a response.
+
+No exception a handler raises ever escapes into a transport: `JsonRpcError` becomes its
+error response, anything else `-32603`. A handler that has to wait comes back as a
+`Deferred`, so that whoever owns the task decides where the waiting happens.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from typing import Any, Callable, Dict, Optional, Tuple, Union
+
+
+from ..wire.jsonrpc import (INTERNAL_ERROR, METHOD_NOT_FOUND, Invalid, JsonRpcError, Message, Notification, Request,
+                            error_response, result_response)
+
+log = logging.getLogger(__name__)
+
+# ---------------------------------------------------------------------- dispatcher
+
+Handler = Callable[[Any, Any], Any]
+
+#: Results that are never awaitable: checked first, so a plain result costs no
+#: `inspect.isawaitable` call.
+_PLAIN = (dict, list, str, int, float, bool, type(None))
+
+
+class Deferred:
+    """A call that has to wait: its handler is a coroutine function, or a plain function
+    that returned an awaitable.
+
+    `Dispatcher.dispatch_now` and `call_now` return one instead of an answer, so that
+    whoever owns the task decides where the waiting happens (the HTTP server answers
+    most requests inside `data_received`, with no task at all, issue 6). `run()` makes
+    the coroutine that finishes the call, when awaited: the response for a message,
+    the result for `call_now`. `drop()` gives the call up before it ran.
+    """
+
+    __slots__ = ("dispatcher", "method", "params", "context", "handler", "awaitable", "msg")
+
+    def __init__(self, dispatcher: "Dispatcher", method: str, params: Any, context: Any,
+                 handler: Optional[Handler], awaitable: Any = None) -> None:
+        self.dispatcher = dispatcher
+        self.method = method
+        self.params = params
+        self.context = context
+        self.handler = handler        # a coroutine function not called yet, or None
+        self.awaitable = awaitable    # what a plain handler returned, or None
+        self.msg: Optional[Message] = None  # set by dispatch_now: run() answers it
+
+    async def _result(self) -> Any:
+        awaitable, self.awaitable = self.awaitable, None
+        try:
+            if awaitable is None:
+                assert self.handler is not None
+                awaitable = self.handler(self.params, self.context)
+            return await awaitable
+        except (JsonRpcError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise self.dispatcher._internal_error(self.method, exc) from exc
+
+    async def run(self) -> Any:
+        msg = self.msg
+        if msg is None:
+            return await self._result()
+        try:
+            result = await self._result()
+        except JsonRpcError as exc:
+            return self.dispatcher._error_answer(msg, exc)
+        return result_response(msg.id, result) if isinstance(msg, Request) else None
+
+    def drop(self) -> None:
+        """Give the call up before `run()`: the handler never runs (an awaitable a plain
+        handler returned is closed or cancelled, so nothing is left un-awaited)."""
+        awaitable, self.awaitable = self.awaitable, None
+        discard(awaitable)
+
+
+def discard(awaitable: Any) -> None:
+    """Give up an awaitable that will never be awaited: a coroutine (or anything with
+    `close()`) is closed, so no "never awaited" warning; a future is cancelled."""
+    close = getattr(awaitable, "close", None)
+    if close is not None:
+        close()
+    elif asyncio.isfuture(awaitable):
+        awaitable.cancel()
+
+
+class Dispatcher:
+    """Maps method names to handlers; every outcome becomes a response object.
+
+    A handler is called as `handler(params, context)` and may be a plain function or a
+    coroutine function. It returns the result, or raises `JsonRpcError` for a specific
+    error; any other exception becomes `-32603` (logged with its traceback) so that one
+    broken handler never takes a connection down. `asyncio.CancelledError` propagates:
+    cancellation belongs to the task's owner.
+
+    Plain handlers run at once: `dispatch_now`/`call_now` answer without an event loop
+    when no handler has to wait, and hand back a `Deferred` when one does. `dispatch`
+    and `call` are the same with the waiting done for the caller.
+    """
+
+    def __init__(self, fallback: Optional[Handler] = None) -> None:
+        # method -> (handler, is a coroutine function): decided once, at `add`.
+        self._handlers: Dict[str, Tuple[Handler, bool]] = {}
+        self._fallback = fallback
+        self._fallback_async = _is_async(fallback) if fallback is not None else False
+
+    def add(self, method: str, handler: Handler) -> None:
+        self._handlers[method] = (handler, _is_async(handler))
+
+    def method(self, name: str) -> Callable[[Handler], Handler]:
+        """Decorator form of `add`."""
+
+        def register(handler: Handler) -> Handler:
+            self.add(name, handler)
+            return handler
+
+        return register
+
+    def remove(self, method: str) -> None:
+        self._handlers.pop(method, None)
+
+    def __contains__(self, method: str) -> bool:
+        return method in self._handlers
+
+    def handler_for(self, method: str) -> Optional[Handler]:
+        entry = self._handlers.get(method)
+        return entry[0] if entry is not None else self._fallback
+
+    def _internal_error(self, method: str, exc: Exception) -> JsonRpcError:
+        # A handler bug must not kill the transport.
+        log.error("handler for %s failed", method, exc_info=exc)
+        return JsonRpcError(INTERNAL_ERROR, "Internal error: %s: %s" % (type(exc).__name__, exc))
+
+    def call_now(self, method: str, params: Any, context: Any = None) -> Any:
+        """Run the handler for `method` if it can answer at once: its result, or a
+        `Deferred` when it has to wait. Raises `JsonRpcError` for every failure."""
+        entry = self._handlers.get(method)
+        if entry is not None:
+            handler, is_async = entry
+        elif self._fallback is not None:
+            handler, is_async = self._fallback, self._fallback_async
+        else:
+            raise JsonRpcError(METHOD_NOT_FOUND, "Method not found: %s" % method)
+        if is_async:
+            return Deferred(self, method, params, context, handler)
+        try:
+            result = handler(params, context)
+        except JsonRpcError:
+            raise
+        except Exception as exc:
+            raise self._internal_error(method, exc) from exc
+        if not isinstance(result, _PLAIN) and inspect.isawaitable(result):
+            return Deferred(self, method, params, context, None, result)
+        return result
+
+    async def call(self, method: str, params: Any, context: Any = None) -> Any:
+        """Run the handler for `method`; raises `JsonRpcError` for every failure."""
+        result = self.call_now(method, params, context)
+        if isinstance(result, Deferred):
+            result = await result.run()
+        return result
+
+    def _error_answer(self, msg: Message, exc: JsonRpcError) -> Optional[Dict[str, Any]]:
+        if isinstance(msg, Request):
+            return error_response(msg.id, exc)
+        if exc.code != METHOD_NOT_FOUND:  # notifications: never answered, failures logged
+            log.warning("notification %s failed: %s", getattr(msg, "method", "?"), exc)
+        return None
+
+    def dispatch_now(self, msg: Message, context: Any = None) -> "Union[Optional[Dict[str, Any]], Deferred]":
+        """Answer a classified message at once: a response dict, None when none is due,
+        or a `Deferred` whose `run()` gives the answer when a handler has to wait.
+
+        Requests always get a response. Notifications get none, even when their handler
+        fails or is missing. `Invalid` messages get an error response (with a null id when
+        no id could be read), as JSON-RPC 2.0 §5 asks.
+        """
+        if isinstance(msg, (Request, Notification)):
+            try:
+                result = self.call_now(msg.method, msg.params, context)
+            except JsonRpcError as exc:
+                return self._error_answer(msg, exc)
+            if isinstance(result, Deferred):
+                result.msg = msg
+                return result
+            # (result_response, inline: this runs for every request)
+            return {"jsonrpc": "2.0", "id": msg.id, "result": result} if isinstance(msg, Request) else None
+        if isinstance(msg, Invalid):
+            return error_response(msg.id, msg.error)
+        return None
+
+    async def dispatch(self, msg: Message, context: Any = None) -> Optional[Dict[str, Any]]:
+        """`dispatch_now`, with any waiting done here."""
+        answer = self.dispatch_now(msg, context)
+        if isinstance(answer, Deferred):
+            return await answer.run()
+        return answer
+
+
+def _is_async(handler: Any) -> bool:
+    """A coroutine function (or an object whose `__call__` is one)."""
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(getattr(handler, "__call__", None))
+
+

@@ -1,0 +1,401 @@
+"""JSON-RPC 2.0 messages: the codec, the classifier, the error codes and the builders.
+
+Shared by the MCP server (over HTTP) and the ACP client (over NDJSON). Everything here
+is a pure function of bytes or objects; the dispatcher and the asyncio peer that build
+on it live in `ide_protocol.rpc`.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+# Implementation-defined server errors live in -32000..-32099; MCP uses -32001 for an
+# unknown session (PROTOCOL.md §3, the capture's answer to `server/discover`).
+SESSION_NOT_FOUND = -32001
+REQUEST_CANCELLED = -32800  # LSP's convention, used by several MCP/ACP peers.
+
+STANDARD_MESSAGES = {
+    PARSE_ERROR: "Parse error",
+    INVALID_REQUEST: "Invalid Request",
+    METHOD_NOT_FOUND: "Method not found",
+    INVALID_PARAMS: "Invalid params",
+    INTERNAL_ERROR: "Internal error",
+}
+
+Id = Union[int, str]
+
+_encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+# Only for text holding lone surrogates (which `loads` accepts from "\\ud800" escapes
+# and UTF-8 cannot encode): the same JSON with every non-ASCII character escaped.
+_ascii_encoder = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+_decoder = json.JSONDecoder()
+
+
+class JsonRpcError(Exception):
+    """An error that becomes (or came from) a JSON-RPC error object.
+
+    Raise it from a handler to answer with a specific code; `Peer.request` raises it when
+    the other side answers with an error.
+    """
+
+    def __init__(self, code: int, message: Optional[str] = None, data: Any = None) -> None:
+        self.code = int(code)
+        self.message = message if message is not None else STANDARD_MESSAGES.get(code, "Error")
+        self.data = data
+        super().__init__("%s (%d)" % (self.message, self.code))
+
+    def to_dict(self) -> Dict[str, Any]:
+        error: Dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+    @classmethod
+    def from_dict(cls, error: Any) -> "JsonRpcError":
+        if isinstance(error, dict):
+            code = error.get("code")
+            message = error.get("message")
+            return cls(code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR,
+                       message if isinstance(message, str) else None, error.get("data"))
+        return cls(INTERNAL_ERROR, "malformed error object", error)
+
+
+class TransportClosed(ConnectionError):
+    """The transport went away while a request was waiting for its response."""
+
+
+# ---------------------------------------------------------------------------- codec
+
+
+def _make_text_encoder() -> Callable[[Any], str]:
+    """`_encoder.encode`, reusing C encoders rather than making one per call (what
+    `JSONEncoder.iterencode` does: about a tenth of encoding a short answer, issue 6).
+    A small pool: each call takes an encoder of its own, so threads and nested calls
+    never share one's circular-reference markers."""
+    try:
+        from _json import make_encoder  # CPython's accelerator; absent elsewhere
+        from json.encoder import encode_basestring
+    except ImportError:
+        return _encoder.encode
+    def new() -> Any:
+        # Its own markers (circular-reference detection, as json's): an encoder is
+        # never used by two calls at once.
+        return make_encoder({}, _encoder.default, encode_basestring, None, ":", ",", False, False, False)
+
+    idle: List[Any] = []  # encoders not in use; list.pop/append are atomic
+
+    def encode(obj: Any) -> str:
+        try:
+            c_encode = idle.pop()
+        except IndexError:
+            c_encode = new()  # the first call, another thread's, or a nested one
+        text = "".join(c_encode(obj, 0))
+        # (Not returned after an exception: it may have left containers marked.)
+        if len(idle) < 4:
+            idle.append(c_encode)
+        return text
+
+    return encode
+
+
+_encode_text = _make_text_encoder()
+
+
+class Encoded(dict):  # type: ignore[type-arg]
+    """A JSON object whose encoding is known already: `dumps` of a response carrying
+    one as its result splices `encoded` in instead of encoding it again (a result
+    rendered once and sent many times, such as the current selection, issue 6). It is
+    the dict it encodes, for whoever reads it; do not change it."""
+
+    __slots__ = ("encoded",)
+
+    def __init__(self, value: Dict[str, Any]) -> None:
+        super().__init__(value)
+        # None when it holds a lone surrogate: the whole answer must then be escaped
+        # to ASCII, as `dumps` does, so nothing is spliced.
+        self.encoded: Optional[bytes] = _utf8_json(value)
+
+
+def _utf8_json(value: Any) -> Optional[bytes]:
+    """The UTF-8 JSON of a value, or None when UTF-8 cannot carry it."""
+    try:
+        return _encode_text(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact UTF-8 JSON. NaN and infinities are refused (not valid JSON)."""
+    if type(obj) is dict and len(obj) == 3:
+        result = obj.get("result")
+        if type(result) is Encoded and result.encoded is not None and obj.get("jsonrpc") == "2.0" and "id" in obj:
+            # A response carrying an Encoded result: the bytes of encoding it all (with
+            # the members in the usual order, whatever order the dict has them in).
+            msg_id = obj["id"]
+            id_json = str(msg_id).encode() if type(msg_id) is int else (
+                _utf8_json(msg_id) if type(msg_id) is str else None)
+            if id_json is not None:
+                # (Joined, not %-formatted: one exact allocation and less code run, issue 6.)
+                return b"".join((b'{"jsonrpc":"2.0","id":', id_json, b',"result":', result.encoded, b"}"))
+    text = _encode_text(obj)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ascii_encoder.encode(obj).encode("ascii")
+
+
+def dumps_str(obj: Any) -> str:
+    text = _encode_text(obj)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ascii_encoder.encode(obj)
+    return text
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError("invalid JSON constant %s" % name)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if value in (_INF, -_INF):  # "1e999": valid JSON, but not a number we could send back
+        raise ValueError("number out of range: %s" % text[:40])
+    return value
+
+
+_INF = float("inf")
+
+
+_strict_decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_float)
+_scan_once = _strict_decoder.scan_once
+
+
+def loads(data: Union[bytes, bytearray, memoryview, str]) -> Any:
+    """Decode one JSON document; any failure is a `JsonRpcError(PARSE_ERROR)`.
+
+    `NaN`/`Infinity` are rejected too: they are not JSON, and echoing them back would
+    make us emit invalid JSON.
+    """
+    try:
+        # (UTF-8 is the default of decode(); naming it costs a lookup. And bytes(data)
+        # only where needed: what a request runs is what it costs, issue 6.)
+        data = data.decode() if type(data) is bytes else (
+            data if isinstance(data, str) else bytes(data).decode())
+        # What json.loads(data, parse_constant=..., parse_float=...) does, without
+        # building a new decoder and scanner for every message (issue 6): a message
+        # with no whitespace around it (the usual) is decoded by the C scanner alone.
+        try:
+            obj, end = _scan_once(data, 0)
+        except StopIteration:
+            pass  # not even the start of a value here: decode() below says what is wrong
+        else:
+            if end == len(data):
+                return obj
+        if data.startswith("\ufeff"):  # as json.loads does
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", data, 0)
+        return _strict_decoder.decode(data)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise JsonRpcError(PARSE_ERROR, "Parse error: %s" % exc) from None
+
+
+# ------------------------------------------------------------------ classification
+
+
+class Message:
+    """Base of the classified message kinds; `raw` is the decoded JSON object."""
+
+    __slots__ = ("raw",)
+    kind = "message"
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+
+class Request(Message):
+    __slots__ = ("id", "method", "params")
+    kind = "request"
+
+    def __init__(self, raw: Any, id: Id, method: str, params: Any) -> None:
+        self.raw = raw
+        self.id = id
+        self.method = method
+        self.params = params
+
+    def __repr__(self) -> str:
+        return "Request(id=%r, method=%r)" % (self.id, self.method)
+
+
+class Notification(Message):
+    __slots__ = ("method", "params")
+    kind = "notification"
+
+    def __init__(self, raw: Any, method: str, params: Any) -> None:
+        super().__init__(raw)
+        self.method = method
+        self.params = params
+
+    def __repr__(self) -> str:
+        return "Notification(method=%r)" % (self.method,)
+
+
+class Response(Message):
+    __slots__ = ("id", "result")
+    kind = "response"
+
+    def __init__(self, raw: Any, id: Id, result: Any) -> None:
+        super().__init__(raw)
+        self.id = id
+        self.result = result
+
+    def __repr__(self) -> str:
+        return "Response(id=%r)" % (self.id,)
+
+
+class ErrorResponse(Message):
+    __slots__ = ("id", "error")
+    kind = "error"
+
+    def __init__(self, raw: Any, id: Optional[Id], error: JsonRpcError) -> None:
+        super().__init__(raw)
+        self.id = id
+        self.error = error
+
+    def __repr__(self) -> str:
+        return "ErrorResponse(id=%r, code=%r)" % (self.id, self.error.code)
+
+
+class Invalid(Message):
+    """Something that is not a valid JSON-RPC message; `error` is what to answer with."""
+
+    __slots__ = ("id", "error")
+    kind = "invalid"
+
+    def __init__(self, raw: Any, id: Optional[Id], error: JsonRpcError) -> None:
+        super().__init__(raw)
+        self.id = id
+        self.error = error
+
+    def __repr__(self) -> str:
+        return "Invalid(id=%r, %s)" % (self.id, self.error.message)
+
+
+def _valid_id(value: Any) -> bool:
+    # Ids are strings or integers (numbers with fractions are discouraged by the spec;
+    # we accept integral numbers only). bool is an int subclass in Python: refuse it.
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def parse_message(obj: Any) -> Message:
+    """Classify one decoded JSON value. Never raises.
+
+    Batches (lists) are classified `Invalid`: neither MCP over this transport
+    (PROTOCOL.md §2: a batch gets `400`) nor ACP uses them.
+    """
+    if not isinstance(obj, dict):
+        return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Request: expected a JSON object"))
+    # The usual message, a well-formed request, in one test (issue 6); anything else is
+    # classified with care below.
+    raw_id = obj.get("id")
+    method = obj.get("method")
+    if (type(raw_id) is int or type(raw_id) is str) and type(method) is str and obj.get("jsonrpc") == "2.0":
+        params = obj.get("params")
+        if type(params) is dict or type(params) is list or "params" not in obj:
+            return Request(obj, raw_id, method, params)
+    has_id = "id" in obj and raw_id is not None
+    # (_valid_id, inline: this runs for every message)
+    msg_id = raw_id if type(raw_id) is int or type(raw_id) is str or _valid_id(raw_id) else None
+    # A request with `"id": null` is not a notification (JSON-RPC 2.0 §4: a notification
+    # has no id member); MCP and ACP forbid null ids, so it is answered as invalid.
+    null_id_request = "id" in obj and raw_id is None
+    if obj.get("jsonrpc") != "2.0":
+        return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"'))
+    if "method" in obj:
+        if not isinstance(method, str):
+            return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Request: method must be a string"))
+        params = obj.get("params")
+        if "params" in obj and not isinstance(params, (dict, list)):
+            return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Request: params must be an object or array"))
+        if null_id_request:
+            return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Request: id must not be null"))
+        if has_id:
+            if msg_id is None:
+                return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer"))
+            return Request(obj, msg_id, method, params)
+        return Notification(obj, method, params)
+    if "result" in obj or "error" in obj:
+        if "result" in obj and "error" in obj:
+            return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Response: both result and error"))
+        if "error" in obj:
+            error = obj["error"]
+            if not (isinstance(error, dict) and isinstance(error.get("code"), int)
+                    and isinstance(error.get("message"), str)):
+                return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Response: malformed error object"))
+            if has_id and msg_id is None:
+                return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Response: bad id"))
+            return ErrorResponse(obj, msg_id, JsonRpcError.from_dict(error))
+        if msg_id is None:
+            return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Response: missing id"))
+        return Response(obj, msg_id, obj["result"])
+    return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Request: no method, result or error"))
+
+
+def decode_message(data: Union[bytes, str]) -> Message:
+    """`loads` + `parse_message`; unparsable input becomes `Invalid` with `-32700`."""
+    try:
+        obj = loads(data)
+    except JsonRpcError as exc:
+        return Invalid(None, None, exc)
+    return parse_message(obj)
+
+
+# ------------------------------------------------------------------------ builders
+
+
+def request(id: Id, method: str, params: Any = None) -> Dict[str, Any]:
+    msg: Dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def notification(method: str, params: Any = None) -> Dict[str, Any]:
+    msg: Dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def result_response(id: Optional[Id], result: Any) -> Dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id, "result": result}
+
+
+def error_response(id: Optional[Id], error: Union[JsonRpcError, Dict[str, Any]]) -> Dict[str, Any]:
+    if isinstance(error, JsonRpcError):
+        error = error.to_dict()
+    return {"jsonrpc": "2.0", "id": id, "error": error}
+
+
+def require_params(params: Any, required: Tuple[str, ...] = (), types: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Check that params is an object with the given keys and types, or raise -32602."""
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise JsonRpcError(INVALID_PARAMS, "Invalid params: expected an object")
+    for key in required:
+        if key not in params:
+            raise JsonRpcError(INVALID_PARAMS, "Invalid params: missing %r" % key)
+    for key, kind in (types or {}).items():
+        if key in params and params[key] is not None:
+            value = params[key]
+            if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, (int, float))):
+                raise JsonRpcError(INVALID_PARAMS, "Invalid params: %r has the wrong type" % key)
+    return params
+
+
