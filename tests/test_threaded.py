@@ -351,3 +351,36 @@ def test_exit_without_stop_removes_the_lock(tmp_path: Any) -> None:
     assert lock_path.startswith(lock_dir)
     assert not os.path.exists(lock_path)
     assert not os.path.exists(os.path.dirname(socket_path))
+
+
+def test_stop_then_start_again_on_the_same_server(tmp_path: Any) -> None:
+    """An editor's Stop then Start commands (or a restart on a folder change) reuse the
+    object: the second run serves, and its stop is as quick and as clean as the first."""
+    folder, path, lock_dir = workspace(tmp_path)
+    server = ThreadedIdeServer([folder], lock_dir=lock_dir, timeout=WAIT)
+    server.start()
+    first_socket = server.socket_path
+    server.stop()
+    assert os.listdir(lock_dir) == []
+    server.start()
+    lock_path, socket_path = server.lock_path, server.socket_path
+    assert lock_path is not None and os.path.exists(lock_path)
+    assert socket_path is not None and socket_path != first_socket
+    server.set_selection(Selection(path, "print", (0, 0), (0, 5)))
+
+    async def scenario() -> None:
+        cli = Cli(socket_path, server.nonce)
+        await cli.handshake()
+        assert tool_json(await cli.call_tool("get_selection", {}))["text"] == "print"
+        cli.close()
+
+    ide_wire.run(scenario())
+    stopping = threading.Thread(target=server.stop)
+    stopping.start()
+    # A stop that does nothing would wait out the whole timeout (WAIT): the lock must be
+    # gone long before that.
+    stopping.join(WAIT / 2)
+    assert not stopping.is_alive(), "the second stop() hangs"
+    assert not os.path.exists(lock_path)
+    assert not os.path.exists(os.path.dirname(socket_path))
+    assert not server.running

@@ -253,6 +253,9 @@ class IdeServer:
         if self.started:
             return self
         self.loop = asyncio.get_event_loop()
+        # A server stopped earlier may start again (an editor's Stop then Start): this
+        # run has its own stop to do, so the last run's stop-in-progress flag goes.
+        self._stopping = False
         self._stopped = asyncio.Event()
         self._selection_push = Debounced(self.debounce, self._push_selection, self.loop.call_later)
         self._diagnostics_push = DiagnosticsWindow(self.debounce, self._push_diagnostics, self.loop.call_later,
