@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "IdeServer": "server.ide_server",
     "ThreadedIdeServer": "server.threaded",
-    "IdeClient": "client.ide_client",
+    "IdeClient": "client",
     "DiffRequest": "server.ide_server",
     "Selection": "common.tools",
     "Diagnostic": "common.tools",

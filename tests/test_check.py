@@ -422,7 +422,7 @@ def test_all_checks_pass_against_the_serve_command(tmp_path: Any) -> None:
         async def checks() -> List[check.Result]:
             lock, raw = check.load_lock(locks[0].path)
             # The commands above travel through a pipe: wait until the server has them.
-            from ide_protocol.client.ide_client import IdeClient
+            from ide_protocol.client import IdeClient
             async with IdeClient(lock, timeout=10) as client:
                 for _ in range(200):
                     sel, diags = await client.get_selection(), await client.get_diagnostics()

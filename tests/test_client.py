@@ -11,10 +11,10 @@ from typing import Any, Awaitable, Callable, List, Optional
 
 import pytest
 
-from ide_protocol.client import ide_client as client_mod
+from ide_protocol import client as client_mod
 from ide_protocol.wire import jsonrpc
 from ide_protocol.common import lockfile, tools
-from ide_protocol.client.ide_client import (ClientConnection, HttpStatusError, IdeClient, IdeTimeout, NoIdeFound, Push,
+from ide_protocol.client import (ClientConnection, HttpStatusError, IdeClient, IdeTimeout, NoIdeFound, Push,
                                  ServerGone)
 from ide_protocol.server.ide_server import IdeServer
 from ide_protocol.common.tools import Diagnostic, Selection

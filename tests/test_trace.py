@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 from ide_protocol.common import lockfile
-from ide_protocol.client.ide_client import ClientConnection, IdeClient
+from ide_protocol.client import ClientConnection, IdeClient
 from ide_protocol.server.ide_server import IdeServer
 from ide_protocol.common.tools import Diagnostic, Selection
 from ide_protocol.programs.trace import Tracer, format_block, read_capture

@@ -89,7 +89,7 @@ def test_windows_pid_check_lives_here_and_errs_on_the_safe_side(monkeypatch) -> 
 
 
 def test_client_pipe_connection_needs_the_proactor_loop() -> None:
-    from ide_protocol.client.ide_client import ServerGone, open_socket
+    from ide_protocol.client import ServerGone, open_socket
 
     async def main() -> str:
         try:

@@ -35,7 +35,7 @@ if ROOT not in sys.path:
 
 from ide_protocol.wire import http11, sse  # noqa: E402
 from ide_protocol.common import lockfile  # noqa: E402
-from ide_protocol.client.ide_client import IdeClient  # noqa: E402
+from ide_protocol.client import IdeClient  # noqa: E402
 from ide_protocol.server.ide_server import IdeServer  # noqa: E402
 from ide_protocol.common.tools import Diagnostic, Selection  # noqa: E402
 from ide_protocol.programs.trace import Record, Tracer, escape_block  # noqa: E402

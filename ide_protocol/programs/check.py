@@ -28,7 +28,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tup
 
 from ..wire import http11, jsonrpc, sse
 from ..common import lockfile, tools
-from ..client.ide_client import (DEFAULT_CONNECT_TIMEOUT, ClientConnection, ClientError, ClientResponse, IdeTimeout,
+from ..client import (DEFAULT_CONNECT_TIMEOUT, ClientConnection, ClientError, ClientResponse, IdeTimeout,
                      ServerGone, cli_headers)
 from ..common.lockfile import LockInfo
 
@@ -1193,7 +1193,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.lock:
             lock, raw = load_lock(args.lock)
         else:
-            from ..client.ide_client import discover
+            from ..client import discover
             lock = discover(args.folder, args.lock_dir)
             _, raw = load_lock(lock.path) if lock.path else (lock, None)
     except (ClientError, OSError, ValueError) as exc:

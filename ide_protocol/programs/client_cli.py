@@ -16,7 +16,7 @@ from typing import Any, Awaitable, List, Optional, Tuple
 
 from ..wire import jsonrpc
 from ..common import tools
-from ..client.ide_client import ClientError, IdeClient, NoIdeFound
+from ..client import ClientError, IdeClient, NoIdeFound
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -51,7 +51,7 @@ from typing import Any, Callable, IO, List, Optional, Tuple
 
 from ..wire import http11, sse
 from ..common import lockfile
-from ..client.ide_client import ClientError, discover, open_socket
+from ..client import ClientError, discover, open_socket
 from ..common.lockfile import LockInfo
 from ..server.transport import listen_unix, wait_server_closed
 
