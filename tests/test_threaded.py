@@ -384,3 +384,39 @@ def test_stop_then_start_again_on_the_same_server(tmp_path: Any) -> None:
     assert not os.path.exists(lock_path)
     assert not os.path.exists(os.path.dirname(socket_path))
     assert not server.running
+
+
+def test_posted_work_runs_in_order_without_waiting_and_failures_are_logged(tmp_path: Any, caplog: Any) -> None:
+    """`post` (and `wait=False`) never waits for the loop thread: work posted while the
+    loop is busy is queued behind it, runs in order, and a failure is only logged."""
+    folder, path, lock_dir = workspace(tmp_path)
+    server = ThreadedIdeServer([folder], lock_dir=lock_dir, timeout=WAIT).start()
+    try:
+        release = threading.Event()
+        ran: List[Tuple[str, Any]] = []
+        server.post(lambda: release.wait(WAIT))          # the loop thread is busy ...
+        server.post(lambda: ran.append(("first", threading.current_thread())))
+        server.post(lambda: 1 // 0)
+        server.set_selection(Selection(path, "print", (0, 0), (0, 5)), wait=False)
+        server.set_diagnostics(path, [Diagnostic("bad", "Error", (0, 0), (0, 1))], wait=False)
+        assert ran == []                                  # ... and none of it waited for it
+        release.set()
+        assert server.call(lambda: [name for name, _ in ran]) == ["first"]
+        assert ran[0][1] is server.thread
+        assert server.selection is not None and server.selection.text == "print"
+
+        async def scenario() -> None:
+            cli = Cli(server.socket_path, server.nonce)
+            await cli.handshake()
+            (entry,) = tool_json(await cli.call_tool("get_diagnostics", {}))
+            assert entry["diagnostics"][0]["message"] == "bad"
+            cli.close()
+
+        ide_wire.run(scenario())
+        assert any("posted" in r.getMessage() and r.exc_info and r.exc_info[0] is ZeroDivisionError
+                   for r in caplog.records)
+    finally:
+        server.stop()
+    done: List[int] = []
+    server.post(done.append, 1)  # stopped: runs at once, here
+    assert done == [1]

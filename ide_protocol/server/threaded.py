@@ -26,6 +26,9 @@ Threading rules (the whole contract):
   file and the socket; an `atexit` hook does it too if the editor exits without
   calling it. `stop()` from the loop thread (inside a callback) only schedules the
   stop, since waiting there would wait for itself.
+* `post(fn)` (and `set_selection(..., wait=False)`, `set_diagnostics(..., wait=False)`)
+  hands work to the loop thread without waiting at all, for an editor's hot paths;
+  posted work keeps its order with other calls, and its failures are logged.
 * `on_exchange` (a keyword passed through to `IdeServer`) runs on the loop thread.
 
 The loop thread is a daemon thread, so it never keeps an editor from exiting.
@@ -208,6 +211,27 @@ class ThreadedIdeServer:
             outcome.cancel()
             raise TimeoutError("the /ide server's loop did not answer within %ss" % self._timeout(timeout))
 
+    def post(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Run `fn(*args, **kwargs)` on the loop thread later, without waiting for it: for
+        an editor's hot paths (a cursor move), where even an instant's wait for the loop
+        thread is too much. Posted work runs in order, before or after `call()`s in the
+        order they were made. Its failure is logged, never raised. Before start and after
+        stop `fn` runs directly, as in `call()`."""
+        def run() -> None:
+            try:
+                fn(*args, **kwargs)
+            except Exception:
+                log.exception("/ide work posted from another thread failed")
+
+        loop = self.loop
+        if loop is None or self._on_loop_thread() or not loop.is_running():
+            run()
+            return
+        try:
+            loop.call_soon_threadsafe(run)
+        except RuntimeError:  # closed meanwhile by stop()
+            run()
+
     def submit(self, coro: Any) -> "concurrent.futures.Future[Any]":
         """Run a coroutine on the loop; returns a concurrent future (for advanced uses)."""
         if self.loop is None:
@@ -264,14 +288,23 @@ class ThreadedIdeServer:
 
     # ------------------------------------------------------------- the IDE's state
 
-    def set_selection(self, selection: Optional[Selection], timeout: Optional[float] = None) -> None:
-        """The active editor's selection changed (None: no active editor)."""
-        self.call(self.server.set_selection, selection, timeout=timeout)
+    def set_selection(self, selection: Optional[Selection], timeout: Optional[float] = None,
+                      wait: bool = True) -> None:
+        """The active editor's selection changed (None: no active editor). With
+        `wait=False` it is posted (see `post`): the caller never waits for the loop."""
+        if wait:
+            self.call(self.server.set_selection, selection, timeout=timeout)
+        else:
+            self.post(self.server.set_selection, selection)
 
     def set_diagnostics(self, path_or_uri: str, diagnostics: Sequence[Diagnostic],
-                        timeout: Optional[float] = None) -> None:
-        """Replace one file's diagnostics (an empty list clears them)."""
-        self.call(self.server.set_diagnostics, path_or_uri, list(diagnostics), timeout=timeout)
+                        timeout: Optional[float] = None, wait: bool = True) -> None:
+        """Replace one file's diagnostics (an empty list clears them); `wait` as in
+        `set_selection`."""
+        if wait:
+            self.call(self.server.set_diagnostics, path_or_uri, list(diagnostics), timeout=timeout)
+        else:
+            self.post(self.server.set_diagnostics, path_or_uri, list(diagnostics))
 
     def clear_diagnostics(self, timeout: Optional[float] = None) -> None:
         self.call(self.server.clear_diagnostics, timeout=timeout)
