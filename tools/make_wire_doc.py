@@ -359,10 +359,11 @@ recorded by the wire tracer (`python3 -m ide_protocol trace`) sitting between th
 bytes are real: the generator runs the session and prints what crossed the socket.
 Volatile values are replaced by placeholders (the temporary directory is `/home/user`,
 the nonce `<nonce>`, socket paths `/tmp/mcp-XXXXXX/mcp.sock`); chunk sizes and
-`Content-Length` are recomputed after the substitution. PROTOCOL.md is the contract;
-section numbers (§N) refer to it.
+`Content-Length` are recomputed after the substitution. The contract is
+[PROTOCOL.md](PROTOCOL.md); a bare section number (§N) refers to it.
 
-Notation, as in `shared/captures/`: `#N` is the connection number (in the order the
+Notation, as in the real CLI's session in
+`tests/captures/copilot-cli-1.0.102-ide-session.log`: `#N` is the connection number (in the order the
 tracer accepted them), `C>S` client to server, `S>C` server to client; `\\r` and `\\n`
 are shown literally and each `\\n` also ends a line of the listing. A `\\n` in the
 middle of a line is JSON's own escape inside a string.
@@ -410,11 +411,12 @@ tolerate it (the real CLI makes one or two).
     out.append("""\
 ## What the real CLI does differently
 
-Nothing on this wire, as far as the captures show (`shared/captures/`), with three
-habits worth knowing: it often repeats the whole handshake about 150 ms later (DELETE,
-then `server/discover`, `initialize`… again) when it applies folder trust; it sends
-`notifications/cancelled` when an ordinary request has waited 60 s; and it makes one or
-two empty probe connections before every connect. Run the tracer against your own IDE
+Nothing on this wire, as far as its capture shows
+(`tests/captures/copilot-cli-1.0.102-ide-session.log`), with three habits worth knowing:
+while it settles folder trust it sends DELETE and repeats the whole handshake
+(`server/discover`, `initialize`… again), up to three handshakes in a row (PROTOCOL.md
+§3); it sends `notifications/cancelled` when an ordinary request has waited 60 s; and it
+makes one or two empty probe connections before every connect (PROTOCOL.md §7). Run the tracer against your own IDE
 to see it live:
 
     python3 -m ide_protocol trace ~/project --out session.log
