@@ -15,11 +15,12 @@ import asyncio
 import collections
 import logging
 import os
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._core import jsonrpc, ndjson, rpc
 from . import permissions as _permissions
-from .connection import DEFAULT_AGENT, DEFAULT_REQUEST_TIMEOUT, AgentConnection, Argv
+from .connection import (DEFAULT_AGENT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
+                         AgentConnection, Argv, parse_address)
 from .errors import AcpError
 from .fs import FileSystem, fixed_roots
 from .session import PromptInput, Session, Turn, Update
@@ -44,8 +45,11 @@ def default_agent() -> str:
 class Client:
     """An ACP client for one agent.
 
-    `agent` is a command line (string or argv) to spawn; or pass `streams=(reader,
-    writer)` to use an open pair. Handlers for the agent's requests: `permission` (a
+    `agent` is a command line (string or argv) to spawn on stdio; or `connect="[HOST:
+    ]PORT"` (or `(host, port)`) reaches an agent listening on TCP (`copilot --acp
+    --port P`; the host defaults to 127.0.0.1), which keeps running when the client
+    closes; or `streams=(reader, writer)` uses an open pair. Sessions, handlers and
+    errors are the same whichever way the bytes travel. Handlers for the agent's requests: `permission` (a
     policy name or callable, see `acp.permissions`; default `"reject"`), `fs` (read and
     write inside `fs_roots`, default each session's cwd), `terminal` (real subprocesses),
     and `handlers` to add or replace any method (`{method: fn(params, client)}`; `None`
@@ -53,6 +57,8 @@ class Client:
     """
 
     def __init__(self, agent: Optional[Argv] = None, *, streams: Optional[Sequence[Any]] = None,
+                 connect: Optional[Union[str, int, Sequence[Any]]] = None,
+                 connect_timeout: Optional[float] = DEFAULT_CONNECT_TIMEOUT,
                  cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                  permission: _permissions.PolicySpec = "reject", fs: bool = True,
                  fs_roots: Optional[Sequence[str]] = None, terminal: bool = True,
@@ -64,6 +70,9 @@ class Client:
                  new_process_group: bool = True) -> None:
         self.agent = agent if agent is not None else default_agent()
         self.streams = streams
+        # Checked here, so a bad address fails where it was given (ValueError).
+        self.address = parse_address(connect) if connect is not None else None
+        self.connect_timeout = connect_timeout
         self.cwd = cwd
         self.env = env
         self.request_timeout = request_timeout
@@ -101,7 +110,8 @@ class Client:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> "Client":
-        """Spawn the agent (or adopt the streams). Raises `AgentStartError`."""
+        """Spawn the agent, connect to it, or adopt the streams. Raises
+        `AgentStartError` (`AgentConnectError` over TCP)."""
         if self.connection is not None:
             return self
         options: Dict[str, Any] = dict(dispatcher=self.dispatcher, context=self,
@@ -110,6 +120,9 @@ class Client:
         if self.streams is not None:
             reader, writer = self.streams
             self.connection = AgentConnection.from_streams(reader, writer, **options)
+        elif self.address is not None:
+            self.connection = await AgentConnection.connect(
+                self.address, connect_timeout=self.connect_timeout, **options)
         else:
             self.connection = await AgentConnection.spawn(
                 self.agent, cwd=self.cwd, env=self.env, new_process_group=self.new_process_group,
@@ -119,8 +132,9 @@ class Client:
         return self
 
     async def close(self, grace: float = 3.0, term_grace: float = 2.0) -> Optional[int]:
-        """Release terminals, then shut the agent down (ACP.md §7). Waiting requests and
-        turns fail with `AgentExited`. Returns the agent's exit status."""
+        """Release terminals, then shut the agent down (ACP.md §7), or over TCP close
+        the socket and leave the agent running. Waiting requests and turns fail with
+        `AgentExited`. Returns the agent's exit status (None over TCP)."""
         await self.terminals.release_all()
         if self.connection is None:
             return None
@@ -153,9 +167,6 @@ class Client:
 
     async def request(self, method: str, params: Any = None, timeout: Optional[float] = -1.0) -> Any:
         """Any request (extension methods too). `timeout=-1`: the client's default."""
-        return await self.conn.request(method, params, timeout=timeout)
-
-    async def connection_request(self, method: str, params: Any, timeout: Optional[float]) -> Any:
         return await self.conn.request(method, params, timeout=timeout)
 
     async def notify(self, method: str, params: Any = None) -> None:
@@ -274,11 +285,11 @@ class Client:
     def prompt(self, session_id: str, prompt: PromptInput, *, queue: bool = True) -> Turn:
         return self.session(session_id).prompt(prompt, queue=queue)
 
-    async def cancel(self, session_id: str, _from_session: bool = False) -> None:
+    async def cancel(self, session_id: str) -> None:
         """`session/cancel`; pending permission requests of the session are answered
         `cancelled` (ACP.md §5)."""
         session = self.sessions.get(session_id)
-        if session is not None and not _from_session:
+        if session is not None:
             await session.cancel()
             return
         await self.notify("session/cancel", {"sessionId": session_id})

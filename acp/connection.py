@@ -1,9 +1,12 @@
-"""The agent process and the NDJSON pipe to it: bytes in and out, nothing ACP-specific.
+"""The byte stream to one agent and the NDJSON on it, nothing ACP-specific.
 
-`AgentConnection` owns three things: the child process (or a pair of streams given by
-the caller), the read loop that turns stdout bytes into JSON values for the shared
-`rpc.Peer` (which does id matching and dispatch, ACP.md §2), and the shutdown
-sequence of ACP.md §7. It never interprets methods: that is `client.py`'s job.
+`AgentConnection` owns three things: the transport (a child process on stdio, a TCP
+socket to an agent that listens, or a pair of streams given by the caller), the read
+loop that turns the agent's bytes into JSON values for the shared `rpc.Peer` (which
+does id matching and dispatch, ACP.md §2), and the shutdown sequence of ACP.md §7. It
+never interprets methods: that is `client.py`'s job. Both transports carry the same
+NDJSON (ACP.md §1); they differ only in who owns the agent's life: a child we spawned
+is shut down with us, an agent we connected to keeps running when we hang up.
 """
 from __future__ import annotations
 
@@ -13,11 +16,12 @@ import logging
 import os
 import shlex
 import signal
+import socket
 import sys
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._core import jsonrpc, ndjson, rpc
-from .errors import AgentExited, AgentStartError, RequestTimeout
+from .errors import AgentConnectError, AgentExited, AgentNotAcp, AgentStartError, RequestTimeout
 
 log = logging.getLogger(__name__)
 agent_log = logging.getLogger("acp.agent")  # the agent's own stderr lines
@@ -26,8 +30,19 @@ DEFAULT_AGENT = "copilot --acp --stdio"
 DEFAULT_REQUEST_TIMEOUT = 60.0
 READ_CHUNK = 256 * 1024
 STDERR_LINE_MAX = 8192  # a stderr line longer than this is kept cut (it is only shown)
+DEFAULT_HOST = "127.0.0.1"  # where `copilot --acp --port P` listens
+DEFAULT_CONNECT_TIMEOUT = 10.0
+# An agent whose output starts with lines that are not JSON-RPC is probably not an ACP
+# agent at all (a wrong --agent): after the first such line it has this long to send a
+# real message, or this many more bad lines, before the connection gives up on it.
+NOT_ACP_GRACE = 2.0
+NOT_ACP_MAX_LINES = 100
+# Once the agent process is gone, how long its output may still take to drain (a
+# grandchild can hold the pipe open for ever).
+EXIT_DRAIN = 0.5
 
 Argv = Union[str, Sequence[str]]
+Address = Tuple[str, int]
 
 
 def split_command(command: Argv) -> List[str]:
@@ -36,9 +51,44 @@ def split_command(command: Argv) -> List[str]:
         argv = shlex.split(command, posix=os.name != "nt")
     else:
         argv = [str(part) for part in command]
-    if not argv:
+    if not argv or not argv[0]:
         raise AgentStartError("empty agent command")
     return argv
+
+
+def parse_address(text: Union[str, int, Sequence[Any]]) -> Address:
+    """`[HOST:]PORT` (or `[V6ADDR]:PORT`, a port number, a `(host, port)` pair) as a
+    `(host, port)` pair; the host defaults to 127.0.0.1, where the agent listens.
+    Raises ValueError with a message fit for a user."""
+    if isinstance(text, int):
+        host, port_text = DEFAULT_HOST, str(text)
+    elif not isinstance(text, str):
+        host, port = text
+        return parse_address("%s:%s" % (host if ":" not in str(host) else "[%s]" % host, port))
+    elif text.startswith("["):
+        host, sep, port_text = text[1:].partition("]:")
+        if not sep:
+            raise ValueError("%r: expected [ADDRESS]:PORT" % text)
+    elif ":" in text:
+        host, _, port_text = text.rpartition(":")
+    else:
+        host, port_text = DEFAULT_HOST, text
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError("%r: the port must be a number from 1 to 65535" % text)
+    return host or DEFAULT_HOST, int(port_text)
+
+
+def _keep_alive(sock: Any) -> None:
+    """TCP keep-alive probes, so a peer that vanished without a FIN (a half-open
+    socket) ends the connection within about a minute instead of never."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for name, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+            if hasattr(socket, name):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+    except (OSError, AttributeError):
+        pass
 
 
 class _ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
@@ -72,8 +122,13 @@ class AgentConnection:
         self.on_stderr = on_stderr
         self.stderr_tail: Deque[str] = collections.deque(maxlen=stderr_lines)
         self.bad_lines = 0  # lines from the agent that were not JSON or too long
+        self.messages = 0  # JSON-RPC messages received
+        self.first_bad_line: Optional[bytes] = None  # the first non-JSON-RPC line, kept to quote
         self.process: Optional[asyncio.subprocess.Process] = None
         self.argv: List[str] = []
+        self.address: Optional[Address] = None  # the agent's (host, port) over TCP
+        self._read_error: Optional[BaseException] = None
+        self._not_acp_timer: Optional[asyncio.TimerHandle] = None
         self._reader: Optional[asyncio.StreamReader] = None
         self._writer: Any = None
         self._group = False  # the agent leads its own process group (we signal the group)
@@ -130,6 +185,42 @@ class AgentConnection:
         conn._watch_task = asyncio.ensure_future(conn._watch_exit())
         conn._stderr_task = asyncio.ensure_future(conn._stderr_loop(proc.stderr))
         return conn
+
+    @classmethod
+    async def connect(cls, address: Union[str, int, Sequence[Any]], *,
+                      connect_timeout: Optional[float] = DEFAULT_CONNECT_TIMEOUT,
+                      **kwargs: Any) -> "AgentConnection":
+        """Connect to an agent listening on TCP (`copilot --acp --port P`).
+
+        The socket carries the same NDJSON as stdio (ACP.md §1). The agent is not
+        ours: closing the connection closes the socket and leaves the agent running.
+        Raises `AgentConnectError` (refused, unknown host, no answer in time).
+        """
+        host, port = parse_address(address)
+        where = "%s:%d" % (host, port) if ":" not in host else "[%s]:%d" % (host, port)
+        try:
+            # The reader's own limit is irrelevant: the read loop reads chunks, not lines.
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
+                                                    connect_timeout)
+        except asyncio.TimeoutError:
+            raise AgentConnectError("could not connect to the agent at %s: no answer within %g s"
+                                    % (where, connect_timeout or 0)) from None
+        except (OSError, UnicodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise AgentConnectError("could not connect to the agent at %s: %s" % (where, reason)) from exc
+        _keep_alive(writer.get_extra_info("socket"))
+        conn = cls(**kwargs)
+        conn.address = (host, port)
+        conn._start(reader, writer)
+        return conn
+
+    @property
+    def where(self) -> str:
+        """How errors name the agent: its address over TCP, else "the agent"."""
+        if self.address is None:
+            return "the agent"
+        host, port = self.address
+        return "the agent at %s:%d" % (host if ":" not in host else "[%s]" % host, port)
 
     @classmethod
     def from_streams(cls, reader: asyncio.StreamReader, writer: Any, **kwargs: Any) -> "AgentConnection":
@@ -233,11 +324,14 @@ class AgentConnection:
                 await self._handle_line(line)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # a broken pipe or a bug: end the connection cleanly
+        except Exception as exc:  # a reset socket, a broken pipe, or a bug: end cleanly
+            self._read_error = exc
             log.warning("reading from the agent failed: %r", exc)
         await self._finish()
 
     async def _handle_line(self, line: ndjson.Line) -> None:
+        if isinstance(self._exc, AgentNotAcp):
+            return  # given up on this program: its output is no longer read as protocol
         if isinstance(line, ndjson.LineTooLong):
             self.bad_lines += 1
             log.warning("dropped a line of %d bytes from the agent (limit %d)", line.size, self.max_line)
@@ -248,13 +342,42 @@ class AgentConnection:
             # Not JSON: stray output, not a request, so nothing is owed in reply.
             self.bad_lines += 1
             log.warning("ignored a line from the agent that is not JSON: %.120r", line)
+            self._not_json_rpc(line)
             return
+        if isinstance(obj, dict) and obj.get("jsonrpc") == "2.0":
+            self.messages += 1
+        else:
+            self._not_json_rpc(line)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("A>C %.300s", line.decode("utf-8", "replace"))
         try:
             await self.peer.receive(obj)
         except Exception:  # Peer.receive does not raise for bad input; this is a bug guard
             log.exception("failed to handle a message from the agent")
+
+    def _not_json_rpc(self, line: bytes) -> None:
+        """A line that is not JSON-RPC. Before any real message, it means the program
+        may not be an ACP agent at all: quote its first such line and give up on it
+        after `NOT_ACP_GRACE` seconds or `NOT_ACP_MAX_LINES` lines (ACP.md §1: stdout
+        carries only protocol), instead of letting `initialize` wait its full timeout."""
+        if self.messages or self._exc is not None:
+            return
+        if self.first_bad_line is None:
+            self.first_bad_line = bytes(line)
+            self._not_acp_timer = asyncio.get_event_loop().call_later(NOT_ACP_GRACE, self._give_up_not_acp)
+        elif self.bad_lines >= NOT_ACP_MAX_LINES:
+            self._give_up_not_acp()
+
+    def _give_up_not_acp(self) -> None:
+        if self._not_acp_timer is not None:
+            self._not_acp_timer.cancel()
+        if self.messages or self._exc is not None or self.first_bad_line is None:
+            return
+        quoted = self.first_bad_line[:200].decode("utf-8", "replace")
+        exc = AgentNotAcp("%s does not speak ACP: its output starts with %r, not JSON-RPC"
+                          % (self.where, quoted), self.first_bad_line)
+        log.warning("%s", exc)
+        self._fail(exc)
 
     async def _stderr_loop(self, stream: asyncio.StreamReader) -> None:
         # Own splitting: StreamReader.readline() fails on lines over 64 KiB.
@@ -285,18 +408,29 @@ class AgentConnection:
 
     async def _finish(self) -> None:
         """stdout ended: learn why (exit status, last stderr lines), then fail waiters."""
+        if self._not_acp_timer is not None:
+            self._not_acp_timer.cancel()
+        if self._done.is_set():
+            return
+        if self._exc is None:
+            if self.process is not None:
+                await self._wait_process(2.0)
+                if self._stderr_task is not None:
+                    await asyncio.wait({self._stderr_task}, timeout=EXIT_DRAIN)
+            exc = AgentExited.describe(self.returncode, list(self.stderr_tail), expected=self._closing,
+                                       where=self.where, socket=self.address is not None,
+                                       error=self._read_error)
+            if not self._closing:
+                log.warning("%s", exc)
+            self._fail(exc)
+        self._done.set()
+
+    def _fail(self, exc: AgentExited) -> None:
+        """The connection is over for `exc`: every waiter fails with it, once."""
         if self._exc is not None:
             return
-        if self.process is not None:
-            await self._wait_process(2.0)
-            if self._stderr_task is not None:
-                await asyncio.wait({self._stderr_task}, timeout=1.0)
-        exc = AgentExited.describe(self.returncode, list(self.stderr_tail), expected=self._closing)
         self._exc = exc
-        if not self._closing:
-            log.warning("%s", exc)
         self.peer.close(exc)
-        self._done.set()
         callbacks, self._close_callbacks = self._close_callbacks, []
         for callback in callbacks:
             try:
@@ -328,7 +462,7 @@ class AgentConnection:
                 pass
         pending = [t for t in self._tasks if not t.done()]
         if pending:
-            _, still = await asyncio.wait(pending, timeout=2.0)
+            _, still = await asyncio.wait(pending, timeout=EXIT_DRAIN)
             if still and self._transport is not None:
                 self._transport.close()  # our pipe ends close: the read loop sees EOF
 
@@ -348,8 +482,10 @@ class AgentConnection:
         """ACP.md §7: close stdin, wait `grace`; SIGTERM, wait `term_grace`; SIGKILL; reap.
 
         An idle agent leaves within milliseconds of EOF, a busy one in about two
-        seconds. Requests still waiting fail with `AgentExited`. Returns the exit status.
-        Safe to call more than once and after the agent died on its own.
+        seconds. Over TCP only the socket is closed: the agent is not ours and keeps
+        serving other clients. Requests still waiting fail with `AgentExited`. Returns
+        the exit status (None over TCP). Safe to call more than once and after the
+        agent died on its own.
         """
         if self._closing:
             await self._done.wait()
@@ -380,7 +516,7 @@ class AgentConnection:
         if self._stderr_task is not None and not self._stderr_task.done():
             await asyncio.wait({self._stderr_task}, timeout=1.0)
             self._stderr_task.cancel()
-        if self._exc is None:
+        if not self._done.is_set():
             await self._finish()
         await self.peer.wait_handlers()
         if self._transport is not None:

@@ -7,6 +7,7 @@ Errors the agent answers with stay `jsonrpc.JsonRpcError` (code, message, data).
 from __future__ import annotations
 
 import asyncio
+import signal
 from typing import Optional, Sequence
 
 from ._core import jsonrpc
@@ -20,6 +21,10 @@ class AcpError(Exception):
 
 class AgentStartError(AcpError):
     """The agent program could not be started at all (not found, not executable)."""
+
+
+class AgentConnectError(AgentStartError):
+    """No connection to an agent listening on TCP (refused, unknown host, no answer)."""
 
 
 class AgentExited(jsonrpc.TransportClosed, AcpError):
@@ -38,19 +43,44 @@ class AgentExited(jsonrpc.TransportClosed, AcpError):
 
     @classmethod
     def describe(cls, returncode: Optional[int], stderr_tail: Sequence[str],
-                 expected: bool = False) -> "AgentExited":
+                 expected: bool = False, where: str = "the agent", socket: bool = False,
+                 error: Optional[BaseException] = None) -> "AgentExited":
+        """The one sentence a user sees when the agent goes away: why, as far as we
+        know (exit status or signal of a child; reset or close of a socket)."""
         if expected:
             text = "the agent connection was closed"
+        elif isinstance(error, ConnectionResetError):
+            text = "%s reset the connection" % where
+        elif error is not None:
+            text = "reading from %s failed: %s" % (where, getattr(error, "strerror", None) or error)
+        elif socket:
+            text = "%s closed the connection" % where
         elif returncode is None:
             text = "the agent closed its output"
         elif returncode < 0:
-            text = "the agent was killed by signal %d" % -returncode
+            text = "the agent was killed by signal %d (%s)" % (-returncode, _signal_name(-returncode))
         else:
             text = "the agent exited with status %d" % returncode
         last = [line for line in stderr_tail if line.strip()]
         if last:
             text += ": " + " | ".join(last[-3:])
         return cls(text, returncode, stderr_tail)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown signal"
+
+
+class AgentNotAcp(AgentExited):
+    """The agent's first output lines are not JSON-RPC: most likely `--agent` names a
+    program that is not an ACP agent. `first_line` is the first such line."""
+
+    def __init__(self, message: str, first_line: bytes) -> None:
+        self.first_line = first_line
+        super().__init__(message)
 
 
 class RequestTimeout(AcpError, asyncio.TimeoutError):

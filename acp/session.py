@@ -1,21 +1,25 @@
 """What a client knows about one session, rebuilt from the agent's updates (ACP.md §4),
 and the prompt turn (`Turn`) that streams those updates to the caller.
 
-Nothing here does I/O: `Client` feeds every `session/update` to `Session.apply` and
-sends the requests; `Turn` only waits on queues and futures. That keeps the merge rules
-(tool calls, plans, commands, modes, config options, title, usage) testable alone.
+Nothing here does I/O: `Client` feeds every `session/update` to `Session.apply`, and a
+session sends its requests through the small `SessionHost` interface below (which
+`Client` implements), so this module never imports the client. `Turn` only waits on
+queues and futures. That keeps the merge rules (tool calls, plans, commands, modes,
+config options, title, usage) testable alone, with any host.
 """
 from __future__ import annotations
 
 import asyncio
 import collections
 import logging
-from typing import TYPE_CHECKING, Any, AsyncIterator, Deque, Dict, Generator, List, Optional, Set, Union
+from typing import Any, AsyncIterator, Deque, Dict, Generator, List, Optional, Set, Union
+
+try:
+    from typing import Protocol
+except ImportError:  # pragma: no cover - only before Python 3.8
+    Protocol = object  # type: ignore[assignment,misc]
 
 from .errors import SessionBusy
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .client import Client
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +37,25 @@ FINAL_TOOL_STATUSES = frozenset({"completed", "failed", "cancelled"})
 LOCAL_CANCELLED = "cancelled"
 
 _END = object()  # the queue marker after the last update of a turn
+
+
+class SessionHost(Protocol):
+    """All a `Session` needs from whoever owns the connection (`Client` is one).
+
+    `request` waits for the answer (`timeout=None`: no limit, `-1`: the host's
+    default); `notify` sends a notification; `close_session` sends `session/close` and
+    forgets the session; `prompt_timeout` bounds a `session/prompt` (None: a turn may
+    run as long as the agent works).
+    """
+
+    prompt_timeout: Optional[float]
+
+    async def request(self, method: str, params: Any = None,
+                      timeout: Optional[float] = -1.0) -> Any: ...
+
+    async def notify(self, method: str, params: Any = None) -> None: ...
+
+    async def close_session(self, session_id: str) -> Any: ...
 
 
 def text_of(update: Update) -> str:
@@ -191,7 +214,7 @@ class Session:
     `queue=False` it raises `SessionBusy` instead.
     """
 
-    def __init__(self, client: "Client", session_id: str, cwd: Optional[str] = None) -> None:
+    def __init__(self, client: SessionHost, session_id: str, cwd: Optional[str] = None) -> None:
         self.client = client
         self.session_id = session_id
         self.cwd = cwd
@@ -329,7 +352,7 @@ class Session:
                 self.current_turn = turn
                 turn.started = True
                 try:
-                    result = await self.client.connection_request(
+                    result = await self.client.request(
                         "session/prompt", {"sessionId": self.session_id, "prompt": turn.blocks},
                         timeout=self.client.prompt_timeout)
                 finally:
@@ -377,7 +400,7 @@ class Session:
         if turn is not None:
             turn.cancel_requested = True
         self._release_cancel_waiters()
-        await self.client.cancel(self.session_id, _from_session=True)
+        await self.client.notify("session/cancel", {"sessionId": self.session_id})
 
     async def set_mode(self, mode_id: str) -> Any:
         result = await self.client.request("session/set_mode",

@@ -1,9 +1,15 @@
-"""Shared helpers of the acp tests (a plain module: no conftest name clashes)."""
+"""Shared helpers of the acp tests (a plain module: no conftest name clashes).
+
+`make_client` talks to the fake agent over the transport the running test was given
+(conftest.py's `transport` fixture): a child on stdio, or a fake agent listening on TCP
+that `make_client` starts (and the fixture stops).
+"""
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -38,10 +44,38 @@ def fake_env(**extra: str) -> Dict[str, str]:
     return env
 
 
+TRANSPORT = "stdio"  # set by conftest.py's `transport` fixture
+SERVERS: List["subprocess.Popen[bytes]"] = []  # TCP agents started for the running test
+
+
+def start_tcp_agent(env: Optional[Dict[str, str]] = None) -> Tuple["subprocess.Popen[bytes]", int]:
+    """The fake agent listening on 127.0.0.1 (any free port); stopped after the test."""
+    proc = subprocess.Popen([sys.executable, FAKE, "--port", "0"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, env=env or fake_env())
+    SERVERS.append(proc)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()  # FAKE_ACP_PORT=<port>
+    if not line.startswith("FAKE_ACP_PORT="):
+        raise AssertionError("the TCP fake agent did not start: %r (exit %s)" % (line, proc.poll()))
+    return proc, int(line.split("=", 1)[1])
+
+
+def stop_tcp_agents() -> None:
+    while SERVERS:
+        proc = SERVERS.pop()
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
 def make_client(log: Optional[str] = None, env: Optional[Dict[str, str]] = None, **kwargs: Any) -> Client:
     environment = fake_env(**(env or {}))
     if log:
         environment["FAKE_ACP_LOG"] = log
+    if TRANSPORT == "tcp":
+        _, port = start_tcp_agent(environment)
+        return Client(connect=port, **kwargs)
     return Client(agent_cmd(), env=environment, **kwargs)
 
 

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""A fake ACP agent for the tests: speaks ACP v1 over stdio the way Copilot CLI 1.0.102
-does in ../shared/captures (standard library only, runs on its own).
+"""A fake ACP agent for the tests: speaks ACP v1 the way Copilot CLI 1.0.102 does in
+../shared/captures (standard library only, runs on its own), over stdio or, like
+`copilot --acp --port P`, on TCP: `fake_agent.py --port P` (0: any free port) listens
+on 127.0.0.1, prints `FAKE_ACP_PORT=<port>` on stdout, serves each connection as its
+own agent connection (sessions are shared between them) and runs until it is killed.
 
 What it imitates: its own requests are numbered from 0; it answers requests
 concurrently (so responses can come out of order); `available_commands_update` comes
@@ -12,6 +15,9 @@ The prompt's first word picks a scenario (see `Agent.turn`). Environment:
   FAKE_ACP_STUBBORN=eof    ignore stdin EOF (needs SIGTERM); =term also ignores SIGTERM
   FAKE_ACP_LOG=path        append every line received (C>A) and sent (A>C)
   FAKE_ACP_IGNORE_CANCEL=1 keep running turns after session/cancel
+  FAKE_ACP_STORE=path      keep sessions (and their history) in this JSON file, so a
+                           later run can list and load them, as the real agent does
+  FAKE_ACP_BANNER=text     write this line to stdout before any protocol
 """
 from __future__ import annotations
 
@@ -19,6 +25,8 @@ import asyncio
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import uuid
@@ -40,8 +48,7 @@ def log(direction, data):
             handle.write(direction.encode() + b" " + data.rstrip(b"\n") + b"\n")
 
 
-def write_line(data):
-    log("A>C", data)
+def write_stdout(data):
     try:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
@@ -49,8 +56,26 @@ def write_line(data):
         os._exit(0)
 
 
-def send(obj):
-    write_line(json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
+class Store:
+    """The sessions, shared by every connection (and kept in FAKE_ACP_STORE if set)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sessions = {}
+        if path and os.path.exists(path):
+            with open(path, encoding="utf-8") as handle:
+                for session in json.load(handle):
+                    session["closed"] = True  # loaded by no connection yet
+                    self.sessions[session["id"]] = session
+
+    def save(self):
+        if self.path:
+            with open(self.path + ".tmp", "w", encoding="utf-8") as handle:
+                json.dump(list(self.sessions.values()), handle)
+            os.replace(self.path + ".tmp", self.path)
+
+
+STORE = Store(os.environ.get("FAKE_ACP_STORE"))
 
 
 def config_options(session):
@@ -63,25 +88,45 @@ def config_options(session):
 
 
 class Agent:
-    def __init__(self):
+    """One agent connection (stdio, or one TCP socket)."""
+
+    def __init__(self, write=write_stdout, hang_up=None):
+        self.write = write
+        self.hang_up = hang_up  # hang_up(reset) closes a TCP connection
         self.next_id = 0
         self.waiting = {}
-        self.sessions = {}
+        self.sessions = STORE.sessions
+        self.mine = set()  # the sessions this connection opened or loaded
         self.turns = {}
         self.tasks = set()
 
+    def connection_lost(self, cancel_turns=True):
+        for sid in self.mine:
+            self.sessions[sid]["closed"] = True
+        if cancel_turns:  # (stdio: a prompt pending at EOF is never answered)
+            for turn in self.turns.values():
+                turn.cancel()
+        STORE.save()
+
     # ------------------------------------------------------------------ plumbing
+
+    def write_line(self, data):
+        log("A>C", data)
+        self.write(data)
+
+    def send(self, obj):
+        self.write_line(json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
 
     async def request(self, method, params):
         msg_id = self.next_id
         self.next_id += 1
         future = asyncio.get_event_loop().create_future()
         self.waiting[msg_id] = future
-        send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
         return await future
 
     def update(self, sid, update):
-        send({"jsonrpc": "2.0", "method": "session/update",
+        self.send({"jsonrpc": "2.0", "method": "session/update",
               "params": {"sessionId": sid, "update": update}})
         session = self.sessions.get(sid)
         if session is not None:
@@ -105,7 +150,7 @@ class Agent:
             return
         if msg.get("jsonrpc") != "2.0":
             if "id" in msg:
-                send({"jsonrpc": "2.0", "id": msg["id"], "error": {
+                self.send({"jsonrpc": "2.0", "id": msg["id"], "error": {
                     "code": -32600, "message": 'Invalid request: "jsonrpc" must be "2.0"'}})
             return
         if "id" in msg:
@@ -122,7 +167,7 @@ class Agent:
         method, params = msg["method"], msg.get("params") or {}
         handler = getattr(self, "do_" + method.replace("/", "_"), None)
         if handler is None:
-            send({"jsonrpc": "2.0", "id": msg["id"], "error": {
+            self.send({"jsonrpc": "2.0", "id": msg["id"], "error": {
                 "code": -32601, "message": '"Method not found": %s' % method, "data": {"method": method}}})
             return
         try:
@@ -130,9 +175,11 @@ class Agent:
         except Ignore:
             return
         except Failure as exc:
-            send({"jsonrpc": "2.0", "id": msg["id"], "error": exc.args[0]})
+            self.send({"jsonrpc": "2.0", "id": msg["id"], "error": exc.args[0]})
             return
-        send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+        finally:
+            STORE.save()
+        self.send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
 
     def session(self, params, open_only=True):
         sid = params.get("sessionId")
@@ -170,6 +217,7 @@ class Agent:
         session = {"id": sid, "cwd": cwd, "closed": False, "title": None, "mode": MODES[0],
                    "allow_all": "off", "history": [], "tokens": 0, "updatedAt": "2026-01-01T00:00:00Z"}
         self.sessions[sid] = session
+        self.mine.add(sid)
         # ACP.md §2: the commands list names the session before session/new answers.
         self.update(sid, {"sessionUpdate": "available_commands_update", "availableCommands": COMMANDS})
         asyncio.get_event_loop().call_soon(
@@ -189,6 +237,7 @@ class Agent:
         if not session["closed"]:
             raise Failure({"code": -32602, "message": "Session %s is already loaded" % sid})
         session["closed"] = False
+        self.mine.add(sid)
         history, session["history"] = session["history"], []
         for update in history:  # replayed before the answer (ACP.md §3.5)
             if update["sessionUpdate"] in ("user_message_chunk", "agent_message_chunk",
@@ -402,6 +451,32 @@ class Agent:
         await asyncio.sleep(0.05)
         os._exit(3)
 
+    async def turn_signal(self, session, rest):
+        """Die by a signal mid-turn (SIGKILL: no chance to say anything)."""
+        self.chunk(session["id"], "about to be killed")
+        sys.stderr.write("fatal: killing myself\n")
+        sys.stderr.flush()
+        await asyncio.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    async def turn_crashhold(self, session, rest):
+        """Crash, leaving a process in another session that holds stdout and stderr open
+        (the client must not wait for it)."""
+        self.chunk(session["id"], "about to crash")
+        child = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        self.chunk(session["id"], "HOLDER %d\n" % child.pid)
+        sys.stderr.write("fatal: crashed, a child still holds the pipes\n")
+        sys.stderr.flush()
+        await asyncio.sleep(0.05)
+        os._exit(4)
+
+    async def turn_hangup(self, session, rest):
+        """TCP: close this connection mid-turn (`RESET` style: `HANGUP reset`)."""
+        self.chunk(session["id"], "hanging up")
+        await asyncio.sleep(0.05)
+        self.hang_up(rest == "reset")
+        await asyncio.sleep(60)
+
     async def turn_unicode(self, session, rest):
         self.chunk(session["id"], "a\u2028b\u2029c \u65e5\u672c \U0001F30D \"q\" \\ \t\r\x0c end")
         return {"stopReason": "end_turn", "usage": self.usage(session)}
@@ -419,7 +494,7 @@ class Agent:
                      b'{"jsonrpc":"2.0","method":"session/update","params":"bad"}',
                      b'{"jsonrpc":"2.0","id":"junk-1","method":42}',
                      b"\xff\xfe not utf-8"):
-            write_line(line + b"\n")
+            self.write_line(line + b"\n")
         self.chunk(sid, "still fine")
         return {"stopReason": "end_turn", "usage": self.usage(session)}
 
@@ -468,6 +543,38 @@ class Ignore(Exception):
     pass
 
 
+async def serve_tcp(port):
+    """TCP mode: one `Agent` per connection; runs until killed."""
+
+    async def on_connection(reader, writer):
+        def hang_up(reset):
+            if reset:  # SO_LINGER 0: close() sends RST instead of FIN
+                sock = writer.get_extra_info("socket")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                writer.transport.abort()
+            else:
+                writer.close()
+
+        agent = Agent(writer.write, hang_up)
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    break
+                if line.strip():
+                    agent.on_line(line)
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            agent.connection_lost()
+            writer.close()
+
+    server = await asyncio.start_server(on_connection, "127.0.0.1", port, limit=64 * 1024 * 1024)
+    write_stdout(b"FAKE_ACP_PORT=%d\n" % server.sockets[0].getsockname()[1])
+    async with server:
+        await server.serve_forever()
+
+
 async def main():
     if os.environ.get("FAKE_ACP_START") == "fail":
         sys.stderr.write("Offline mode requires a local model provider. Set FAKE_PROVIDER to configure one.\n")
@@ -475,6 +582,11 @@ async def main():
     stubborn = os.environ.get("FAKE_ACP_STUBBORN", "")
     if stubborn == "term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if "--port" in sys.argv:
+        await serve_tcp(int(sys.argv[sys.argv.index("--port") + 1]))
+        return
+    if os.environ.get("FAKE_ACP_BANNER"):
+        write_stdout(os.environ["FAKE_ACP_BANNER"].encode() + b"\n")
     loop = asyncio.get_event_loop()
     reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
@@ -485,6 +597,7 @@ async def main():
             break
         if line.strip():
             agent.on_line(line)
+    agent.connection_lost(cancel_turns=False)
     if stubborn:
         while True:  # ignore EOF: only a signal ends us
             await asyncio.sleep(3600)

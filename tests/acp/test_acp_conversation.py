@@ -10,6 +10,8 @@ import pytest
 from acp_testlib import make_client, read_log, run, workspace
 from acp import JsonRpcError, SessionBusy
 
+pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
+
 
 def test_initialize_advertises_what_is_registered(tmp_path):
     async def main():
@@ -235,6 +237,7 @@ def test_slash_commands_are_sent_as_plain_text(tmp_path):
     assert new == {"cwd": os.path.join(str(tmp_path), "work"), "mcpServers": [server]}
 
 
+@pytest.mark.stdio_only  # about the agent as our child process
 def test_streams_given_by_the_caller(tmp_path):
     """A connection over an already-open pair of streams instead of a spawned agent."""
     from acp_testlib import agent_cmd

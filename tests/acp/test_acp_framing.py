@@ -7,6 +7,8 @@ import pytest
 from acp_testlib import make_client, read_log, run, workspace
 from acp import AgentExited, RequestTimeout
 
+pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
+
 
 def test_u2028_inside_strings_is_not_a_line_break(tmp_path):
     async def main():
@@ -91,6 +93,7 @@ def test_agent_drops_a_malformed_line_and_a_request_times_out(tmp_path):
     assert run(main()) == {"sessions": []}
 
 
+@pytest.mark.stdio_only  # about the agent as our child process
 def test_failed_start_reports_the_stderr_line(tmp_path):
     async def main():
         async with make_client(env={"FAKE_ACP_START": "fail"}) as client:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from acp_testlib import make_client, run
+
+pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 
 
 def agent_asks(root, requests, **client_kwargs):

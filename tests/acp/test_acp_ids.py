@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from acp_testlib import make_client, read_log, run, workspace
+
+pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 
 
 def test_agent_request_with_id_zero_is_answered(tmp_path):

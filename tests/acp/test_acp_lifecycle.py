@@ -11,6 +11,8 @@ import pytest
 from acp_testlib import gone, make_client, run, workspace
 from acp import AgentExited, AgentStartError, Client
 
+pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
+
 
 def assert_reaped(pid):
     assert gone(pid)
@@ -33,6 +35,7 @@ def test_error_text_turn_is_reported_even_though_it_ends_with_end_turn(tmp_path)
     assert fine.ok and fine.error is None
 
 
+@pytest.mark.stdio_only  # about the agent as our child process
 def test_idle_agent_exits_on_stdin_eof_and_is_reaped(tmp_path):
     async def main():
         client = make_client()
@@ -48,6 +51,7 @@ def test_idle_agent_exits_on_stdin_eof_and_is_reaped(tmp_path):
     assert_reaped(pid)
 
 
+@pytest.mark.stdio_only  # about the agent as our child process
 def test_agent_ignoring_eof_gets_sigterm(tmp_path):
     async def main():
         client = make_client(env={"FAKE_ACP_STUBBORN": "eof"})
@@ -60,6 +64,7 @@ def test_agent_ignoring_eof_gets_sigterm(tmp_path):
     assert_reaped(pid)
 
 
+@pytest.mark.stdio_only  # about the agent as our child process
 def test_agent_ignoring_sigterm_gets_sigkill(tmp_path):
     async def main():
         client = make_client(env={"FAKE_ACP_STUBBORN": "term"})
@@ -92,6 +97,7 @@ def test_prompt_pending_at_shutdown_fails_locally(tmp_path):
     assert "connection was closed" in str(exc)
 
 
+@pytest.mark.stdio_only  # about the agent as our child process
 def test_crash_mid_turn_fails_the_turn_and_other_requests_clearly(tmp_path):
     async def main():
         async with make_client() as client:
@@ -114,6 +120,7 @@ def test_crash_mid_turn_fails_the_turn_and_other_requests_clearly(tmp_path):
     assert_reaped(pid)
 
 
+@pytest.mark.stdio_only  # about the agent as our child process
 def test_children_of_the_agent_do_not_outlive_it(tmp_path):
     async def main():
         async with make_client() as client:
@@ -126,6 +133,7 @@ def test_children_of_the_agent_do_not_outlive_it(tmp_path):
     assert gone(grandchild)
 
 
+@pytest.mark.stdio_only  # about the agent as our child process
 def test_a_missing_program_is_a_start_error(tmp_path):
     async def main():
         with pytest.raises(AgentStartError) as info:
@@ -135,6 +143,7 @@ def test_a_missing_program_is_a_start_error(tmp_path):
     assert "could not start the agent `/nonexistent/agent-binary --acp`" in str(run(main()))
 
 
+@pytest.mark.stdio_only  # about the agent as our child process
 def test_default_agent_comes_from_acp_agent(monkeypatch):
     monkeypatch.delenv("ACP_AGENT", raising=False)
     assert Client().agent == "copilot --acp --stdio"

@@ -10,6 +10,8 @@ from acp_testlib import make_client, read_log, run, workspace
 from acp import PermissionRequest, TerminalAsker
 from acp.permissions import parse_answer
 
+pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
+
 EDITED = "line one\nline two (edited)\nline three\n"
 ORIGINAL = "line one\nline two\nline three\n"
 

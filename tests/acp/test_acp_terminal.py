@@ -7,7 +7,11 @@ import os
 import signal
 import sys
 
+import pytest
+
 from acp_testlib import gone, make_client, run, workspace
+
+pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 
 
 def drive(tmp_path, create, steps, **client_kwargs):

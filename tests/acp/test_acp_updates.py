@@ -2,7 +2,11 @@
 merged field by field, and tool calls left open by a cancelled turn closed locally."""
 from __future__ import annotations
 
+import pytest
+
 from acp_testlib import make_client, run, workspace
+
+pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 
 
 def test_state_follows_plan_mode_config_commands_title_and_usage(tmp_path):
