@@ -194,7 +194,7 @@ def test_serve_session_driven_through_stdin(make_serve: Any) -> None:
             s, "new.txt", "brand new\n", "[Copilot CLI] - new.txt (bbbbbb)")))
         await s.aexpect(r"^  new file of new\.txt$")
         await s.aexpect(r"^diff 2 waits")
-        s.send("reject [Copilot CLI] - new.txt (bbbbbb)")
+        s.send("reject --tab [Copilot CLI] - new.txt (bbbbbb)")
         answer = tool_json(await asyncio.wait_for(rejected, WAIT))
         assert answer["result"] == "REJECTED" and answer["trigger"] == "rejected_via_button"
         await s.aexpect(r"^diff 2 REJECTED \(rejected_via_button\)")
@@ -422,6 +422,7 @@ def test_bad_commands_print_errors_and_keep_running(make_serve: Any) -> None:
         ("addsel a.txt", r"usage: addsel PATH"),
         ("accept", r"no diff is waiting"),
         ("reject nope", r"no diff is waiting"),
+        ("accept --tab x", r"no diff is waiting"),
         ("select . 1", r".*ws is a directory"),
     ]
     for command, message in bad:

@@ -31,6 +31,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 from .. import rpc
 from ..wire import jsonrpc
 from ..common import lockfile, tools
+from .diffs import DiffRequest, load_original
 from .mcp import CallContext, McpApp, Session
 from ..common.paths import path_to_uri, uri_to_path
 from .pushes import Debounced, DiagnosticsWindow
@@ -42,95 +43,6 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
 DEFAULT_IDLE_TIMEOUT = 300.0
 DEFAULT_DEBOUNCE = 0.2
-
-
-class DiffRequest:
-    """One pending `open_diff`: what to show, and the way to answer it.
-
-    `original_contents` is read from disk (empty for a new file). Call `accept()` or
-    `reject()` once; later calls are ignored. `result` is the answer sent to the CLI.
-    """
-
-    def __init__(self, server: "IdeServer", tab_name: str, original_file_path: str, new_file_contents: str,
-                 session: Optional[Session]) -> None:
-        self._server = server
-        self.tab_name = tab_name
-        self.original_file_path = original_file_path
-        self.new_file_contents = new_file_contents
-        self.session_id = session.id if session is not None else None
-        self.session_name = session.name if session is not None else None
-        self.created = time.time()
-        self.future: "asyncio.Future[Dict[str, Any]]" = asyncio.get_event_loop().create_future()
-        self._original: Optional[str] = None
-
-    @property
-    def original_contents(self) -> str:
-        if self._original is None:
-            try:
-                with open(self.original_file_path, "r", encoding="utf-8", errors="replace", newline="") as f:
-                    self._original = f.read()
-            except OSError:
-                self._original = ""  # a new file: diff against empty (PROTOCOL.md §4)
-        return self._original
-
-    @property
-    def is_new_file(self) -> bool:
-        return not os.path.exists(self.original_file_path)
-
-    @property
-    def done(self) -> bool:
-        return self.future.done()
-
-    @property
-    def result(self) -> Optional[Dict[str, Any]]:
-        return self.future.result() if self.future.done() and not self.future.cancelled() else None
-
-    def accept(self) -> bool:
-        """The user accepted: the CLI gets SAVED. Safe from any thread (see `_decide`)."""
-        return self._decide(True, tools.ACCEPTED_VIA_BUTTON)
-
-    def reject(self) -> bool:
-        """The user rejected: the CLI gets REJECTED. Safe from any thread."""
-        return self._decide(False, tools.REJECTED_VIA_BUTTON)
-
-    def _decide(self, saved: bool, trigger: str) -> bool:
-        """Resolve on the loop's own thread: asyncio futures are not thread-safe, and an
-        editor's UI thread (ThreadedIdeServer) answers diffs from outside the loop. From
-        another thread the call is handed over with `call_soon_threadsafe` and waits
-        (at most 10 s) for the outcome; True when this call decided the diff."""
-        loop = self.future.get_loop()
-        try:
-            running: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop or not loop.is_running():
-            return self._server._resolve(self, saved, trigger)
-        import concurrent.futures
-
-        outcome: "concurrent.futures.Future[bool]" = concurrent.futures.Future()
-
-        def run() -> None:
-            try:
-                outcome.set_result(self._server._resolve(self, saved, trigger))
-            except BaseException as exc:  # handed to the calling thread
-                outcome.set_exception(exc)
-
-        try:
-            loop.call_soon_threadsafe(run)
-            return outcome.result(timeout=10.0)
-        except (RuntimeError, concurrent.futures.TimeoutError):  # the loop closed or is stuck
-            return False
-
-    def unified_diff(self, context: int = 3) -> str:
-        import difflib
-
-        old = self.original_contents.splitlines(keepends=True)
-        new = self.new_file_contents.splitlines(keepends=True)
-        name = self.original_file_path
-        return "".join(difflib.unified_diff(old, new, "a/" + name.lstrip("/"), "b/" + name.lstrip("/"), n=context))
-
-    def __repr__(self) -> str:
-        return "DiffRequest(%r, %r)" % (self.tab_name, self.original_file_path)
 
 
 DiffHandler = Callable[[DiffRequest], Any]
@@ -614,11 +526,22 @@ class IdeServer:
 
     async def _open_diff(self, arguments: Dict[str, Any], ctx: CallContext) -> Dict[str, Any]:
         args = self._string_args(arguments, "open_diff", ("original_file_path", "new_file_contents", "tab_name"))
-        tab = args["tab_name"]
+        tab, path = args["tab_name"], args["original_file_path"]
+        try:
+            # Read and checked before the diff exists (diffs.py): a failure leaves nothing.
+            original, is_new = await load_original(path, self.max_body)
+        except asyncio.CancelledError:
+            if ctx.session is not None and ctx.session.ended:
+                return tools.diff_answer(False, tools.CLIENT_DISCONNECTED, tab, path)
+            raise
+        if self._stopping or (ctx.session is not None and ctx.session.ended):
+            # It ended while the file was read: nobody will show this diff (§4).
+            return tools.diff_answer(False, tools.CLIENT_DISCONNECTED, tab, path)
         old = self._diffs.get(tab)
         if old is not None:
             self._resolve(old, False, tools.CLOSED_VIA_TOOL)  # a repeated tab replaces (§4)
-        diff = DiffRequest(self, tab, args["original_file_path"], args["new_file_contents"], ctx.session)
+        diff = DiffRequest(self, tab, path, args["new_file_contents"], ctx.session,
+                           original_contents=original, is_new_file=is_new)
         self._diffs[tab] = diff
         try:
             if self.on_diff is None:
@@ -638,6 +561,10 @@ class IdeServer:
                 return diff.future.result()
             # The request was cancelled or its connection dropped: nobody waits any more.
             self._resolve(diff, False, tools.CLIENT_DISCONNECTED)
+            raise
+        except BaseException:
+            # The IDE's on_diff failed: the client gets isError, and no diff stays pending.
+            self._resolve(diff, False, tools.CLOSED_VIA_TOOL)
             raise
         finally:
             if self._diffs.get(tab) is diff and diff.done:

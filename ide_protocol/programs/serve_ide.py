@@ -1,0 +1,296 @@
+"""The terminal IDE of `serve`: an `IdeServer` for one folder, its callbacks and its commands.
+
+Callbacks print what happens (sessions, tool calls, diffs); commands typed on standard
+input change the editor state (selection, diagnostics) or answer diffs. Everything a
+client sent is printed through `Output`, which escapes it for the terminal; one-line
+fields (tab names, paths) are escaped with their newlines (`one_line`).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+from typing import Any, Callable, Dict, List, Optional
+
+from ..common import tools
+from ..common.paths import resolve_path
+from ..common.tools import Diagnostic, Selection
+from ..server.ide_server import DiffRequest, IdeServer
+from .serve_commands import CommandError, FileText, format_range, split_args
+from .serve_diffs import DEFAULT_SHOWN_LINES, PendingDiffs, display_path, one_line, render_in_thread
+from .serve_output import Output, Styled
+from .serve_trace import TracingApp, short, summarize, summarize_result
+
+#: Longest JSON shown per message with --trace (open_diff carries whole files).
+TRACE_LIMIT = 2000
+
+HELP = """commands (lines and columns are 1-based; PATH is relative to the folder or absolute):
+  select PATH L1[:C1]-L2[:C2]      set the editor selection (L alone: the whole line;
+                                   L:C alone: a cursor); pushed as selection_changed
+  deselect                         no active editor (the last selection stays cached)
+  ref PATH [L1-L2]                 send a file reference to the CLI (add_file_reference)
+  addsel PATH L1[:C1]-L2[:C2]      send a selection to the CLI's input (add_selection)
+  diag PATH LINE SEVERITY MESSAGE  add a diagnostic (SEVERITY: error, warning, info, hint)
+  diag PATH clear | diag clear     remove a file's diagnostics | all diagnostics
+  accept | reject                  answer the waiting diff (with several waiting: asks which)
+  accept N | reject N              answer diff number N, as printed (`diff N waits`)
+  accept --tab NAME | reject --tab NAME
+                                   answer the diff whose tab name is NAME (also: "NAME"
+                                   in quotes); a number is never taken for a tab name
+  status                           sessions, waiting diffs, selection, diagnostics
+  help                             this text
+  quit                             remove the lock file and exit (also: EOF, Ctrl-C)"""
+
+
+def color_diff_line(out: Output, line: str) -> Styled:
+    if line.startswith(("---", "+++")):
+        return out.paint(line, "bold")
+    if line.startswith("@@"):
+        return out.paint(line, "cyan")
+    if line.startswith("+"):
+        return out.paint(line, "green")
+    if line.startswith("-"):
+        return out.paint(line, "red")
+    if line.startswith("\\"):
+        return out.paint(line, "dim")
+    return out.paint(line)
+
+
+class TerminalIde:
+    """The state and commands of the terminal IDE around one `IdeServer`."""
+
+    def __init__(self, args: argparse.Namespace, out: Output) -> None:
+        self.args = args
+        self.out = out
+        self.folder = os.path.abspath(args.folder)
+        self.stop_event: Optional[asyncio.Event] = None
+        self.diagnostics: Dict[str, List[Diagnostic]] = {}
+        self.diffs = PendingDiffs()
+        self.server = IdeServer([self.folder], ide_name=args.name, is_trusted=args.trusted,
+                                on_diff=self.on_diff, on_diff_closed=self.on_diff_closed,
+                                on_session=self.on_session, on_tool_call=self.on_tool_call,
+                                lock_dir=args.lock_dir, debounce=args.debounce,
+                                on_exchange=self.on_exchange if args.trace else None,
+                                **server_limits(args))
+        if args.trace:
+            # Raw HTTP requests and statuses: wrap the application the listener runs
+            # for each request (the JSON-RPC messages come from `on_exchange`).
+            self.server.listener.app = TracingApp(self.server.listener.app, self.out)
+
+    # ----------------------------------------------------------------- callbacks
+
+    def on_session(self, event: str, info: Dict[str, Any]) -> None:
+        sid = short(info.get("id"))
+        if event == "connected":
+            client = " ".join(str(x) for x in (info.get("client"), info.get("client_version")) if x) or "a client"
+            pid = info.get("client_pid")
+            self.out.line(self.out.paint("connected", "green", "bold"), ": session %s, %s%s"
+                          % (sid, one_line(client), " (pid %s)" % one_line(pid) if pid else ""))
+        elif event == "disconnected":
+            self.out.line(self.out.paint("disconnected", "yellow"), ": session %s (%s)" % (sid, info.get("reason")))
+        elif event == "renamed":
+            self.out.line("session %s is named %s" % (sid, json.dumps(info.get("name"), ensure_ascii=False)))
+        else:
+            self.out.line("session %s: %s" % (sid, event))
+
+    def on_tool_call(self, call: Dict[str, Any], session_id: str, result: Dict[str, Any]) -> None:
+        name = call.get("name")
+        args = call.get("arguments") or {}
+        shown = ", ".join("%s=%s" % (k, summarize(v)) for k, v in args.items()) if isinstance(args, dict) else ""
+        self.out.line(self.out.paint("tool", "blue", "bold"), " %s(%s) from session %s -> %s"
+                      % (one_line(name), one_line(shown), short(session_id),
+                         one_line(summarize_result(name, result))))
+
+    def on_exchange(self, direction: str, message: Dict[str, Any]) -> None:
+        arrow = {"in": "<<", "out": ">>", "push": ">> push"}.get(direction, direction)
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        if len(text) > TRACE_LIMIT:
+            text = text[:TRACE_LIMIT] + "... (%d characters)" % len(text)
+        self.out.line(self.out.paint("  %s %s" % (arrow, text), "dim"))
+
+    async def on_diff(self, diff: DiffRequest) -> Optional[bool]:
+        """Show a proposed diff; it can be answered once shown in full (`PendingDiffs`)."""
+        number = self.diffs.reserve(diff)
+        out = self.out
+        what = "new file" if diff.is_new_file else "edit"
+        out.line(out.paint("diff %d" % number, "magenta", "bold"), " proposed by session %s: %s"
+                 % (short(diff.session_id), one_line(diff.tab_name)))
+        out.line("  %s of %s" % (what, one_line(display_path(diff.original_file_path, self.folder))))
+        lines, hidden, diffed = await render_in_thread(diff, self.folder, self.args.diff_lines)
+        if diff.done:  # answered (closed by the client) while it was being computed
+            return None
+        if not diffed:
+            out.line(out.paint("  (too large to show here: %d characters now, %d proposed; review the "
+                               "file elsewhere before accepting)" % (len(diff.original_contents),
+                                                                     len(diff.new_file_contents)), "yellow"))
+        elif not lines:
+            out.line("  (no changes)")
+        for line in lines:
+            out.line(color_diff_line(out, line))
+        if hidden:
+            out.line(out.paint("  ... %d more diff line%s not shown (--diff-lines %d); review them elsewhere "
+                               "before accepting" % (hidden, "" if hidden == 1 else "s", self.args.diff_lines),
+                               "yellow"))
+        self.diffs.show(diff)
+        if self.args.auto_accept:
+            out.line("diff %d: auto-accepting" % number)
+            return True
+        if self.args.auto_reject:
+            out.line("diff %d: auto-rejecting" % number)
+            return False
+        out.line("diff %d waits: type `accept %d` or `reject %d`" % (number, number, number))
+        return None
+
+    def on_diff_closed(self, diff: DiffRequest, answer: Dict[str, Any]) -> None:
+        number = self.diffs.close(diff)
+        saved = answer.get("result") == "SAVED"
+        self.out.line(self.out.paint("diff %d %s" % (number, answer.get("result")), "green" if saved else "red",
+                                     "bold"), " (%s): %s" % (answer.get("trigger"), one_line(diff.tab_name)))
+
+    # ------------------------------------------------------------------ commands
+
+    def command(self, line: str) -> None:
+        """Run one input line; a wrong command raises CommandError (printed by the caller)."""
+        line = line.strip()
+        if not line or line.startswith("#"):
+            return
+        words, rest = split_args(line, 1)
+        name = words[0].lower()
+        handler = self.COMMANDS.get(name)
+        if handler is None:
+            raise CommandError("unknown command %r (type `help`)" % words[0])
+        handler(self, rest)
+
+    def path_arg(self, path: str) -> str:
+        if not path:
+            raise CommandError("missing PATH")
+        return resolve_path(path, self.folder)
+
+    def cmd_select(self, rest: str) -> None:
+        words, extra = split_args(rest, 2)
+        if len(words) < 2 or extra:
+            raise CommandError("usage: select PATH L1[:C1]-L2[:C2]")
+        path = self.path_arg(words[0])
+        text = FileText(path)
+        rng = text.resolve(words[1])
+        selected = text.text_of(rng)
+        self.server.set_selection(Selection(path, selected, text.wire(rng[0]), text.wire(rng[1])))
+        self.out.line("selected %s %s (%d characters)" % (display_path(path, self.folder), format_range(rng),
+                                                          len(selected)))
+
+    def cmd_deselect(self, rest: str) -> None:
+        if rest:
+            raise CommandError("usage: deselect")
+        self.server.set_selection(None)
+        self.out.line("no active editor")
+
+    def _reference(self, rest: str, method: str, need_range: bool) -> None:
+        words, extra = split_args(rest, 2)
+        if not words or extra or (need_range and len(words) < 2):
+            raise CommandError("usage: %s" % ("addsel PATH L1[:C1]-L2[:C2]" if need_range else "ref PATH [L1-L2]"))
+        path = self.path_arg(words[0])
+        text = FileText(path)  # the file must exist and be readable
+        if len(words) == 2:
+            rng = text.resolve(words[1])
+            start, end, selected = text.wire(rng[0]), text.wire(rng[1]), text.text_of(rng)
+            where = "%s:%s" % (display_path(path, self.folder), format_range(rng))
+        else:
+            start = end = selected = None
+            where = display_path(path, self.folder)
+        if method == "add_selection":
+            assert start is not None and end is not None
+            count = self.server.add_selection(path, start, end, selected)
+        else:
+            count = self.server.add_file_reference(path, start, end, selected)
+        self.out.line("sent %s %s to %d session%s" % (method, where, count, "" if count == 1 else "s"))
+
+    def cmd_ref(self, rest: str) -> None:
+        self._reference(rest, "add_file_reference", False)
+
+    def cmd_addsel(self, rest: str) -> None:
+        self._reference(rest, "add_selection", True)
+
+    def cmd_diag(self, rest: str) -> None:
+        words, message = split_args(rest, 3)
+        if len(words) == 1 and words[0].lower() == "clear" and not message:
+            self.diagnostics.clear()
+            self.server.clear_diagnostics()
+            self.out.line("diagnostics cleared")
+            return
+        if len(words) == 2 and words[1].lower() == "clear" and not message:
+            path = self.path_arg(words[0])
+            self.diagnostics.pop(path, None)
+            self.server.set_diagnostics(path, [])
+            self.out.line("diagnostics of %s cleared" % display_path(path, self.folder))
+            return
+        if len(words) < 3 or not message:
+            raise CommandError("usage: diag PATH LINE SEVERITY MESSAGE (or diag PATH clear, diag clear)")
+        path = self.path_arg(words[0])
+        text = FileText(path)
+        rng = text.resolve(words[1])
+        try:
+            severity = tools.normalize_severity(words[2])
+        except ValueError as exc:
+            raise CommandError(str(exc))
+        diagnostic = Diagnostic(message, severity, text.wire(rng[0]), text.wire(rng[1]), source="serve")
+        diags = self.diagnostics.setdefault(path, [])
+        diags.append(diagnostic)
+        self.server.set_diagnostics(path, list(diags))
+        self.out.line("diagnostic %s %s: [%s] %s (%d in this file)"
+                      % (display_path(path, self.folder), format_range(rng), severity, message, len(diags)))
+
+    def cmd_accept(self, rest: str) -> None:
+        self.diffs.find(rest, "accept").accept()
+
+    def cmd_reject(self, rest: str) -> None:
+        self.diffs.find(rest, "reject").reject()
+
+    def cmd_status(self, rest: str) -> None:
+        s = self.server
+        out = self.out
+        out.line("folder: %s" % self.folder)
+        out.line("socket: %s" % s.socket_path)
+        out.line("lock: %s" % s.lock_path)
+        sessions = s.sessions
+        out.line("sessions: %d" % len(sessions))
+        for info in sessions:
+            client = " ".join(str(x) for x in (info.get("client"), info.get("client_version")) if x) or "?"
+            out.line("  %s %s%s, stream %s%s" % (
+                one_line(info["id"]), one_line(client),
+                " pid %s" % one_line(info["client_pid"]) if info.get("client_pid") else "",
+                "open" if info.get("stream_open") else "closed",
+                ", name %s" % json.dumps(info["name"], ensure_ascii=False) if info.get("name") else ""))
+        waiting = self.diffs.waiting()
+        out.line("pending diffs: %d" % len(waiting))
+        for number, diff in waiting:
+            out.line("  %d. %s (%s)" % (number, one_line(diff.tab_name),
+                                        one_line(display_path(diff.original_file_path, self.folder))))
+        sel = s.selection
+        if sel is None:
+            out.line("selection: none")
+        else:
+            out.line("selection: %s %d:%d-%d:%d (wire, 0-based)%s" % (
+                display_path(sel.file_path, self.folder), sel.start[0], sel.start[1], sel.end[0], sel.end[1],
+                "" if sel.current else ", cached"))
+        count = sum(len(d) for d in self.diagnostics.values())
+        out.line("diagnostics: %d in %d file%s" % (count, len(self.diagnostics), "" if len(self.diagnostics) == 1 else "s"))
+
+    def cmd_help(self, rest: str) -> None:
+        self.out.line(HELP)
+
+    def cmd_quit(self, rest: str) -> None:
+        if self.stop_event is not None:
+            self.stop_event.set()
+
+    COMMANDS: Dict[str, Callable[["TerminalIde", str], None]] = {
+        "select": cmd_select, "deselect": cmd_deselect, "ref": cmd_ref, "addsel": cmd_addsel,
+        "diag": cmd_diag, "accept": cmd_accept, "reject": cmd_reject, "status": cmd_status,
+        "help": cmd_help, "?": cmd_help, "quit": cmd_quit, "exit": cmd_quit,
+    }
+
+
+
+def server_limits(args: argparse.Namespace) -> Dict[str, Any]:
+    """The `IdeServer` limits set on the command line (the others keep their defaults)."""
+    return {}

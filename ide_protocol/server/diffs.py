@@ -1,0 +1,199 @@
+"""One pending `open_diff` (`DiffRequest`), and how its original file is read safely.
+
+`original_file_path` comes from the client, so reading it is reading untrusted input
+(PROTOCOL.md §4: the path may not exist yet, a new file, diffed against empty). The
+rules, all in `check_original` and `read_original`:
+
+* Only a path that does not exist (ENOENT) is a new file. Every other failure (no
+  permission, no file descriptor left, a loop of symlinks) is an error answered to the
+  client: showing an existing file as entirely new would make the person review, and
+  the CLI write, the wrong change.
+* Only a regular file is read (symlinks resolved): a FIFO, `/dev/stdin` or a terminal
+  would block, `/dev/zero` never ends. It is opened non-blocking and without becoming
+  the controlling terminal, and checked again once open (the same file, still
+  regular), so that swapping the path in between gains nothing.
+* It is read only up to the server's body limit.
+* A path with a NUL character or a lone surrogate (both possible in JSON) names no
+  file: a clear error, not an exception from deep in `os`.
+
+`IdeServer` reads small files at once and larger ones in the loop's executor, and
+registers the diff only after all this succeeded: a failed `open_diff` leaves nothing
+pending.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import time
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+
+from ..common import tools
+
+if TYPE_CHECKING:  # (imports only for the type checker: no cycle at run time)
+    from .ide_server import IdeServer
+    from .mcp import Session
+
+#: Files up to this size are read on the loop at once (a page-cache read of this size
+#: takes microseconds); larger ones in the executor, so other connections go on.
+READ_AT_ONCE = 256 * 1024
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _kind(mode: int) -> str:
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_original(path: str, limit: int) -> Optional[os.stat_result]:
+    """The original file's status, or None for a new file (the path does not exist).
+
+    Raises `tools.ToolError` (answered as `isError`) for a path that names no file, is
+    not a regular file, is larger than `limit` bytes or cannot be examined."""
+    if "\x00" in path:
+        raise tools.ToolError("Invalid original_file_path: it contains a NUL character")
+    try:
+        os.fsencode(path)
+    except UnicodeError:
+        raise tools.ToolError("Invalid original_file_path: it is not valid Unicode (a lone surrogate)")
+    try:
+        st = os.stat(path)  # follows symlinks: the file the CLI would write
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise tools.ToolError("Cannot read original_file_path %s: %s" % (path, getattr(exc, "strerror", None) or exc))
+    if not stat.S_ISREG(st.st_mode):
+        raise tools.ToolError("original_file_path %s is %s, not a regular file: refused" % (path, _kind(st.st_mode)))
+    if st.st_size > limit:
+        raise tools.ToolError("original_file_path %s is %d bytes, more than the limit of %d"
+                              % (path, st.st_size, limit))
+    return st
+
+
+def read_original(path: str, expected: os.stat_result, limit: int) -> str:
+    """The text of the regular file `check_original` found (decoded as UTF-8 with
+    replacement, line endings untouched). Blocking: run it off the loop when large."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise tools.ToolError("original_file_path %s disappeared while being read" % path)
+    except OSError as exc:
+        raise tools.ToolError("Cannot read original_file_path %s: %s" % (path, exc.strerror or exc))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (expected.st_dev, expected.st_ino):
+            raise tools.ToolError("original_file_path %s changed while being read: refused" % path)
+        chunks = []
+        size = 0
+        while True:
+            try:
+                chunk = os.read(fd, min(1024 * 1024, limit + 1 - size))
+            except InterruptedError:
+                continue
+            except OSError as exc:
+                raise tools.ToolError("Cannot read original_file_path %s: %s" % (path, exc.strerror or exc))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise tools.ToolError("original_file_path %s grew past the limit of %d bytes" % (path, limit))
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+async def load_original(path: str, limit: int) -> Tuple[str, bool]:
+    """(text, is_new_file) of the original file, read by the rules above: at once when
+    small, in the loop's executor when large."""
+    st = check_original(path, limit)
+    if st is None:
+        return "", True
+    if st.st_size <= READ_AT_ONCE:
+        return read_original(path, st, limit), False
+    loop = asyncio.get_event_loop()
+    return await loop.run_in_executor(None, read_original, path, st, limit), False
+
+
+class DiffRequest:
+    """One pending `open_diff`: what to show, and the way to answer it.
+
+    `original_contents` was read from disk before the diff was made (empty for a new
+    file). Call `accept()` or `reject()` once; later calls are ignored. `result` is
+    the answer sent to the CLI.
+    """
+
+    def __init__(self, server: "IdeServer", tab_name: str, original_file_path: str, new_file_contents: str,
+                 session: "Optional[Session]", original_contents: str = "",
+                 is_new_file: Optional[bool] = None) -> None:
+        self._server = server
+        self.tab_name = tab_name
+        self.original_file_path = original_file_path
+        self.new_file_contents = new_file_contents
+        self.session_id = session.id if session is not None else None
+        self.session_name = session.name if session is not None else None
+        self.created = time.time()
+        self.future: "asyncio.Future[Dict[str, Any]]" = asyncio.get_event_loop().create_future()
+        self.original_contents = original_contents
+        self.is_new_file = not os.path.exists(original_file_path) if is_new_file is None else is_new_file
+
+    @property
+    def done(self) -> bool:
+        return self.future.done()
+
+    @property
+    def result(self) -> Optional[Dict[str, Any]]:
+        return self.future.result() if self.future.done() and not self.future.cancelled() else None
+
+    def accept(self) -> bool:
+        """The user accepted: the CLI gets SAVED. Safe from any thread (see `_decide`)."""
+        return self._decide(True, tools.ACCEPTED_VIA_BUTTON)
+
+    def reject(self) -> bool:
+        """The user rejected: the CLI gets REJECTED. Safe from any thread."""
+        return self._decide(False, tools.REJECTED_VIA_BUTTON)
+
+    def _decide(self, saved: bool, trigger: str) -> bool:
+        """Resolve on the loop's own thread: asyncio futures are not thread-safe, and an
+        editor's UI thread (ThreadedIdeServer) answers diffs from outside the loop. From
+        another thread the call is handed over with `call_soon_threadsafe` and waits
+        (at most 10 s) for the outcome; True when this call decided the diff."""
+        loop = self.future.get_loop()
+        try:
+            running: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop or not loop.is_running():
+            return self._server._resolve(self, saved, trigger)
+        import concurrent.futures
+
+        outcome: "concurrent.futures.Future[bool]" = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                outcome.set_result(self._server._resolve(self, saved, trigger))
+            except BaseException as exc:  # handed to the calling thread
+                outcome.set_exception(exc)
+
+        try:
+            loop.call_soon_threadsafe(run)
+            return outcome.result(timeout=10.0)
+        except (RuntimeError, concurrent.futures.TimeoutError):  # the loop closed or is stuck
+            return False
+
+    def unified_diff(self, context: int = 3) -> str:
+        import difflib
+
+        old = self.original_contents.splitlines(keepends=True)
+        new = self.new_file_contents.splitlines(keepends=True)
+        name = self.original_file_path
+        return "".join(difflib.unified_diff(old, new, "a/" + name.lstrip("/"), "b/" + name.lstrip("/"), n=context))
+
+    def __repr__(self) -> str:
+        return "DiffRequest(%r, %r)" % (self.tab_name, self.original_file_path)
