@@ -1,14 +1,21 @@
 """`python3 -m acp`: talk to an ACP agent from the terminal or a script.
 
-    python3 -m acp [--agent CMD] [--cwd DIR] [--yes | --no] [--json] [PROMPT...]
+    python3 -m acp [--agent CMD | --connect [HOST:]PORT] [--cwd DIR] [--yes | --no]
+                   [--json] [--resume SESSION_ID [--quiet]] [PROMPT...]
+    python3 -m acp [--agent CMD | --connect [HOST:]PORT] [--cwd DIR] --list-sessions
 
-With a prompt: one turn, the answer streamed to stdout, tool calls one line each (with
-the diff of an edit), permission questions on stderr answered from stdin (or by
-`--yes`/`--no`). Without: a chat that keeps the session; lines starting with `/` are
-sent as prompts (the agent's slash commands, ACP.md §3.6), `/quit` leaves.
+The agent is a child on stdio (`--agent`, default `copilot --acp --stdio`) or an agent
+already listening on TCP (`--connect`, e.g. `copilot --acp --port 3000`), which keeps
+running when we leave. With a prompt: one turn, the answer streamed to stdout, tool
+calls one line each (with the diff of an edit), permission questions on stderr
+answered from stdin (or by `--yes`/`--no`). Without: a chat that keeps the session;
+lines starting with `/` are sent as prompts (the agent's slash commands, ACP.md §3.6),
+`/commands` lists the advertised ones, `/quit` leaves. `--resume` continues an earlier
+session (`session/load`, ACP.md §3.5), `--list-sessions` lists them.
 
-Exit status: 0; 1 for an `Error:` answer (ACP.md §6), a failed start or a dead agent;
-130 after Ctrl-C (the first cancels the turn, a second quits); 2 for bad usage.
+Exit status: 0; 1 for an `Error:` answer (ACP.md §6), a failed start, an agent that
+does not speak ACP, a refused or lost connection or a dead agent; 130 after Ctrl-C
+(the first cancels the turn, a second quits); 2 for bad usage.
 """
 from __future__ import annotations
 
@@ -23,13 +30,19 @@ from typing import Any, Dict, List, Optional, Set
 
 from . import render
 from .client import Client, default_agent
-from .console import Console, write_stderr
-from .errors import AcpError, AgentExited, AgentStartError, RequestTimeout
+from .connection import parse_address, split_command
+from .console import Console, ReadlineConsole, write_stderr
+from .errors import AcpError, AgentExited, AgentNotAcp, AgentStartError, RequestTimeout
 from ._core import jsonrpc
 from .permissions import TerminalAsker
 from .session import FINAL_TOOL_STATUSES, Session, Turn, text_of
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# An agent on TCP is already running, so it answers `initialize` at once; waiting the
+# full --timeout for a listener that accepted but never speaks (a half-open socket, or
+# not an ACP agent) would only hide the problem.
+TCP_INITIALIZE_TIMEOUT = 10.0
+LOCAL_COMMANDS = ("/commands", "/quit", "/exit")  # handled by the chat, never sent
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,12 +51,23 @@ def build_parser() -> argparse.ArgumentParser:
         description="Drive an Agent Client Protocol agent (default: `copilot --acp --stdio`).")
     parser.add_argument("--agent", metavar="CMD",
                         help="agent command line (default: $ACP_AGENT, else 'copilot --acp --stdio')")
+    parser.add_argument("--connect", metavar="[HOST:]PORT",
+                        help="connect to an agent listening on TCP (`copilot --acp --port PORT`; "
+                             "HOST defaults to 127.0.0.1) instead of starting one")
     parser.add_argument("--cwd", metavar="DIR", help="the session's folder (default: the current one)")
     answer = parser.add_mutually_exclusive_group()
     answer.add_argument("--yes", "-y", action="store_true", help="allow every permission request once")
     answer.add_argument("--no", "-n", action="store_true", help="reject every permission request")
     parser.add_argument("--json", action="store_true",
-                        help="print every session update as one JSON line (and the result last)")
+                        help="print every session update as one JSON line (and the result, "
+                             "with sessionId and stopReason, last)")
+    sessions = parser.add_mutually_exclusive_group()
+    sessions.add_argument("--list-sessions", action="store_true",
+                          help="list the agent's sessions (those of --cwd when given) and exit")
+    sessions.add_argument("--resume", metavar="SESSION_ID",
+                          help="continue an earlier session (its history is shown briefly)")
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="with --resume: do not show the replayed history")
     parser.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
                         help="how long to wait for answers other than prompts (default 120)")
     parser.add_argument("--verbose", "-v", action="store_true", help="log protocol and agent stderr")
@@ -125,7 +149,12 @@ class App:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.cwd = os.path.abspath(args.cwd or os.getcwd())
-        self.console = Console.for_stdin()
+        self.session: Optional[Session] = None
+        # A chat on a terminal reads through readline (Tab completes slash commands);
+        # everything else, permission answers included, through the same one console.
+        chat = not args.prompt and not args.list_sessions
+        self.console: Any = (ReadlineConsole.for_terminal(self.command_names) if chat else None) \
+            or Console.for_stdin()
         self.current: Optional[Turn] = None
         self.interrupts = 0
         self.main_task: Optional["asyncio.Task[int]"] = None
@@ -135,9 +164,16 @@ class App:
             policy = "reject"
         else:
             policy = TerminalAsker(self.console.readline, self._ask_write)
-        self.client = Client(args.agent or default_agent(), cwd=self.cwd, permission=policy,
-                             request_timeout=args.timeout)
+        self.client = Client(args.agent or default_agent(), connect=args.connect, cwd=self.cwd,
+                             permission=policy, request_timeout=args.timeout)
         self.output: Optional[Output] = None
+        self.replaying = False  # a session/load is replaying history (ACP.md §3.5)
+
+    def command_names(self) -> List[str]:
+        """What Tab completes: the latest advertised commands (ACP.md §3.6), then ours."""
+        advertised = self.session.commands if self.session is not None else []
+        return ["/" + str(c["name"]) for c in advertised
+                if isinstance(c, dict) and isinstance(c.get("name"), str)] + list(LOCAL_COMMANDS)
 
     def _ask_write(self, text: str) -> None:
         if self.output is not None:
@@ -173,8 +209,11 @@ class App:
         except asyncio.CancelledError:
             return EXIT_INTERRUPTED
         finally:
+            conn = self.client.connection
+            # A program that is not an ACP agent will not leave on stdin EOF either.
+            grace = 0.5 if conn is not None and isinstance(conn.closed, AgentNotAcp) else 3.0
             try:
-                await asyncio.shield(self.client.close())
+                await asyncio.shield(self.client.close(grace=grace))
             except asyncio.CancelledError:
                 pass
 
@@ -182,20 +221,99 @@ class App:
         try:
             await self.client.start()
         except AgentStartError as exc:
+            if self.args.connect:
+                return fail("%s (is `copilot --acp --port PORT` running?)" % exc)
             return fail("%s (choose one with --agent or ACP_AGENT)" % exc)
         if self.args.json:
             self.client.add_update_listener(self._print_json)
+        over_tcp = self.client.address is not None
+        timeout = min(self.args.timeout, TCP_INITIALIZE_TIMEOUT) if over_tcp else self.args.timeout
         try:
-            info = await self.client.initialize()
-            session = await self.client.new_session(self.cwd)
+            info = await self.client.initialize(timeout=timeout)
+        except AgentNotAcp as exc:
+            return fail("%s (check --agent)" % exc if not over_tcp else str(exc))
+        except RequestTimeout as exc:
+            if over_tcp:
+                return fail("%s accepted the connection but did not answer initialize within %g s"
+                            % (self.client.conn.where, timeout))
+            return fail("the agent failed to start: %s" % exc)
         except AgentExited as exc:
+            return fail(str(exc) if over_tcp else "the agent failed to start: %s" % exc)
+        except (jsonrpc.JsonRpcError, AcpError) as exc:
             return fail("the agent failed to start: %s" % exc)
-        except (RequestTimeout, jsonrpc.JsonRpcError, AcpError) as exc:
-            return fail("the agent failed to start: %s" % exc)
+        if self.args.list_sessions:
+            return await self.list_sessions()
+        try:
+            if self.args.resume:
+                session = await self.resume(self.args.resume)
+            else:
+                session = await self.client.new_session(self.cwd)
+        except (AgentExited, RequestTimeout) as exc:
+            return fail(str(exc))
+        except jsonrpc.JsonRpcError as exc:
+            what = "resume session %s" % self.args.resume if self.args.resume else "start a session"
+            return fail("could not %s: %s" % (what, exc))
+        except AcpError as exc:
+            return fail(str(exc))
+        self.session = session
         self.output = Output(session)
         if self.args.prompt:
             return await self.turn(session, " ".join(self.args.prompt))
         return await self.chat(session, info)
+
+    # ------------------------------------------------------------------ sessions
+
+    async def list_sessions(self) -> int:
+        """One line per session: id, last update, title (`session/list`, ACP.md §3.5)."""
+        try:
+            sessions = await self.client.list_sessions(cwd=self.cwd if self.args.cwd else None)
+        except jsonrpc.JsonRpcError as exc:
+            return fail("the agent could not list its sessions: %s" % exc)
+        except (AgentExited, RequestTimeout, AcpError) as exc:
+            return fail(str(exc))
+        for entry in sessions:
+            if not isinstance(entry, dict):
+                continue
+            if self.args.json:
+                print(json.dumps(entry, ensure_ascii=False), flush=True)
+            else:
+                print("%s  %s  %s" % (entry.get("sessionId"), entry.get("updatedAt") or "-",
+                                      render.preview(str(entry.get("title") or "(untitled)"))),
+                      flush=True)
+        return EXIT_OK
+
+    async def resume(self, session_id: str) -> Session:
+        """`session/load`: the agent replays the history before it answers (ACP.md §3.5);
+        it is shown briefly unless --quiet. Without --cwd the session's own folder is
+        used, as `session/list` reports it."""
+        cwd = self.cwd
+        if not self.args.cwd:
+            try:
+                for entry in await self.client.list_sessions():
+                    if isinstance(entry, dict) and entry.get("sessionId") == session_id \
+                            and isinstance(entry.get("cwd"), str) and os.path.isdir(entry["cwd"]):
+                        cwd = entry["cwd"]
+            except jsonrpc.JsonRpcError:
+                pass  # no session/list: the current folder it is
+        replayed: List[Dict[str, Any]] = []
+        remove = self.client.add_update_listener(
+            lambda sid, update: replayed.append(update) if sid == session_id else None)
+        self.replaying = True
+        try:
+            session = await self.client.load_session(session_id, cwd)
+        finally:
+            self.replaying = False
+            remove()
+        self.cwd = cwd
+        if not self.args.quiet and not self.args.json:
+            lines = render.history_lines(replayed)
+            print("(resuming session %s: %d earlier %s)"
+                  % (session_id, len(lines), "entry" if len(lines) == 1 else "entries"), flush=True)
+            for line in lines:
+                print("  " + line, flush=True)
+            if lines:
+                print("  ---", flush=True)
+        return session
 
     async def chat(self, session: Session, info: Dict[str, Any]) -> int:
         tty = self.console.isatty()
@@ -206,9 +324,7 @@ class App:
                             agent.get("version") or "", session.session_id))
         status = EXIT_OK
         while True:
-            if tty:
-                write_stderr("> ")
-            line = await self.console.readline()
+            line = await self.console.readline("> " if tty else "")
             if line is None:
                 break
             text = line.strip()
@@ -216,6 +332,9 @@ class App:
                 continue
             if text in ("/quit", "/exit"):
                 break
+            if text == "/commands":
+                self.show_commands(session)
+                continue
             status = await self.turn(session, text)
             if self.client.connection is not None and self.client.connection.closed is not None:
                 return EXIT_ERROR
@@ -242,8 +361,10 @@ class App:
         finally:
             self.current = None
         if self.args.json:
+            # The last line carries what a script needs to resume: sessionId, stopReason.
             print(json.dumps({"sessionId": session.session_id,
-                              "result": {"stopReason": result.stop_reason, "usage": result.usage,
+                              "result": {"sessionId": session.session_id,
+                                         "stopReason": result.stop_reason, "usage": result.usage,
                                          "error": result.error}}, ensure_ascii=False), flush=True)
             if result.error is not None:
                 write_stderr(result.error + "\n")
@@ -256,8 +377,26 @@ class App:
             return EXIT_INTERRUPTED
         return EXIT_OK
 
+    def show_commands(self, session: Session) -> None:
+        """`/commands`: the latest `available_commands_update` (a full replacement list,
+        ACP.md §3.6), one per line with its input hint; they run without the model."""
+        assert self.output is not None
+        commands = [c for c in session.commands if isinstance(c, dict) and isinstance(c.get("name"), str)]
+        if not commands:
+            self.output.line("(the agent has advertised no slash commands)")
+            return
+        for command in commands:
+            hint = command.get("input") if isinstance(command.get("input"), dict) else {}
+            usage = "/" + command["name"] + (" <%s>" % hint["hint"] if isinstance(hint.get("hint"), str) else "")
+            self.output.line("  %-24s %s" % (usage, render.preview(str(command.get("description") or ""))))
+
     def _print_json(self, session_id: str, update: Dict[str, Any]) -> None:
-        print(json.dumps({"sessionId": session_id, "update": update}, ensure_ascii=False), flush=True)
+        if self.replaying and self.args.quiet:
+            return
+        record: Dict[str, Any] = {"sessionId": session_id, "update": update}
+        if self.replaying:
+            record["replayed"] = True
+        print(json.dumps(record, ensure_ascii=False), flush=True)
 
 
 def fail(message: str) -> int:
@@ -265,12 +404,45 @@ def fail(message: str) -> int:
     return EXIT_ERROR
 
 
+def usage_problem(args: argparse.Namespace) -> Optional[str]:
+    """What is wrong with the command line, checked before anything starts; None if
+    nothing. An agent command line is split here, so a stray quote is a usage error
+    and not a traceback, and an empty one is refused instead of meaning the default."""
+    if args.agent is not None and args.connect is not None:
+        return "--agent and --connect exclude each other (a child on stdio, or an agent on TCP)"
+    if args.connect is not None:
+        try:
+            parse_address(args.connect)
+        except ValueError as exc:
+            return "--connect %s" % exc
+    else:
+        named = "--agent" if args.agent is not None else "ACP_AGENT"
+        command = args.agent if args.agent is not None else os.environ.get("ACP_AGENT")
+        if command is not None:
+            try:
+                split_command(command)
+            except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
+                return "%s %r: %s" % (named, command, exc)
+            except AgentStartError:
+                if args.agent is not None or command.strip():
+                    return "%s is empty: give the agent's command line" % named
+    if args.cwd and not os.path.isdir(args.cwd):
+        return "--cwd %s is not a folder" % args.cwd
+    if args.list_sessions and args.prompt:
+        return "--list-sessions takes no prompt"
+    if args.quiet and not args.resume:
+        return "--quiet goes with --resume"
+    return None
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.ERROR,
                         format="%(name)s: %(message)s", stream=sys.stderr)
-    if args.cwd and not os.path.isdir(args.cwd):
-        fail("--cwd %s is not a folder" % args.cwd)
+    problem = usage_problem(args)
+    if problem is not None:
+        write_stderr("%s: error: %s\n" % (parser.prog, problem))  # one line, exit status 2
         return EXIT_USAGE
 
     async def run() -> int:

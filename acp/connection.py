@@ -206,7 +206,9 @@ class AgentConnection:
             raise AgentConnectError("could not connect to the agent at %s: no answer within %g s"
                                     % (where, connect_timeout or 0)) from None
         except (OSError, UnicodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            # asyncio words a refusal "Connect call failed (...)"; the errno says it plainly.
+            errno_ = getattr(exc, "errno", None)
+            reason = os.strerror(errno_) if isinstance(errno_, int) and errno_ > 0 else str(exc)
             raise AgentConnectError("could not connect to the agent at %s: %s" % (where, reason)) from exc
         _keep_alive(writer.get_extra_info("socket"))
         conn = cls(**kwargs)

@@ -7,13 +7,19 @@ permission answer; nothing is left blocked in a thread at exit). Where `add_read
 cannot watch the descriptor — a regular file redirected with `<` (epoll refuses files,
 and they never block anyway) — we read it directly; on an event loop without
 `add_reader` (Windows' proactor) one executor call per line is the fallback.
+
+On a terminal where the `readline` module exists, `ReadlineConsole` reads instead (line
+editing, history, Tab completion of slash commands): `input()` in one daemon thread, as
+readline has no asynchronous interface in Python. Either way, one console serves both
+the chat and the permission questions, so their lines never interleave.
 """
 from __future__ import annotations
 
 import asyncio
 import os
 import sys
-from typing import IO, Optional
+import threading
+from typing import IO, Any, Callable, List, Optional
 
 
 class Console:
@@ -42,8 +48,11 @@ class Console:
         except OSError:
             return False
 
-    async def readline(self) -> Optional[str]:
-        """The next line without its terminator, or None at end of input."""
+    async def readline(self, prompt: str = "") -> Optional[str]:
+        """The next line without its terminator, or None at end of input. `prompt` is
+        written to stderr first (only when reading a terminal)."""
+        if prompt and self.isatty():
+            write_stderr(prompt)
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
@@ -83,6 +92,84 @@ class Console:
             return os.read(self.fd, 65536)
         except BlockingIOError:
             return await self._read_some()
+
+
+def complete_command(before: str, text: str, names: List[str]) -> List[str]:
+    """Tab completion of the chat: the slash commands (`names`, with their `/`) that
+    start with `text`, the word being typed, when it is the line's first word (`before`
+    is what precedes it)."""
+    if before.strip() or not text.startswith("/"):
+        return []
+    return sorted(name for name in set(names) if name.startswith(text))
+
+
+class ReadlineConsole:
+    """Lines typed on a terminal through `readline`, with Tab completing the names
+    `commands()` returns. `readline(prompt)` is awaitable; the one reading thread is
+    reused when a wait is cancelled (its line then goes to the next reader)."""
+
+    def __init__(self, commands: Callable[[], List[str]]) -> None:
+        import readline  # absent on Windows and some builds: the caller falls back
+
+        self._rl: Any = readline
+        self._commands = commands
+        self._matches: List[str] = []
+        self._pending: "Optional[asyncio.Future[Optional[str]]]" = None
+        readline.set_completer(self._complete)
+        readline.set_completer_delims(" \t\n")
+        if "libedit" in (readline.__doc__ or ""):  # macOS: the BSD library's syntax
+            readline.parse_and_bind("bind ^I rl_complete")
+        else:
+            readline.parse_and_bind("tab: complete")
+
+    @classmethod
+    def for_terminal(cls, commands: Callable[[], List[str]]) -> Optional["ReadlineConsole"]:
+        """A readline console when stdin and stdout are terminals and readline exists."""
+        try:
+            if not (os.isatty(sys.stdin.fileno()) and os.isatty(sys.stdout.fileno())):
+                return None
+            return cls(commands)
+        except (ImportError, OSError, ValueError, AttributeError):
+            return None
+
+    def isatty(self) -> bool:
+        return True
+
+    def _complete(self, text: str, state: int) -> Optional[str]:
+        if state == 0:
+            try:
+                before = self._rl.get_line_buffer()[:self._rl.get_begidx()]
+                self._matches = complete_command(before, text, self._commands())
+            except Exception:  # a completer must never raise into readline
+                self._matches = []
+        return self._matches[state] if state < len(self._matches) else None
+
+    async def readline(self, prompt: str = "") -> Optional[str]:
+        if self._pending is None or self._pending.done():
+            loop = asyncio.get_event_loop()
+            future: "asyncio.Future[Optional[str]]" = loop.create_future()
+
+            def deliver(line: Optional[str]) -> None:
+                if not future.done():
+                    future.set_result(line)
+
+            def read() -> None:
+                try:
+                    line: Optional[str] = input(prompt)
+                except (EOFError, KeyboardInterrupt, OSError, ValueError):
+                    line = None
+                try:
+                    loop.call_soon_threadsafe(deliver, line)
+                except RuntimeError:  # the loop is gone: nobody waits any more
+                    pass
+
+            self._pending = future
+            threading.Thread(target=read, name="acp-readline", daemon=True).start()
+        pending = self._pending
+        line = await asyncio.shield(pending)
+        if self._pending is pending:
+            self._pending = None
+        return line
 
 
 def write_stderr(text: str) -> None:

@@ -104,8 +104,8 @@ class TerminalAsker:
     """Asks a person: the question goes to `write`, the answer comes from `readline`
     (an async function returning a line, or None at end of input).
 
-    Answers: an option's number, id or name; `y`/`yes` (allow once), `a`/`always`,
-    `n`/`no` (reject). An empty line or end of input rejects, so a script piping too few
+    Answers: an option's number, id, name or label (`allow once`, `allow always`,
+    `reject`); `y`/`yes` (allow once), `a`/`always`, `n`/`no` (reject). An empty line or end of input rejects, so a script piping too few
     answers never approves by accident.
     """
 
@@ -144,7 +144,8 @@ def parse_answer(line: str, request: PermissionRequest) -> Any:
             return request.options[index]["optionId"]
         return _INVALID
     for option in request.options:
-        if answer in (option["optionId"].lower(), str(option.get("name", "")).lower()):
+        if answer in (option["optionId"].lower(), str(option.get("name", "")).lower(),
+                      render.choice_label(option)):
             return option["optionId"]
     if answer in ("y", "yes", "allow", "once"):
         return request.option_of_kind("allow_once") or _INVALID

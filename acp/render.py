@@ -13,6 +13,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 STATUS_MARKS = {"completed": "done", "failed": "FAILED", "cancelled": "cancelled",
                 "pending": "pending", "in_progress": "running"}
+# How a permission choice is shown: by its kind (ACP.md §5: Copilot offers allow_once,
+# allow_always and reject_once), whatever name the agent gives it.
+CHOICE_LABELS = {"allow_once": "allow once", "allow_always": "allow always",
+                 "reject_once": "reject", "reject_always": "reject always"}
+PREVIEW_WIDTH = 100  # a replayed message is shown as one line of at most this many characters
 
 
 def _lines(text: str) -> List[str]:
@@ -76,7 +81,51 @@ def permission_question(request: "PermissionRequest") -> str:
     return "\n".join(lines) + "\n"
 
 
+def choice_label(option: Dict[str, Any]) -> str:
+    """`allow once`, `allow always`, `reject`; the agent's own name for other kinds."""
+    return CHOICE_LABELS.get(str(option.get("kind"))) or str(option.get("name") or option["optionId"])
+
+
 def permission_choices(request: "PermissionRequest") -> str:
-    names = ["[%d] %s" % (i + 1, option.get("name") or option["optionId"])
-             for i, option in enumerate(request.options)]
-    return "  %s\nAnswer (number; Enter denies): " % "  ".join(names)
+    names = ["[%d] %s" % (i + 1, choice_label(option)) for i, option in enumerate(request.options)]
+    return "  %s\nAnswer (number or name; Enter rejects): " % "  ".join(names)
+
+
+def preview(text: str, width: int = PREVIEW_WIDTH) -> str:
+    """One line: whitespace runs (newlines too) as one space, cut with `...`."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[:width - 3].rstrip() + "..."
+
+
+def history_lines(updates: Iterable[Dict[str, Any]], width: int = PREVIEW_WIDTH) -> List[str]:
+    """A replayed history (`session/load`, ACP.md §3.5) in brief: one line per message
+    (`you: ...`, `agent: ...`, chunks of one message merged) and per tool call (its
+    final state, ACP.md §4: updates merge into the call)."""
+    entries: List[Any] = []  # [role, text] lists and tool call dicts, in order
+    calls: Dict[str, Dict[str, Any]] = {}
+    for update in updates:
+        kind = update.get("sessionUpdate")
+        if kind in ("user_message_chunk", "agent_message_chunk"):
+            role = "you" if kind == "user_message_chunk" else "agent"
+            content = update.get("content")
+            text = content.get("text") if isinstance(content, dict) else None
+            text = text if isinstance(text, str) else ""
+            if entries and isinstance(entries[-1], list) and entries[-1][0] == role:
+                entries[-1][1] += text
+            else:
+                entries.append([role, text])
+        elif kind in ("tool_call", "tool_call_update") and isinstance(update.get("toolCallId"), str):
+            call = calls.get(update["toolCallId"])
+            fields = {k: v for k, v in update.items() if k != "sessionUpdate"}
+            if call is None or kind == "tool_call":
+                call = calls[update["toolCallId"]] = fields
+                entries.append(call)
+            else:
+                call.update(fields)
+    lines = []
+    for entry in entries:
+        if isinstance(entry, list):
+            lines.append(preview("%s: %s" % (entry[0], entry[1]), width))
+        else:
+            lines.append(preview(tool_call_line(entry), width))
+    return lines

@@ -1,5 +1,7 @@
 """`python3 -m acp` as a subprocess against the fake agent: streamed text, permissions
-by flag and by piped answer, --json, exit statuses, Ctrl-C, chat mode."""
+by flag and by piped answer, --json, exit statuses, Ctrl-C, chat mode. Each runs over
+stdio (the agent a child of the command line) and over TCP (`--connect PORT` to a fake
+agent listening), except those about the child process itself."""
 from __future__ import annotations
 
 import json
@@ -9,7 +11,12 @@ import subprocess
 import sys
 import time
 
-from acp_testlib import FAKE, ROOT, gone, workspace
+import pytest
+
+import acp_testlib
+from acp_testlib import FAKE, ROOT, fake_env, gone, start_tcp_agent, workspace
+
+pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 
 TIMEOUT = 30  # only against hangs
 
@@ -22,7 +29,17 @@ def cli_env(**extra):
     return env
 
 
+def over_transport(args, extra):
+    """Over TCP: start the fake agent listening (with the agent's environment `extra`)
+    and point the command line at it with --connect."""
+    if acp_testlib.TRANSPORT != "tcp":
+        return args
+    _, port = start_tcp_agent(fake_env(**extra))
+    return ["--connect", str(port)] + args
+
+
 def cli(args, stdin="", **extra):
+    args = over_transport(args, extra)
     return subprocess.run([sys.executable, "-m", "acp"] + args, input=stdin.encode("utf-8"),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(**extra),
                           cwd=ROOT, timeout=TIMEOUT)
@@ -69,7 +86,7 @@ def test_permission_answered_through_piped_stdin(tmp_path):
     root = workspace(tmp_path)
     denied = cli(["--cwd", root, "EDIT"], stdin="3\n")
     assert "Permission requested: Edit file (edit)" in err(denied)
-    assert "[1] Allow once  [2] Always allow  [3] Deny" in err(denied)
+    assert "[1] allow once  [2] allow always  [3] reject" in err(denied)
     with open(os.path.join(root, "hello.txt"), encoding="utf-8") as handle:
         assert "edited" not in handle.read()
     allowed = cli(["--cwd", root, "EDIT"], stdin="1\n")
@@ -109,6 +126,7 @@ def test_error_turn_goes_to_stderr_with_exit_status_1(tmp_path):
     assert as_json.returncode == 1 and "Error: Request exceeds" in err(as_json)
 
 
+@pytest.mark.stdio_only  # about the agent as our child process
 def test_dying_agent_gives_a_clear_message(tmp_path):
     proc = cli(["--cwd", workspace(tmp_path), "CRASH"])
     assert proc.returncode == 1
@@ -116,6 +134,7 @@ def test_dying_agent_gives_a_clear_message(tmp_path):
     assert "Error: the agent exited with status 3: fatal: simulated crash" in err(proc)
 
 
+@pytest.mark.stdio_only  # about the agent as our child process
 def test_failed_start_and_missing_agent(tmp_path):
     failed = cli(["--cwd", workspace(tmp_path), "hi"], FAKE_ACP_START="fail")
     assert failed.returncode == 1
@@ -126,6 +145,7 @@ def test_failed_start_and_missing_agent(tmp_path):
     assert "Error: could not start the agent `/nonexistent/copilot --acp`" in err(missing)
 
 
+@pytest.mark.stdio_only  # about the agent as our child process
 def test_agent_flag_beats_acp_agent(tmp_path):
     proc = cli(["--agent", "%s %s" % (sys.executable, FAKE), "--cwd", workspace(tmp_path), "hi"],
                ACP_AGENT="/nonexistent/agent")
@@ -147,6 +167,7 @@ def test_chat_keeps_the_session_and_passes_slash_commands(tmp_path):
 
 
 def start_cli(args, **extra):
+    args = over_transport(args, extra)
     return subprocess.Popen([sys.executable, "-m", "acp"] + args, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(**extra), cwd=ROOT)
 
@@ -180,6 +201,7 @@ def test_ctrl_c_cancels_the_turn(tmp_path):
         assert any('"method":"session/cancel"' in line for line in handle if line.startswith("C>A"))
 
 
+@pytest.mark.stdio_only  # about the agent as our child process
 def test_second_ctrl_c_quits_and_leaves_no_agent(tmp_path):
     log = str(tmp_path / "agent.log")
     proc = start_cli(["--cwd", workspace(tmp_path), "SLOWPID"], FAKE_ACP_LOG=log,
@@ -216,6 +238,7 @@ def test_chat_from_a_regular_file_with_a_permission_answer_in_between(tmp_path):
         assert "line two (edited)" in handle.read()
 
 
+@pytest.mark.stdio_only  # refused before any agent is reached
 def test_bad_cwd_is_a_usage_error(tmp_path):
     proc = cli(["--cwd", str(tmp_path / "missing"), "hi"])
     assert proc.returncode == 2 and "is not a folder" in err(proc)

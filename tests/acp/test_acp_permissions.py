@@ -113,6 +113,8 @@ def test_terminal_asker_reads_answers_and_defaults_to_deny():
     assert parse_answer(" always ", request) == "allow_always"
     assert parse_answer("Deny", request) == "reject_once"
     assert parse_answer("y", request) == "allow_once"
+    assert parse_answer("allow always", request) == "allow_always"  # the labels shown
+    assert parse_answer("reject", request) == "reject_once"
     assert parse_answer("", request) == "reject_once"
     assert parse_answer("9", request) is not None and parse_answer("9", request) not in request.option_ids
 
@@ -129,7 +131,7 @@ def test_terminal_asker_reads_answers_and_defaults_to_deny():
     choice, text = asyncio.run(ask(["what?", "2"]))
     assert choice == "allow_always"
     assert "Permission requested: Edit file (edit)" in text and "+b" in text
-    assert "[1] Allow once" in text and "Please answer" in text
+    assert "[1] allow once  [2] allow always  [3] reject" in text and "Please answer" in text
     assert asyncio.run(ask([]))[0] == "reject_once"  # end of input denies
 
 
