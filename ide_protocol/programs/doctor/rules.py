@@ -235,7 +235,7 @@ def pid_running_for_cli(pid: Any) -> Tuple[bool, str]:
     unrelated one. ``0`` and negative pids address process groups: Node lets them
     through, and so does this function, to predict the CLI faithfully.
     """
-    if not _is_number(pid) or pid != int(pid) or not (-2 ** 31 <= pid < 2 ** 31):
+    if not _is_number(pid) or not (-2 ** 31 <= pid < 2 ** 31) or pid != int(pid):  # NaN, inf fail
         return False, "%r is not a 32-bit integer, which the CLI cannot signal" % (pid,)
     if os.name == "nt":
         return lockfile.pid_alive(int(pid)), "no such process"
