@@ -1,0 +1,62 @@
+"""`python3 -m ide_protocol check`: the command line of the checker (report lines,
+`--json`, exit status 1 when a check FAILs)."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import List, Optional
+
+from ...client import ClientError, discover
+from .registry import CHECKS, DEFAULT_CHECK_TIMEOUT, FAIL, PASS, Result, SKIP, WARN
+from .runner import load_lock, run_checks, summary
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python3 -m ide_protocol check",
+                                description="Check a running /ide server against PROTOCOL.md.")
+    p.add_argument("folder", nargs="?", help="workspace folder of the IDE to check (default: cwd)")
+    p.add_argument("--lock", metavar="FILE", help="check the server of this lock file")
+    p.add_argument("--lock-dir", metavar="DIR", help="lock directory (default: $COPILOT_HOME/ide or ~/.copilot/ide)")
+    p.add_argument("--json", action="store_true", help="print a JSON report")
+    p.add_argument("--with-diff", "--interactive", dest="with_diff", action="store_true",
+                   help="also run the checks that need a person (accept a diff in the IDE)")
+    p.add_argument("--only", action="append", metavar="NAME", help="run only this check (repeatable)")
+    p.add_argument("--list", action="store_true", help="list the checks and exit")
+    p.add_argument("--timeout", type=float, default=DEFAULT_CHECK_TIMEOUT, help="seconds per answer (default 15)")
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.list:
+        for c in CHECKS:
+            print("%-32s %-3s %s%s" % (c.name, c.section, c.title, " (needs --with-diff)" if c.interactive else ""))
+        return 0
+    try:
+        if args.lock:
+            lock, raw = load_lock(args.lock)
+        else:
+            lock = discover(args.folder, args.lock_dir)
+            _, raw = load_lock(lock.path) if lock.path else (lock, None)
+    except (ClientError, OSError, ValueError) as exc:
+        print("ide-check: %s" % exc, file=sys.stderr)
+        return 2
+    if not args.json:
+        print("checking %s (pid %s) at %s" % (lock.ide_name, lock.pid, lock.socket_path), flush=True)
+
+    def show(result: Result) -> None:
+        if not args.json:
+            print(result.line(), flush=True)
+
+    results = asyncio.run(run_checks(lock, raw, names=args.only, with_diff=args.with_diff, timeout=args.timeout,
+                                     interactive=args.with_diff, on_result=show))
+    counts = summary(results)
+    if args.json:
+        print(json.dumps({"lock": lock.path, "socket": lock.socket_path, "ide": lock.ide_name,
+                          "summary": counts, "results": [r.to_json() for r in results]}, indent=2))
+    else:
+        print("%d checks: %d passed, %d failed, %d warnings, %d skipped"
+              % (len(results), counts[PASS], counts[FAIL], counts[WARN], counts[SKIP]))
+    return 1 if counts[FAIL] else 0

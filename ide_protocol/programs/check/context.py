@@ -1,0 +1,324 @@
+"""What a check works with: `CheckContext` (hand-made requests, sessions, tool calls,
+all closed after the check), `Reply` (one complete answer with its decoded events and
+messages, and a printable evidence), and the shape tests shared by several sections.
+
+Requests go through `client.ClientConnection`, so the checker sends exactly what the
+CLI sends (PROTOCOL.md §2) and can also send what a conformant server must refuse.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from ...wire import http11, jsonrpc, sse
+from ...client import DEFAULT_CONNECT_TIMEOUT, ClientConnection, ClientError, ClientResponse, cli_headers
+from ...common.lockfile import LockInfo
+from .registry import DEFAULT_CHECK_TIMEOUT, Fail, Outcome
+
+
+class Reply:
+    """A complete answer: status, headers, body, and the SSE events / JSON-RPC
+    messages decoded from it (best effort; `decode_error` says what failed)."""
+
+    def __init__(self, response: ClientResponse, body: bytes, request_line: str) -> None:
+        self.response = response
+        self.status = response.status
+        self.reason = response.reason
+        self.headers = response.headers
+        self.body = body
+        self.request_line = request_line
+        self.events: List[sse.SSEEvent] = []
+        self.messages: List[Any] = []
+        self.decode_error: Optional[str] = None
+        if response.is_sse:
+            self.events = sse.SSEDecoder().feed(body + b"\n\n")
+            for event in self.events:
+                try:
+                    self.messages.append(jsonrpc.loads(event.data))
+                except jsonrpc.JsonRpcError:
+                    self.decode_error = "SSE data is not JSON: %r" % event.data[:200]
+        elif body.strip():
+            try:
+                self.messages.append(jsonrpc.loads(body))
+            except jsonrpc.JsonRpcError:
+                self.decode_error = "body is not JSON"
+
+    @property
+    def content_type(self) -> str:
+        return self.response.content_type
+
+    def message(self) -> Any:
+        """The JSON-RPC message carried (the first one)."""
+        return self.messages[0] if self.messages else None
+
+    def answer(self, request_id: Any) -> Optional[Dict[str, Any]]:
+        for m in self.messages:
+            if isinstance(m, dict) and m.get("id") == request_id and ("result" in m or "error" in m):
+                return m
+        return None
+
+    def evidence(self) -> str:
+        lines = ["> " + self.request_line, "< HTTP/%s %d %s" % (self.response.http_version, self.status, self.reason)]
+        for k, v in self.headers:
+            lines.append("< %s: %s" % (k, v))
+        text = self.body.decode("utf-8", "replace")
+        if text:
+            lines.append("< " + (text if len(text) <= 600 else text[:600] + "…"))
+        return "\n".join(lines)
+
+
+def shape(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 600 else text[:600] + "…"
+
+
+class CheckContext:
+    """What a check works with: the lock, raw requests, sessions, tool calls.
+
+    Everything opened here (connections, sessions) is closed by `cleanup()`, which the
+    runner calls after each check.
+    """
+
+    def __init__(self, lock: LockInfo, raw_lock: Optional[Dict[str, Any]] = None, *,
+                 timeout: float = DEFAULT_CHECK_TIMEOUT, interactive: bool = False,
+                 prompt: Optional[Callable[[str], None]] = None) -> None:
+        self.lock = lock
+        self.raw_lock = raw_lock
+        self.timeout = timeout
+        self.interactive = interactive
+        self.prompt = prompt or (lambda text: print(text, file=sys.stderr, flush=True))
+        self.client_session_id = str(uuid.uuid4())
+        self._conns: List[ClientConnection] = []
+        self._sessions: List[str] = []
+        self._shared: Optional[str] = None
+        self._ids = 100
+
+    # -- connections and raw requests
+
+    async def connect(self) -> ClientConnection:
+        conn = await ClientConnection.open(self.lock.socket_path, DEFAULT_CONNECT_TIMEOUT)
+        self._conns.append(conn)
+        return conn
+
+    def headers(self, method: str = "POST", session: Optional[str] = None, *, auth: bool = True,
+                authorization: Optional[str] = None, extra: Sequence[Tuple[str, str]] = ()) -> List[Tuple[str, str]]:
+        """CLI-like headers (PROTOCOL.md §2); `auth=False` drops the lock's headers,
+        `authorization` replaces the nonce."""
+        lock_headers = dict(self.lock.headers) if auth else {}
+        if authorization is not None:
+            lock_headers = {k: v for k, v in lock_headers.items() if k.lower() != "authorization"}
+            lock_headers["Authorization"] = authorization
+        if method == "POST":
+            h = cli_headers(lock_headers, self.client_session_id, mcp_session_id=session)
+        elif method == "GET":
+            h = cli_headers(lock_headers, self.client_session_id, accept="text/event-stream", content_type=None,
+                            mcp_session_id=session)
+        else:
+            h = cli_headers(lock_headers, self.client_session_id, accept=None, content_type=None,
+                            mcp_session_id=session)
+        return h[:-2] + list(extra) + h[-2:]  # Host and Connection stay last
+
+    def next_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    async def send(self, method: str, body: Union[None, bytes, Dict[str, Any], List[Any]] = None, *,
+                   session: Optional[str] = None, headers: Optional[List[Tuple[str, str]]] = None,
+                   target: str = "/mcp", conn: Optional[ClientConnection] = None, chunked: bool = True,
+                   timeout: Optional[float] = None) -> Reply:
+        """One complete exchange (the body is read to its end)."""
+        if conn is None:
+            conn = await self.connect()
+        if headers is None:
+            headers = self.headers(method, session)
+        data = body if isinstance(body, bytes) or body is None else jsonrpc.dumps(body)
+        response = await conn.request(method, target, headers, data, chunked=chunked,
+                                      timeout=self.timeout if timeout is None else timeout)
+        payload = await response.read_body(self.timeout if timeout is None else timeout)
+        line = "%s %s" % (method, target)
+        if isinstance(body, dict):
+            line += " " + (body.get("method") or "") if isinstance(body.get("method"), str) else ""
+        return Reply(response, payload, line)
+
+    async def rpc(self, method: str, params: Any = None, *, session: Optional[str] = None,
+                  notification: bool = False, **kwargs: Any) -> Tuple[Reply, Any]:
+        """POST a JSON-RPC request (or notification); returns the reply and its id."""
+        request_id = None if notification else self.next_id()
+        message = (jsonrpc.notification(method, params) if notification
+                   else jsonrpc.request(request_id, method, params))
+        return await self.send("POST", message, session=session, **kwargs), request_id
+
+    # -- sessions
+
+    async def initialize(self, version: str = "2025-11-25", *, chunked: bool = True,
+                         conn: Optional[ClientConnection] = None) -> Tuple[Reply, Any]:
+        reply, rid = await self.rpc("initialize", {"protocolVersion": version, "capabilities": {},
+                                                   "clientInfo": {"name": "ide-check", "version": "1"}},
+                                    chunked=chunked, conn=conn)
+        sid = reply.headers.get("mcp-session-id")
+        if sid:
+            self._sessions.append(sid)
+        return reply, rid
+
+    async def new_session(self) -> str:
+        """initialize + notifications/initialized; Fail when that handshake fails (§3)."""
+        # A fresh X-Copilot-Session-Id per session: servers may reuse it as the session
+        # id (VS Code does) and answer 409 to a second live session with it.
+        self.client_session_id = str(uuid.uuid4())
+        reply, rid = await self.initialize()
+        sid = reply.headers.get("mcp-session-id")
+        answer = reply.answer(rid)
+        if reply.status != 200 or not sid or answer is None or "result" not in answer:
+            raise Fail("cannot open a session: initialize failed (§3)", reply.evidence())
+        note, _ = await self.rpc("notifications/initialized", session=sid, notification=True)
+        if note.status not in (200, 202):
+            raise Fail("cannot open a session: notifications/initialized answered %d" % note.status, note.evidence())
+        return sid
+
+    async def session(self) -> str:
+        if self._shared is None:
+            self._shared = await self.new_session()
+        return self._shared
+
+    async def call(self, method: str, params: Any = None, session: Optional[str] = None,
+                   timeout: Optional[float] = None) -> Tuple[Reply, Dict[str, Any]]:
+        """A request inside a session that must get a JSON-RPC answer (Fail otherwise)."""
+        sid = session or await self.session()
+        reply, rid = await self.rpc(method, params, session=sid, timeout=timeout)
+        answer = reply.answer(rid)
+        if reply.status != 200 or answer is None:
+            raise Fail("%s: no JSON-RPC answer in a 200 response" % method, reply.evidence())
+        return reply, answer
+
+    async def tool(self, name: str, arguments: Optional[Dict[str, Any]] = None, session: Optional[str] = None,
+                   timeout: Optional[float] = None) -> Tuple[Reply, Any]:
+        """Call a tool; returns the reply and the decoded JSON of its text result.
+        Fail when the result is not `{"content":[{"type":"text","text":<JSON>}]}` (§4)."""
+        sid = session or await self.session()
+        reply, rid = await self.rpc("tools/call", {"name": name, "arguments": arguments or {}}, session=sid,
+                                    timeout=timeout)
+        return reply, tool_value(reply, rid, name)
+
+    async def start_tool(self, name: str, arguments: Dict[str, Any], session: str) -> "PendingCall":
+        """Send a tools/call on its own connection without waiting (a blocking open_diff)."""
+        conn = await self.connect()
+        rid = self.next_id()
+        data = jsonrpc.dumps(jsonrpc.request(rid, "tools/call", {"name": name, "arguments": arguments}))
+        await conn.send(http11.write_request("POST", "/mcp", self.headers("POST", session), data, chunked=True))
+        return PendingCall(self, conn, rid, name)
+
+    async def delete(self, session: str, conn: Optional[ClientConnection] = None) -> Reply:
+        return await self.send("DELETE", None, session=session, conn=conn)
+
+    async def cleanup(self) -> None:
+        for sid in self._sessions:
+            try:
+                await asyncio.wait_for(self.delete(sid), 5)
+            except (ClientError, OSError, asyncio.TimeoutError, Outcome):
+                pass
+        for conn in self._conns:
+            conn.close()
+
+    def scratch_path(self) -> str:
+        """A file that does not exist, inside the workspace (a 'new file' diff, §4)."""
+        folder = self.lock.workspace_folders[0] if self.lock.workspace_folders else os.getcwd()
+        return os.path.join(folder, ".ide-check-%s.txt" % uuid.uuid4().hex[:8])
+
+
+def tool_value(reply: Reply, rid: Any, name: str) -> Any:
+    """The JSON inside a tool result, or Fail (PROTOCOL.md §4: every result is
+    `{"content":[{"type":"text","text":"<JSON>"}]}`, a failure has `isError: true`)."""
+    answer = reply.answer(rid)
+    if reply.status != 200 or answer is None:
+        raise Fail("%s: no JSON-RPC answer in a 200 response" % name, reply.evidence())
+    if "error" in answer:
+        raise Fail("%s answered a JSON-RPC error" % name, reply.evidence())
+    result = answer.get("result")
+    content = result.get("content") if isinstance(result, dict) else None
+    if (not isinstance(content, list) or not content or not isinstance(content[0], dict)
+            or content[0].get("type") != "text" or not isinstance(content[0].get("text"), str)):
+        raise Fail("%s result is not {\"content\":[{\"type\":\"text\",\"text\":…}]}" % name, reply.evidence())
+    if result.get("isError"):
+        raise Fail("%s failed: %s" % (name, content[0]["text"][:200]), reply.evidence())
+    try:
+        return json.loads(content[0]["text"])
+    except ValueError:
+        raise Fail("%s result text is not JSON" % name, reply.evidence())
+
+
+class PendingCall:
+    """A request sent on its own connection whose answer is awaited later."""
+
+    def __init__(self, ctx: CheckContext, conn: ClientConnection, rid: Any, name: str) -> None:
+        self.ctx = ctx
+        self.conn = conn
+        self.rid = rid
+        self.name = name
+        self.head = asyncio.ensure_future(conn.read_response("POST", None))
+        self.task = asyncio.ensure_future(self._finish())
+
+    async def _finish(self) -> Tuple[Reply, Any]:
+        response = await self.head
+        body = await response.read_body(None)
+        reply = Reply(response, body, "POST /mcp tools/call %s" % self.name)
+        return reply, tool_value(reply, self.rid, self.name)
+
+    async def started(self, grace: float = 1.0) -> None:
+        """Give the server a moment to take the request: many servers send the head of
+        a blocking answer at once (ours does), which proves it; otherwise wait `grace`."""
+        await asyncio.wait({self.head}, timeout=grace)
+        if self.task.done() and self.task.exception() is not None:
+            raise self.task.exception()  # type: ignore[misc]
+
+    async def result(self, timeout: float) -> Tuple[Reply, Any]:
+        try:
+            return await asyncio.wait_for(asyncio.shield(self.task), timeout)
+        except asyncio.TimeoutError:
+            raise Fail("%s still blocks after %s s" % (self.name, timeout))
+
+    async def cancel(self) -> None:
+        for t in (self.task, self.head):
+            if not t.done():
+                t.cancel()
+        await asyncio.gather(self.task, self.head, return_exceptions=True)
+        self.conn.close()
+
+
+def expect_status(reply: Reply, status: int, what: str) -> None:
+    if reply.status != status:
+        raise Fail("%s: expected HTTP %d, got %d" % (what, status, reply.status), reply.evidence())
+
+
+def expect_error_code(reply: Reply, code: int, what: str) -> None:
+    message = reply.message()
+    error = message.get("error") if isinstance(message, dict) else None
+    if not isinstance(error, dict) or error.get("code") != code:
+        raise Fail("%s: expected JSON-RPC error %d" % (what, code), reply.evidence())
+
+
+def is_position(value: Any) -> bool:
+    return (isinstance(value, dict) and isinstance(value.get("line"), int) and isinstance(value.get("character"), int)
+            and not isinstance(value.get("line"), bool) and value["line"] >= 0 and value["character"] >= 0)
+
+
+def selection_problems(params: Any, with_current: bool) -> List[str]:
+    problems = []
+    if not isinstance(params, dict):
+        return ["not an object"]
+    for key in ("text", "filePath", "fileUrl"):
+        if not isinstance(params.get(key), str):
+            problems.append("%s must be a string" % key)
+    if isinstance(params.get("fileUrl"), str) and not params["fileUrl"].startswith("file://"):
+        problems.append("fileUrl must be a file:// URI (§6)")
+    sel = params.get("selection")
+    if not isinstance(sel, dict) or not is_position(sel.get("start")) or not is_position(sel.get("end")):
+        problems.append("selection.start/end must be {line, character} (0-based)")
+    elif not isinstance(sel.get("isEmpty"), bool):
+        problems.append("selection.isEmpty must be a boolean")
+    if with_current and not isinstance(params.get("current"), bool):
+        problems.append("current must be a boolean")
+    return problems

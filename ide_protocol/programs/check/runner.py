@@ -1,0 +1,83 @@
+"""Running checks: each on a fresh `CheckContext`, bounded in time, never raising (an
+unexpected exception is a FAIL), its context cleaned up afterwards; and reading a lock
+file leniently so that a lock with a bad field is still checked."""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from ...wire import jsonrpc
+from ...common import lockfile
+from ...client import ClientError
+from ...common.lockfile import LockInfo
+from .registry import CHECKS, Check, DEFAULT_CHECK_TIMEOUT, FAIL, INTERACTIVE_TIMEOUT, Outcome, PASS, Result, SKIP, WARN
+from .context import CheckContext
+
+
+async def run_check(c: Check, lock: LockInfo, raw_lock: Optional[Dict[str, Any]] = None, *,
+                    timeout: float = DEFAULT_CHECK_TIMEOUT, interactive: bool = False,
+                    prompt: Optional[Callable[[str], None]] = None) -> Result:
+    """Run one check on a fresh context; never raises (an exception is a FAIL)."""
+    ctx = CheckContext(lock, raw_lock, timeout=timeout, interactive=interactive, prompt=prompt)
+    limit = INTERACTIVE_TIMEOUT + timeout if (c.interactive and interactive) else timeout * 4
+    try:
+        note = await asyncio.wait_for(c.func(ctx), limit)
+        result = Result(c.name, PASS, note or "", c.section, c.title)
+    except Outcome as out:
+        result = Result(c.name, out.status, out.message, c.section, c.title, out.evidence)
+    except asyncio.TimeoutError:
+        result = Result(c.name, FAIL, "no answer within %s s" % limit, c.section, c.title)
+    except (ClientError, jsonrpc.JsonRpcError, OSError) as exc:
+        result = Result(c.name, FAIL, "%s: %s" % (type(exc).__name__, exc), c.section, c.title)
+    finally:
+        try:
+            await asyncio.wait_for(ctx.cleanup(), 10)
+        except (asyncio.TimeoutError, Exception):
+            pass
+    return result
+
+
+async def run_checks(lock: LockInfo, raw_lock: Optional[Dict[str, Any]] = None, *,
+                     names: Optional[Sequence[str]] = None, with_diff: bool = False,
+                     timeout: float = DEFAULT_CHECK_TIMEOUT, interactive: bool = False,
+                     on_result: Optional[Callable[[Result], None]] = None,
+                     prompt: Optional[Callable[[str], None]] = None) -> List[Result]:
+    """Run the checks in order (all, or `names`); checks needing a person are SKIPped
+    unless `with_diff`."""
+    results = []
+    for c in CHECKS:
+        if names is not None and c.name not in names:
+            continue
+        if c.interactive and not with_diff:
+            result = Result(c.name, SKIP, "needs a person in the IDE: run with --with-diff", c.section, c.title)
+        else:
+            result = await run_check(c, lock, raw_lock, timeout=timeout, interactive=interactive, prompt=prompt)
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results
+
+
+def summary(results: Sequence[Result]) -> Dict[str, int]:
+    counts = {PASS: 0, FAIL: 0, WARN: 0, SKIP: 0}
+    for r in results:
+        counts[r.status] += 1
+    return counts
+
+
+def load_lock(path: str) -> Tuple[LockInfo, Optional[Dict[str, Any]]]:
+    """Read a lock file leniently: a lock with a bad field still gets checked (the
+    `lock.fields` check reports the field), when at least the socket is known."""
+    with open(path, "rb") as f:
+        raw = json.loads(f.read().decode("utf-8-sig"))
+    try:
+        return LockInfo.from_json(raw, path), raw
+    except lockfile.LockFileError:
+        if not isinstance(raw, dict) or not isinstance(raw.get("socketPath"), str):
+            raise
+        headers = raw.get("headers") if isinstance(raw.get("headers"), dict) else {}
+        folders = raw.get("workspaceFolders") if isinstance(raw.get("workspaceFolders"), list) else []
+        return LockInfo(raw["socketPath"], str(raw.get("scheme")), {str(k): str(v) for k, v in headers.items()},
+                        raw.get("pid") if isinstance(raw.get("pid"), int) else 0, str(raw.get("ideName")),
+                        0, [str(f) for f in folders], False, path), raw

@@ -1,0 +1,287 @@
+"""Checks of PROTOCOL.md §4: the six tools.
+
+The listing (names, descriptions, schemas, `execution`), each tool's result shape, the
+refusal of an unknown tool, and the diff life cycle: `open_diff` blocks until
+`close_diff`, a second `open_diff` with the same tab replaces the first, and (with a
+person at the IDE, `--with-diff`) an accepted diff answers SAVED without the IDE
+writing the file."""
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from typing import Any, Dict, List, Optional, Tuple
+
+from ...wire import jsonrpc
+from ...common import tools
+from .registry import Fail, INTERACTIVE_TIMEOUT, Warn, check
+from .context import CheckContext, PendingCall, Reply, is_position, selection_problems, shape
+
+
+TAB_PREFIX = "[ide-check]"
+
+
+_REFERENCE = {t["name"]: t for t in tools.TOOLS}
+
+
+async def _tool_list(ctx: CheckContext) -> Tuple[Reply, List[Dict[str, Any]]]:
+    reply, answer = await ctx.call("tools/list", {"_meta": {"progressToken": 0}})
+    result = answer.get("result")
+    listed = result.get("tools") if isinstance(result, dict) else None
+    if not isinstance(listed, list) or not all(isinstance(t, dict) for t in listed):
+        raise Fail("tools/list result has no tools array", reply.evidence())
+    return reply, listed
+
+
+@check("tools.names", "§4", "tools/list answers exactly the six tools")
+async def check_tool_names(ctx: CheckContext) -> Optional[str]:
+    reply, listed = await _tool_list(ctx)
+    names = [t.get("name") for t in listed]
+    missing = [n for n in tools.TOOL_NAMES if n not in names]
+    extra = [n for n in names if n not in tools.TOOL_NAMES]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if missing or extra or dupes:
+        raise Fail("missing %s, unexpected %s, repeated %s" % (missing or "none", extra or "none", dupes or "none"),
+                   "listed: %s" % names)
+    return None
+
+
+@check("tools.descriptions", "§4", "tool descriptions present (VS Code's text reaches the model)")
+async def check_tool_descriptions(ctx: CheckContext) -> Optional[str]:
+    _, listed = await _tool_list(ctx)
+    differ = []
+    for tool in listed:
+        name, text = tool.get("name"), tool.get("description")
+        if not isinstance(text, str) or not text.strip():
+            raise Fail("%s has no description" % name, shape(tool))
+        ref = _REFERENCE.get(name)
+        if ref is not None and text != ref["description"]:
+            differ.append("%s: %r" % (name, text))
+    if differ:
+        raise Warn("descriptions differ from VS Code's (fine unless you want the same model behaviour)",
+                   "\n".join(differ))
+    return None
+
+
+@check("tools.schemas", "§4", "inputSchema: properties, string types, required, additionalProperties, $schema")
+async def check_tool_schemas(ctx: CheckContext) -> Optional[str]:
+    _, listed = await _tool_list(ctx)
+    for tool in listed:
+        ref = _REFERENCE.get(tool.get("name"))
+        if ref is None:
+            continue
+        schema = tool.get("inputSchema")
+        want = ref["inputSchema"]
+        if not isinstance(schema, dict) or schema.get("type") != "object" or not isinstance(schema.get("properties"), dict):
+            raise Fail("%s: inputSchema must be an object schema with properties" % tool["name"], shape(tool))
+        props = schema["properties"]
+        if set(props) != set(want["properties"]):
+            raise Fail("%s: properties %s, expected %s" % (tool["name"], sorted(props), sorted(want["properties"])),
+                       shape(schema))
+        for key, prop in props.items():
+            if not isinstance(prop, dict) or prop.get("type") != "string":
+                raise Fail("%s: property %s must be type string" % (tool["name"], key), shape(schema))
+        if sorted(schema.get("required") or []) != sorted(want.get("required") or []):
+            raise Fail("%s: required %s, expected %s" % (tool["name"], schema.get("required"), want.get("required")),
+                       shape(schema))
+        if want["properties"]:
+            if schema.get("additionalProperties") is not False:
+                raise Fail("%s: additionalProperties must be false" % tool["name"], shape(schema))
+            if schema.get("$schema") != want["$schema"]:
+                raise Fail("%s: $schema must be %s" % (tool["name"], want["$schema"]), shape(schema))
+    return None
+
+
+@check("tools.execution", "§4", "every tool carries execution: {taskSupport: forbidden}, nested")
+async def check_tool_execution(ctx: CheckContext) -> Optional[str]:
+    _, listed = await _tool_list(ctx)
+    for tool in listed:
+        execution = tool.get("execution")
+        if not isinstance(execution, dict) or execution.get("taskSupport") != "forbidden":
+            raise Fail("%s: execution.taskSupport must be \"forbidden\"" % tool.get("name"), shape(tool))
+        if "taskSupport" in tool:
+            raise Fail("%s: taskSupport must be nested in execution, not top-level" % tool.get("name"), shape(tool))
+    return None
+
+
+@check("tool.get_selection", "§4", "get_selection result shape")
+async def check_get_selection(ctx: CheckContext) -> Optional[str]:
+    reply, value = await ctx.tool("get_selection")
+    if value is None:
+        return "no selection at all (null)"
+    problems = selection_problems(value, True)
+    if problems:
+        raise Fail("; ".join(problems), reply.evidence())
+    return None
+
+
+@check("tool.get_diagnostics", "§4", "get_diagnostics result shape, capitalised severities, uri filter")
+async def check_get_diagnostics(ctx: CheckContext) -> Optional[str]:
+    reply, value = await ctx.tool("get_diagnostics")
+    if not isinstance(value, list):
+        raise Fail("the result must be an array", reply.evidence())
+    for entry in value:
+        if not isinstance(entry, dict) or not isinstance(entry.get("uri"), str) or not isinstance(
+                entry.get("filePath"), str) or not isinstance(entry.get("diagnostics"), list):
+            raise Fail("each entry needs uri, filePath, diagnostics[]", shape(entry))
+        if not entry["diagnostics"]:
+            raise Fail("files without diagnostics must be left out", shape(entry))
+        for diag in entry["diagnostics"]:
+            rng = diag.get("range") if isinstance(diag, dict) else None
+            if (not isinstance(diag, dict) or not isinstance(diag.get("message"), str) or not isinstance(rng, dict)
+                    or not is_position(rng.get("start")) or not is_position(rng.get("end"))):
+                raise Fail("a diagnostic needs message and range {start, end}", shape(diag))
+            if diag.get("severity") not in tools.SEVERITIES:
+                raise Fail("severity %r: the CLI counts only %s" % (diag.get("severity"), ", ".join(tools.SEVERITIES)),
+                           shape(diag))
+    if not value:
+        return "no diagnostics in the IDE to inspect"
+    uri = value[0]["uri"]
+    reply2, only = await ctx.tool("get_diagnostics", {"uri": uri})
+    if not isinstance(only, list) or [e.get("uri") for e in only if isinstance(e, dict)] != [uri]:
+        raise Fail("get_diagnostics {uri: %s} must answer that file only" % uri, reply2.evidence())
+    return None
+
+
+@check("tool.get_vscode_info", "§4", "get_vscode_info result keys")
+async def check_vscode_info(ctx: CheckContext) -> Optional[str]:
+    reply, value = await ctx.tool("get_vscode_info")
+    keys = ("version", "appName", "appRoot", "language", "machineId", "sessionId", "uriScheme", "shell")
+    if not isinstance(value, dict):
+        raise Fail("the result must be an object", reply.evidence())
+    missing = [k for k in keys if k not in value]
+    if missing:
+        raise Fail("missing %s" % ", ".join(missing), reply.evidence())
+    return None
+
+
+@check("tool.update_session_name", "§4", "update_session_name answers {\"success\": true}")
+async def check_update_session_name(ctx: CheckContext) -> Optional[str]:
+    reply, value = await ctx.tool("update_session_name", {"name": "ide-check session"})
+    if not isinstance(value, dict) or value.get("success") is not True:
+        raise Fail("expected {\"success\": true}", reply.evidence())
+    return None
+
+
+@check("tool.close_diff_unknown", "§4", "close_diff on an unknown tab: success, already_closed true")
+async def check_close_unknown(ctx: CheckContext) -> Optional[str]:
+    tab = "%s no such tab %s" % (TAB_PREFIX, uuid.uuid4().hex[:6])
+    reply, value = await ctx.tool("close_diff", {"tab_name": tab})
+    if not isinstance(value, dict) or value.get("success") is not True or value.get("already_closed") is not True:
+        raise Fail("expected success: true, already_closed: true", reply.evidence())
+    if value.get("tab_name") != tab or not isinstance(value.get("message"), str):
+        raise Warn("tab_name and message expected too", reply.evidence())
+    return None
+
+
+@check("tool.unknown", "§4", "an unknown tool gives an isError result or -32602, not a crash")
+async def check_unknown_tool(ctx: CheckContext) -> Optional[str]:
+    reply, answer = await ctx.call("tools/call", {"name": "no_such_tool", "arguments": {}})
+    if "error" in answer:
+        if answer["error"].get("code") in (jsonrpc.INVALID_PARAMS, jsonrpc.METHOD_NOT_FOUND):
+            return None
+        raise Fail("unexpected error code", reply.evidence())
+    result = answer.get("result")
+    if not isinstance(result, dict) or result.get("isError") is not True:
+        raise Fail("an unknown tool must not succeed", reply.evidence())
+    return None
+
+
+def _diff_answer_problems(value: Any, result: str, trigger: str, tab: str) -> List[str]:
+    if not isinstance(value, dict):
+        return ["not an object"]
+    problems = []
+    for key in ("success", "result", "trigger", "message"):
+        if key not in value:
+            problems.append("%s missing (the CLI ignores the answer)" % key)
+    if value.get("result") != result:
+        problems.append("result %r, expected %s" % (value.get("result"), result))
+    if value.get("trigger") != trigger:
+        problems.append("trigger %r, expected %s" % (value.get("trigger"), trigger))
+    if value.get("tab_name") not in (None, tab):
+        problems.append("tab_name %r" % value.get("tab_name"))
+    return problems
+
+
+def _diff_args(path: str, tab: str) -> Dict[str, Any]:
+    return {"original_file_path": path, "new_file_contents": "written by ide-check\n", "tab_name": tab}
+
+
+async def _close_until_found(ctx: CheckContext, sid: str, tab: str, pending: PendingCall) -> Tuple[Reply, Any]:
+    """close_diff, retried while the server has not registered the open_diff yet (it
+    travels on another connection and may be read later)."""
+    for _ in range(20):
+        reply, closed = await ctx.tool("close_diff", {"tab_name": tab}, session=sid)
+        if not (isinstance(closed, dict) and closed.get("already_closed") is True) or pending.task.done():
+            return reply, closed
+        await asyncio.sleep(0.1)
+    return reply, closed
+
+
+@check("diff.close_via_tool", "§4", "open_diff blocks; close_diff resolves it REJECTED/closed_via_tool")
+async def check_diff_close(ctx: CheckContext) -> Optional[str]:
+    sid = await ctx.session()
+    path = ctx.scratch_path()
+    tab = "%s - %s (%s)" % (TAB_PREFIX, os.path.basename(path), uuid.uuid4().hex[:6])
+    pending = await ctx.start_tool("open_diff", _diff_args(path, tab), sid)
+    try:
+        await pending.started()
+        await ctx.call("ping", session=sid)
+        if pending.task.done():
+            raise Fail("open_diff answered before anyone decided: it must block until the user decides",
+                       pending.task.result()[0].evidence())
+        reply, closed = await _close_until_found(ctx, sid, tab, pending)
+        if not isinstance(closed, dict) or closed.get("already_closed") is not False or closed.get("success") is not True:
+            raise Fail("close_diff of an open tab must answer success: true, already_closed: false", reply.evidence())
+        opened_reply, answer = await pending.result(ctx.timeout)
+        problems = _diff_answer_problems(answer, "REJECTED", tools.CLOSED_VIA_TOOL, tab)
+        if problems:
+            raise Fail("open_diff answer: " + "; ".join(problems), opened_reply.evidence())
+    finally:
+        await pending.cancel()
+    if os.path.exists(path):
+        raise Fail("the IDE wrote %s: it must never write the file (the CLI does)" % path)
+    return None
+
+
+@check("diff.replace", "§4", "a second open_diff with the same tab_name replaces the first")
+async def check_diff_replace(ctx: CheckContext) -> Optional[str]:
+    sid = await ctx.session()
+    path = ctx.scratch_path()
+    tab = "%s - %s (%s)" % (TAB_PREFIX, os.path.basename(path), uuid.uuid4().hex[:6])
+    first = await ctx.start_tool("open_diff", _diff_args(path, tab), sid)
+    second: Optional[PendingCall] = None
+    try:
+        await first.started()
+        second = await ctx.start_tool("open_diff", _diff_args(path, tab), sid)
+        reply, answer = await first.result(ctx.timeout)
+        problems = _diff_answer_problems(answer, "REJECTED", tools.CLOSED_VIA_TOOL, tab)
+        if problems:
+            raise Fail("first open_diff answer: " + "; ".join(problems), reply.evidence())
+        await second.started()
+        reply2, closed = await _close_until_found(ctx, sid, tab, second)
+        if not isinstance(closed, dict) or closed.get("already_closed") is not False:
+            raise Fail("the second open_diff is not open after replacing the first", reply2.evidence())
+        await second.result(ctx.timeout)
+    finally:
+        await first.cancel()
+        if second is not None:
+            await second.cancel()
+    return None
+
+
+@check("diff.accept", "§4", "a diff accepted by the user: SAVED/accepted_via_button, file not written",
+       interactive=True)
+async def check_diff_accept(ctx: CheckContext) -> Optional[str]:
+    sid = await ctx.session()
+    path = ctx.scratch_path()
+    tab = "%s - %s (%s)" % (TAB_PREFIX, os.path.basename(path), uuid.uuid4().hex[:6])
+    ctx.prompt("ide-check: a diff %r opens in the IDE: please ACCEPT it." % tab)
+    reply, answer = await ctx.tool("open_diff", _diff_args(path, tab), session=sid,
+                                   timeout=INTERACTIVE_TIMEOUT if ctx.interactive else ctx.timeout)
+    problems = _diff_answer_problems(answer, "SAVED", tools.ACCEPTED_VIA_BUTTON, tab)
+    if problems:
+        raise Fail("open_diff answer: " + "; ".join(problems), reply.evidence())
+    if os.path.exists(path):
+        raise Fail("the IDE wrote %s: on SAVED the CLI writes the file, never the IDE" % path, reply.evidence())
+    return None
