@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 VERSIONS ?= 3.8 3.9 3.10 3.11 3.12 3.13
 
-.PHONY: serve test test-all interop bench bench-venv wire-doc clean
+.PHONY: serve test test-all interop bench bench-venv bench-node wire-doc clean
 
 serve:
 	$(PYTHON) -m ide_protocol serve $(FOLDER)
@@ -25,8 +25,13 @@ test-all:
 interop:
 	bash tests/interop/run.sh
 
-bench-venv:
+# Development only: the benchmark's baselines (the MCP Python SDK in .bench-venv/, the
+# VS Code stack's Node.js packages in .bench-node/), never a requirement of the library.
+bench-venv: bench-node
 	bash tools/bench_venv.sh
+
+bench-node:
+	bash tools/bench_node/install.sh
 
 bench:
 	$(PYTHON) tools/bench.py

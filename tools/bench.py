@@ -3,7 +3,8 @@
 
     python3 tools/bench.py                  # everything; table on stdout, bench-results.json
     python3 tools/bench.py --quick          # a fast end-to-end pass (used by the test suite)
-    python3 tools/bench.py --only rt,push   # some groups: rt, push, diff, startup
+    python3 tools/bench.py --only rt,push   # some groups: rt, throughput, push, diff, startup
+    python3 tools/bench.py --only throughput --quick   # ours beside the VS Code stack, ~1 min
     python3 tools/bench.py --json PATH      # where the JSON goes (default bench-results.json)
     python3 tools/bench.py --profile DIR    # also cProfile our server during the rt runs
 
@@ -329,7 +330,7 @@ def _serve_main(kind: str, directory: str, extra: List[str]) -> int:
 
 
 async def _serve_ours(directory: str, emit: Callable[[Any], None], stop: asyncio.Event, extra: List[str]) -> None:
-    sys.path.insert(0, ROOT)
+    sys.path.insert(0, os.environ.get("BENCH_OURS_ROOT") or ROOT)  # --ours-root: another checkout
     from ide_protocol.server.ide_server import IdeServer
     from ide_protocol.common.tools import Selection
 
@@ -426,12 +427,17 @@ async def _serve_sdk(directory: str, emit: Callable[[Any], None], stop: asyncio.
 class ServerProc:
     """A server subprocess started with `_serve`, with its command channel."""
 
-    def __init__(self, kind: str, python: str = sys.executable, extra: Tuple[str, ...] = ()) -> None:
+    def __init__(self, kind: str, python: str = sys.executable, extra: Tuple[str, ...] = (),
+                 argv: Optional[List[str]] = None, env: Optional[Dict[str, str]] = None) -> None:
+        """`argv` (run with the temporary folder appended) replaces `bench.py _serve KIND`:
+        the Node.js servers follow the same start-up line and EOF-on-stdin protocol."""
         self.kind = kind
         self.dir = tempfile.mkdtemp(prefix="b-", dir="/tmp")  # short: sun_path is 107 bytes
         os.makedirs(os.path.join(self.dir, "project"))
-        self.proc = subprocess.Popen([python, os.path.abspath(__file__), "_serve", kind, self.dir] + list(extra),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        cmd = (argv + [self.dir] if argv else
+               [python, os.path.abspath(__file__), "_serve", kind, self.dir] + list(extra))
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                                     env=env)
         line = self.proc.stdout.readline()  # type: ignore[union-attr]
         if not line:
             self.proc.wait(5)
@@ -676,17 +682,6 @@ def group_rt(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str, 
         targets.insert(0, make_target("floor", floor))
         result["response_bytes"] = len(response)
         result["request_bytes"] = len(targets[1].requests[0][0])
-        if args.sdk and os.path.exists(SDK_PYTHON):
-            try:
-                sdk = ServerProc("sdk", python=SDK_PYTHON)
-                procs.append(sdk)
-                targets.append(make_target("sdk", sdk))
-                result["sdk"] = {k: sdk.info.get(k) for k in ("flavour", "versions", "http")}
-            except Exception as exc:  # report, do not fail the whole run
-                log("SDK server failed: %s" % exc)
-                result["sdk"] = "failed: %s" % exc
-        else:
-            result["sdk"] = "not installed (make bench-venv)" if args.sdk else "skipped (--no-sdk)"
         runs: Dict[Tuple[str, int], List[Dict[str, Any]]] = {}
         if args.profile:
             os.makedirs(args.profile, exist_ok=True)
@@ -716,6 +711,140 @@ def group_rt(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str, 
             result["servers"].setdefault(name, {})["c%d" % conc] = agg
     finally:
         for p in procs:
+            p.close()
+    return result
+
+
+# ================================================ group 1b: throughput side by side
+#
+# One load generator for every server (tools/bench_node/loadgen.js, Node.js: a client
+# that costs the same whichever server it drives, and is not the Python under test),
+# keep-alive connections over a Unix socket, `tools/call get_selection` after a real
+# handshake, at concurrency 1 and 16. The servers, all started once and kept running
+# (so the JIT of the Node.js ones is warm, as in an editor that has been open a while):
+#   ours    IdeServer, the selection set, in a process of its own (`bench.py _serve ours`);
+#   vscode  what VS Code runs: Express 5 + the MCP TypeScript SDK (tools/bench_node/vscode_stack.js);
+#   sdk     the official MCP Python SDK's Streamable HTTP app under uvicorn (.bench-venv/);
+#   bare    a bare node:http handler (tools/bench_node/bare_http.js): Node's own HTTP floor.
+# Each repetition runs every server once per concurrency, in an order rotated from one
+# repetition to the next, so drift of the shared machine falls on all of them alike;
+# the ratios reported are ratios of the medians over the repetitions.
+
+NODE_DIR = os.path.join(HERE, "bench_node")
+NODE_MODULES = os.path.join(ROOT, ".bench-node", "node_modules")
+TP_SERVERS = ("ours", "vscode", "sdk", "bare")
+TP_LABELS = {"ours": "ours (IdeServer)", "vscode": "VS Code stack (Express 5 + MCP TS SDK)",
+             "sdk": "MCP Python SDK (uvicorn)", "bare": "bare node:http"}
+
+
+def _node() -> Optional[str]:
+    return shutil.which("node")
+
+
+def _start_tp_server(name: str, args: argparse.Namespace) -> Tuple[Optional[ServerProc], str]:
+    """The server, or None and why it is skipped."""
+    node = _node()
+    env = dict(os.environ, BENCH_SELECTION=json.dumps(SELECTION))
+    if name == "ours":
+        return ServerProc("ours"), ""  # from --ours-root when given (BENCH_OURS_ROOT)
+    if name == "sdk":
+        if not args.sdk:
+            return None, "skipped (--no-sdk)"
+        if not os.path.exists(SDK_PYTHON):
+            return None, "not installed (make bench-venv)"
+        return ServerProc("sdk", python=SDK_PYTHON), ""
+    if not args.node:
+        return None, "skipped (--no-node)"
+    if not node:
+        return None, "node not found"
+    if name == "bare":
+        return ServerProc("bare", argv=[node, os.path.join(NODE_DIR, "bare_http.js")], env=env), ""
+    if not os.path.isdir(os.path.join(NODE_MODULES, "@modelcontextprotocol", "sdk")):
+        return None, "not installed (make bench-node)"
+    env["NODE_PATH"] = NODE_MODULES
+    return ServerProc("vscode", argv=[node, os.path.join(NODE_DIR, "vscode_stack.js")], env=env), ""
+
+
+def run_loadgen(proc: ServerProc, conc: int, duration: float, warmup: float) -> Dict[str, Any]:
+    """One run of the Node.js load generator against one server (its own handshake and
+    session, `warmup` seconds not counted, `duration` seconds counted)."""
+    cfg = {"socket": proc.socket, "auth": proc.auth, "concurrency": conc, "duration": duration,
+           "warmup": warmup, "serverPid": proc.pid, "clkTck": CLK_TCK, "expectText": SELECTION_TEXT,
+           # The Python SDK is given the protocol version header the CLI does not send,
+           # as the round-trip group always did; ours and the VS Code stack never need it.
+           "protocolHeader": proc.kind == "sdk"}
+    out = subprocess.run([_node() or "node", os.path.join(NODE_DIR, "loadgen.js"), json.dumps(cfg)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         timeout=duration + warmup + 60)
+    try:
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise RuntimeError("load generator failed (exit %d): %s %s" % (out.returncode, out.stdout[-500:],
+                                                                         out.stderr[-1500:]))
+    if out.returncode != 0 or "error" in result:
+        raise RuntimeError("load generator against %s: %s" % (proc.kind, result.get("error", out.stderr[-1500:])))
+    return result
+
+
+def group_throughput(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str, Any]:
+    result: Dict[str, Any] = {"servers": {}, "skipped": {}, "versions": {}, "loadgen": "tools/bench_node/loadgen.js",
+                              "reps": args.tp_reps, "duration_s": args.tp_duration, "warmup_s": args.tp_warmup}
+    if not args.node or not _node():
+        why = "skipped (--no-node)" if not args.node else "node not found: the load generator is Node.js"
+        result["skipped"] = {name: why for name in TP_SERVERS}
+        log("  throughput: %s" % why)
+        return result
+    procs: Dict[str, ServerProc] = {}
+    try:
+        for name in TP_SERVERS:
+            try:
+                proc, why = _start_tp_server(name, args)
+            except Exception as exc:  # report, do not fail the whole run
+                proc, why = None, "failed to start: %s" % exc
+            if proc is None:
+                result["skipped"][name] = why
+                log("  throughput: %s %s" % (name, why))
+                continue
+            procs[name] = proc
+            info = proc.info.get("versions")
+            if info:
+                result["versions"][name] = info
+        result["versions"]["loadgen_node"] = subprocess.run(
+            [_node() or "node", "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()
+        for name in list(procs):  # one run each not counted: JITs warm, first-request paths taken
+            try:
+                run_loadgen(procs[name], 16, args.tp_warmup + 0.5, 0.0)
+            except Exception as exc:  # report, do not fail the whole run
+                result["skipped"][name] = "failed: %s" % exc
+                log("  throughput: %s failed: %s" % (name, exc))
+                procs.pop(name).close()
+        names = list(procs)
+        runs: Dict[Tuple[str, int], List[Dict[str, Any]]] = {}
+        for rep in range(args.tp_reps):
+            order = names[rep % len(names):] + names[:rep % len(names)]
+            for conc in (1, 16):
+                for name in order:
+                    runs.setdefault((name, conc), []).append(
+                        run_loadgen(procs[name], conc, args.tp_duration, args.tp_warmup))
+            log("  throughput rep %d/%d: %s" % (rep + 1, args.tp_reps, ", ".join(
+                "%s %.0f/%.0f" % (n, runs[(n, 1)][-1]["rps"], runs[(n, 16)][-1]["rps"]) for n in names)))
+        for (name, conc), rs in runs.items():
+            agg: Dict[str, Any] = {k: median([r[k] for r in rs if isinstance(r.get(k), (int, float))])
+                                   for k in ("rps", "p50_us", "p99_us", "server_cpu_util", "server_cpu_us_per_req",
+                                             "gen_cpu_util", "gen_ceiling_rps")}
+            agg["n"] = sum(r["n"] for r in rs)
+            agg["errors"] = sum(r["errors"] for r in rs)
+            agg["rep_rps"] = [round(r["rps"]) for r in rs]
+            result["servers"].setdefault(name, {})["c%d" % conc] = agg
+        ours = result["servers"].get("ours")
+        for name in names:
+            if name == "ours" or not ours:
+                continue
+            base = result["servers"][name]
+            result.setdefault("ratios", {})[name] = {
+                c: ours[c]["rps"] / base[c]["rps"] if base[c]["rps"] else None for c in ("c1", "c16")}
+    finally:
+        for p in procs.values():
             p.close()
     return result
 
@@ -1327,11 +1456,17 @@ def evaluate(results: Dict[str, Any]) -> List[Dict[str, Any]]:
         add("rt c1 p50 vs floor", median(pairs), 1.5, False, "x",
             "median of %d paired repetitions (%.2f to %.2f); medians %.0f us vs %.0f us = %.2fx" % (
                 len(pairs), min(pairs), max(pairs), ours["p50_us"], floor["p50_us"], ours["p50_us"] / floor["p50_us"]))
-        if "sdk" in s:
-            add("rt c1 throughput vs SDK", ours["rps"] / s["sdk"]["c1"]["rps"], 8.0, True, "x",
-                "%.0f vs %.0f req/s" % (ours["rps"], s["sdk"]["c1"]["rps"]))
-        else:
-            add("rt c1 throughput vs SDK", None, 8.0, True, "x", "SDK: %s" % rt.get("sdk"))
+    tp = results.get("throughput")
+    if tp is not None:
+        for base, conc, limit in (("vscode", "c1", 2.0), ("vscode", "c16", 5.0), ("sdk", "c1", 5.0)):
+            name = "throughput %s vs %s" % (conc, {"vscode": "VS Code stack", "sdk": "MCP Python SDK"}[base])
+            ratio = tp.get("ratios", {}).get(base, {}).get(conc)
+            if ratio is None:
+                add(name, None, limit, True, "x", "%s: %s" % (base, tp["skipped"].get(base, "not measured")))
+                continue
+            o, b = tp["servers"]["ours"][conc], tp["servers"][base][conc]
+            add(name, ratio, limit, True, "x", "medians of %d: %.0f vs %.0f req/s" % (
+                len(o["rep_rps"]), o["rps"], b["rps"]))
     push = results.get("push")
     if push:
         key = max(push, key=lambda k: push[k]["sessions"])
@@ -1373,29 +1508,40 @@ def render(results: Dict[str, Any]) -> str:
         lines.append("   %-6s %4s %9s %9s %9s %8s %10s %10s %9s" % (
             "server", "conc", "p50 us", "p99 us", "req/s", "vs floor", "server us", "gen ceil", "gen cpu"))
         floor = rt["servers"]["floor"]
-        for name in ("floor", "ours", "sdk"):
-            if name not in rt["servers"]:
-                continue
+        for name in ("floor", "ours"):
             for conc in ("c1", "c16"):
                 r = rt["servers"][name][conc]
                 lines.append("   %-6s %4s %9.0f %9.0f %9.0f %7.2fx %10.0f %10.0f %8.0f%%" % (
                     name, conc[1:], r["p50_us"], r["p99_us"], r["rps"], r["p50_us"] / floor[conc]["p50_us"],
                     r["server_cpu_us_per_req"], r["gen_ceiling_rps"], r["gen_cpu_util"] * 100))
-        if "sdk" in rt["servers"]:
-            sdk = rt["servers"]["sdk"]
-            ours = rt["servers"]["ours"]
-            lines.append("   ours/SDK throughput: c1 %.1fx, c16 %.1fx; SDK/ours server CPU per request: c1 %.1fx, "
-                         "c16 %.1fx" % (ours["c1"]["rps"] / sdk["c1"]["rps"], ours["c16"]["rps"] / sdk["c16"]["rps"],
-                                        sdk["c1"]["server_cpu_us_per_req"] / ours["c1"]["server_cpu_us_per_req"],
-                                        sdk["c16"]["server_cpu_us_per_req"] / ours["c16"]["server_cpu_us_per_req"]))
-            lines.append("   SDK: %s" % json.dumps(rt.get("sdk")))
-        else:
-            lines.append("   SDK: %s" % rt.get("sdk"))
         for conc, pairs in sorted(rt.get("paired_p50_ratios", {}).items(), key=lambda kv: int(kv[0][1:])):
             lines.append("   ours/floor p50 by repetition, %s: %s; median %.2fx" % (
                 conc, " ".join("%.2f" % x for x in pairs), median(pairs)))
         lines.append("   (vs floor: ratio of the medians; server us: server CPU per request; gen ceil: generator "
                      "req/s per CPU-second, its ceiling; gen cpu: its utilisation)")
+        lines.append("")
+    tp = results.get("throughput")
+    if tp is not None:
+        lines.append("1b. throughput side by side: tools/call get_selection, one Node.js keep-alive load generator "
+                     "for all, %d repetitions of %.1f s, servers interleaved" % (tp["reps"], tp["duration_s"]))
+        lines.append("   %-40s %4s %9s %9s %9s %10s %10s %9s" % (
+            "server", "conc", "req/s", "p50 us", "p99 us", "ours/this", "server us", "gen cpu"))
+        for name in TP_SERVERS:
+            if name not in tp["servers"]:
+                lines.append("   %-40s %s" % (TP_LABELS[name], tp["skipped"].get(name, "not measured")))
+                continue
+            for conc in ("c1", "c16"):
+                r = tp["servers"][name][conc]
+                ratio = tp.get("ratios", {}).get(name, {}).get(conc)
+                lines.append("   %-40s %4s %9.0f %9.0f %9.0f %10s %10.0f %8.0f%%" % (
+                    TP_LABELS[name], conc[1:], r["rps"], r["p50_us"], r["p99_us"],
+                    "%.2fx" % ratio if ratio else "", r["server_cpu_us_per_req"] or float("nan"),
+                    r["gen_cpu_util"] * 100))
+            lines.append("   %-40s      req/s by repetition: c1 %s, c16 %s" % (
+                "", tp["servers"][name]["c1"]["rep_rps"], tp["servers"][name]["c16"]["rep_rps"]))
+        lines.append("   versions: %s" % json.dumps(tp.get("versions", {}), sort_keys=True))
+        lines.append("   (ours/this: ratio of the medians of req/s; server us: server CPU per request, all its "
+                     "threads; gen cpu: the load generator's CPU use)")
         lines.append("")
     push = results.get("push")
     if push:
@@ -1463,7 +1609,7 @@ def render(results: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-GROUPS = ("rt", "push", "diff", "startup")
+GROUPS = ("rt", "throughput", "push", "diff", "startup")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -1472,7 +1618,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--only", default=",".join(GROUPS), help="comma-separated groups: %s" % ", ".join(GROUPS))
     parser.add_argument("--json", default=os.path.join(ROOT, "bench-results.json"), metavar="PATH",
                         help="where to write the results (default: %(default)s)")
-    parser.add_argument("--no-sdk", dest="sdk", action="store_false", help="skip the official SDK comparison")
+    parser.add_argument("--no-sdk", dest="sdk", action="store_false", help="skip the official MCP Python SDK")
+    parser.add_argument("--no-node", dest="node", action="store_false",
+                        help="skip the Node.js servers and load generator (the throughput group)")
+    parser.add_argument("--ours-root", default=None, metavar="DIR",
+                        help="import our server from another checkout (e.g. a `git worktree` of an older commit)")
+    parser.add_argument("--tp-reps", type=int, default=None, help="repetitions of the throughput runs")
+    parser.add_argument("--tp-duration", type=float, default=None, help="seconds counted per throughput run")
+    parser.add_argument("--tp-warmup", type=float, default=None, help="seconds not counted before each run")
     parser.add_argument("--reps", type=int, default=None, help="repetitions of the round-trip runs")
     parser.add_argument("--duration", type=float, default=None, help="seconds per round-trip run")
     parser.add_argument("--profile", default=None, metavar="DIR", help="cProfile our server in the first rt runs")
@@ -1486,12 +1639,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     if sys.platform != "linux":
         print("tools/bench.py reads /proc: Linux only", file=sys.stderr)
         return 2
+    if args.ours_root:
+        os.environ["BENCH_OURS_ROOT"] = os.path.abspath(args.ours_root)  # read by `_serve ours`
     groups = [g.strip() for g in args.only.split(",") if g.strip()]
     for g in groups:
         if g not in GROUPS:
             parser.error("unknown group %r" % g)
     q = args.quick
-    defaults = dict(reps=1 if q else 9, duration=0.2 if q else 1.0, push_sessions=10 if q else 100,
+    defaults = dict(reps=1 if q else 9, duration=0.2 if q else 1.0, tp_reps=3 if q else 7,
+                    tp_duration=0.5 if q else 1.5, tp_warmup=0.2 if q else 0.3, push_sessions=10 if q else 100,
                     push_events=10 if q else 60, push_reps=1 if q else 3, diff_mb=1 if q else 10,
                     diff_reps=1 if q else 5, startup_reps=1 if q else 15, settle=0.05 if q else 0.3)
     for k, v in defaults.items():
@@ -1504,10 +1660,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     results: Dict[str, Any] = {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "machine": machine_info(), "mode": "quick" if q else "full",
-        "config": {k: getattr(args, k) for k in ("reps", "duration", "push_sessions", "push_events", "push_reps",
-                                                  "diff_mb", "diff_reps", "startup_reps", "settle", "sdk")},
+        "config": {k: getattr(args, k) for k in ("reps", "duration", "tp_reps", "tp_duration", "tp_warmup",
+                                                  "push_sessions", "push_events", "push_reps", "diff_mb",
+                                                  "diff_reps", "startup_reps", "settle", "sdk", "node")},
     }
-    runners = {"rt": group_rt, "push": group_push, "diff": group_diff, "startup": group_startup}
+    runners = {"rt": group_rt, "throughput": group_throughput, "push": group_push, "diff": group_diff,
+               "startup": group_startup}
     for g in groups:
         log("running %s ..." % g)
         t0 = time.perf_counter()
