@@ -1,0 +1,362 @@
+"""The plugin: one `ThreadedIdeServer` for Vim's working folder, and everything Vim does
+with it.
+
+Threads (the rule that shapes this file): Vim's API may be used only on Vim's thread.
+The server's protocol work stays on its loop thread; its callbacks (`on_diff`,
+`on_diff_closed`, `on_session`) are handed to `call_in_editor`, which here only puts
+them on a queue (`inbox.put`: never waits). A repeating Vim timer (`tick`, every
+`g:copilot_ide_poll_ms`, 50 ms by default) drains that queue on Vim's thread, shows
+waiting diff tabs, notices changed quickfix/location lists and files the CLI wrote.
+Cursor moves go the other way with `set_selection(..., wait=False)`: Vim's thread hands
+the selection over and never waits for the loop.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import traceback
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import vim  # type: ignore
+
+from . import loader, positions, quickfix
+from .diffview import DiffView, file_state
+from .vimtext import as_int, echo, error, literal
+
+VISUAL = ("v", "V", "\x16")
+DIAGNOSTICS_EVERY = 5  # ticks between looks at the quickfix/location lists' change ticks
+RELOAD_WATCH = 30.0  # seconds a closed diff's file is watched for the CLI's write
+
+
+class VimIde:
+    def __init__(self) -> None:
+        self.lib: Optional[loader.Library] = None
+        self.server: Any = None
+        self.inbox: "queue.SimpleQueue[Callable[[], None]]" = queue.SimpleQueue()
+        self.timer: Optional[int] = None
+        self.views: Dict[str, DiffView] = {}  # tab name -> pending diff's view
+        self.diff_count = 0
+        self.watches: List[Tuple[str, Optional[Tuple[int, int]], float]] = []  # path, state, until
+        self._last_key: Any = None
+        self._files: Dict[int, Tuple[str, Optional[str]]] = {}  # bufnr -> (name, real path or None)
+        self._diag_signature: Any = None
+        self._diagnostics: Dict[str, List[Any]] = {}
+        self._ticks = 0
+        self._failed_once = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        if self.server is not None and self.server.running:
+            echo("Copilot IDE: already serving %s" % ", ".join(self.server.workspace_folders))
+            return
+        try:
+            if self.lib is None:
+                self.lib = loader.load()
+            folder = os.path.realpath(vim.eval("getcwd(-1)"))
+            # $COPILOT_HOME as Vim has it now (`:let $COPILOT_HOME = ...` included).
+            lock_dir = self.lib.lockfile.lock_dir({"COPILOT_HOME": vim.eval("$COPILOT_HOME")})
+            if self.server is None:
+                self.server = self.lib.ThreadedIdeServer(
+                    [folder], ide_name="Vim", lock_dir=lock_dir, call_in_editor=self.inbox.put,
+                    on_diff=self.on_diff, on_diff_closed=self.on_diff_closed,
+                    ide_info={"version": self.vim_version()})
+            else:  # :CopilotIdeStop then :CopilotIdeStart: the same server, maybe a new folder
+                self.server.set_workspace_folders([folder])
+                self.server.server.lock_dir = lock_dir
+            self.server.start()
+        except Exception as exc:
+            error("could not start: %s" % (exc,))
+            return
+        self._last_key = None
+        self._diag_signature = None
+        self._start_timer()
+        vim.command("call copilot_ide#autocmds(1)")
+        self.moved()
+
+    def stop(self, quiet: bool = False) -> None:
+        vim.command("call copilot_ide#autocmds(0)")
+        self._stop_timer()
+        if self.server is not None:
+            self.server.stop(timeout=2.0)
+        self.drain()  # the diffs' closing callbacks: their tabs close now
+        for view in list(self.views.values()):
+            view.close()
+        self.views.clear()
+        self._diagnostics = {}
+        if not quiet:
+            echo("Copilot IDE: stopped (lock file removed)")
+
+    def leave(self) -> None:
+        """VimLeavePre: stop before Vim exits (the atexit hook would too, later)."""
+        self._stop_timer()
+        if self.server is not None:
+            self.server.stop(timeout=2.0)
+
+    @staticmethod
+    def vim_version() -> str:
+        v = as_int(vim.eval("v:version"))
+        return "%d.%d.%d" % (v // 100, v % 100, as_int(vim.eval("get(v:, 'versionlong', 0)")) % 10000)
+
+    def _start_timer(self) -> None:
+        if self.timer is None:
+            ms = max(as_int(vim.eval("get(g:, 'copilot_ide_poll_ms', 50)"), 50), 10)
+            self.timer = as_int(vim.eval("timer_start(%d, 'copilot_ide#tick', {'repeat': -1})" % ms))
+
+    def _stop_timer(self) -> None:
+        if self.timer is not None:
+            vim.command("call timer_stop(%d)" % self.timer)
+            self.timer = None
+
+    # ------------------------------------------------------------- Vim's thread
+
+    def tick(self) -> None:
+        """The timer: everything the server asked of Vim, on Vim's thread."""
+        try:
+            self.drain()
+            self._ticks += 1
+            mode = vim.eval("mode()")
+            if mode == "n":
+                for view in list(self.views.values()):
+                    if view.state == "waiting":
+                        self._open(view)
+            if self._ticks % DIAGNOSTICS_EVERY == 0:
+                self.check_diagnostics()
+            if self.watches:
+                self.check_reloads()
+        except Exception:
+            if not self._failed_once:  # say it once, not every 50 ms
+                self._failed_once = True
+                error("timer failed: " + traceback.format_exc().strip().splitlines()[-1])
+
+    def drain(self) -> None:
+        while True:
+            try:
+                work = self.inbox.get_nowait()
+            except queue.Empty:
+                return
+            work()  # ThreadedIdeServer guards it: a failure is logged, not raised
+
+    # ------------------------------------------------------------------- selection
+
+    def _file_of(self, buf: Any) -> Optional[str]:
+        """The real path of a buffer that holds a file; None for help, quickfix, the
+        diff proposal, an unnamed buffer..."""
+        name = buf.name
+        cached = self._files.get(buf.number)
+        if cached is None or cached[0] != name:
+            path = None
+            if name and buf.options["buftype"] in (b"", ""):
+                path = os.path.realpath(name)
+            cached = self._files[buf.number] = (name, path)
+        return cached[1]
+
+    def moved(self) -> None:
+        """CursorMoved/CursorMovedI/ModeChanged/BufEnter/WinEnter: the selection now.
+        The hot path: a few attribute reads, one or three evals, one hand-over."""
+        server = self.server
+        if server is None:
+            return
+        buf = vim.current.buffer
+        path = self._file_of(buf)
+        if path is None:
+            return  # not an editor of a file: the last file's selection stays
+        mode = vim.eval("mode()")[:1]
+        if mode in VISUAL:
+            v = vim.eval("getpos('v')")
+            c = vim.eval("getpos('.')")
+            key: Any = (path, mode, int(v[1]), int(v[2]), int(c[1]), int(c[2]))
+            if key == self._last_key:
+                return
+            self._last_key = key
+            inclusive = vim.eval("&selection") != "exclusive"
+            text, start, end = positions.visual(mode, (key[2], key[3]), (key[4], key[5]),
+                                                lambda n: buf[n - 1], inclusive)
+        else:
+            row, col = vim.current.window.cursor
+            key = (path, row, col)
+            if key == self._last_key:
+                return
+            self._last_key = key
+            text, start, end = positions.cursor(row, buf[row - 1], col)
+        server.set_selection(self.lib.Selection(path, text, start, end), wait=False)
+
+    # ------------------------------------------------------------------- commands
+
+    def _require(self) -> bool:
+        if self.server is None or not self.server.running:
+            error("not running (:CopilotIdeStart)")
+            return False
+        return True
+
+    def send_file(self) -> None:
+        if not self._require():
+            return
+        path = self._file_of(vim.current.buffer)
+        if path is None:
+            error("this buffer is not a file")
+            return
+        self._sent(self.server.add_file_reference(path), os.path.basename(path))
+
+    def send_selection(self, line1: int, line2: int, has_range: int) -> None:
+        if not self._require():
+            return
+        buf = vim.current.buffer
+        path = self._file_of(buf)
+        if path is None:
+            error("this buffer is not a file")
+            return
+        marks = (as_int(vim.eval("line(\"'<\")")), as_int(vim.eval("line(\"'>\")")))
+        if has_range and marks == (line1, line2) and vim.eval("visualmode()"):
+            # :'<,'>: the visual selection itself, to the character.
+            v1, v2 = vim.eval("getpos(\"'<\")"), vim.eval("getpos(\"'>\")")
+            mode = vim.eval("visualmode()")
+            text, start, end = positions.visual(mode, (int(v1[1]), int(v1[2])), (int(v2[1]), int(v2[2])),
+                                                lambda n: buf[n - 1], vim.eval("&selection") != "exclusive")
+        else:
+            text, start, end = positions.visual("V", (line1, 1), (line2, 1), lambda n: buf[n - 1])
+        count = self.server.add_selection(path, start, end, text)
+        self._sent(count, "%s:%d-%d" % (os.path.basename(path), start[0] + 1, end[0] + 1))
+
+    def _sent(self, count: int, what: str) -> None:
+        if count:
+            echo("Copilot IDE: sent %s to %d Copilot CLI session%s" % (what, count, "" if count == 1 else "s"))
+        else:
+            error("no Copilot CLI is connected")
+
+    def status(self) -> None:
+        if self.server is None or not self.server.running:
+            echo("Copilot IDE: not running (:CopilotIdeStart)")
+            return
+        sessions = self.server.sessions()
+        lines = ["Copilot IDE: serving %s" % ", ".join(self.server.workspace_folders),
+                 "  lock %s (library: %s, %s)" % (self.server.lock_path, self.lib.origin, self.lib.path),
+                 "  sessions connected: %d" % len(sessions)]
+        for s in sessions:
+            lines.append("    %s %s %s%s" % (s["id"][:8], s.get("client") or "?", s.get("client_version") or "",
+                                             (" (%s)" % s["name"]) if s.get("name") else ""))
+        lines.append("  pending diffs: %d" % len(self.views))
+        for view in self.views.values():
+            lines.append("    %d. %s%s" % (view.number, view.tab_name, "" if view.state == "open" else " (not shown yet)"))
+        vim.command("echo " + literal("\n".join(lines)))
+
+    def answer(self, accept: bool, name: str) -> None:
+        view = self._find(name.strip())
+        if view is None:
+            return
+        view.close()
+        self._watch(view)
+        self.views.pop(view.tab_name, None)
+        self.server.post(view.diff.accept if accept else view.diff.reject)
+        echo("Copilot IDE: %s %s" % ("accepted" if accept else "rejected", view.tab_name))
+
+    def _find(self, name: str) -> Optional[DiffView]:
+        if not name:
+            here = vim.eval("get(t:, 'copilot_ide_diff', '')")
+            if here in self.views:
+                return self.views[here]
+            if len(self.views) == 1:
+                return next(iter(self.views.values()))
+            error("no pending diff" if not self.views else
+                  "%d pending diffs: name one (Tab completes)" % len(self.views))
+            return None
+        if name in self.views:
+            return self.views[name]
+        found = [v for v in self.views.values() if name == str(v.number)] or \
+                [v for v in self.views.values() if name in v.tab_name]
+        if len(found) == 1:
+            return found[0]
+        error(("no pending diff matches %r" if not found else "%r matches several pending diffs") % name)
+        return None
+
+    def complete(self, lead: str) -> List[str]:
+        return [name for name in self.views if lead in name]
+
+    def folder_changed(self) -> None:
+        if self.server is not None and self.server.running:
+            self.server.set_workspace_folders([os.path.realpath(vim.eval("getcwd(-1)"))])
+
+    # ---------------------------------------------- server callbacks (Vim's thread)
+
+    def on_diff(self, diff: Any) -> None:
+        self.diff_count += 1
+        view = DiffView(diff, self.diff_count)
+        self.views[view.tab_name] = view
+        if vim.eval("mode()") == "n":
+            self._open(view)
+        return None  # answered later, by the user
+
+    def _open(self, view: DiffView) -> None:
+        try:
+            view.open()
+        except vim.error as exc:  # Vim is busy (a textlock): tried again at the next tick
+            view.state = "waiting"
+            echo("Copilot IDE: a diff waits: %s" % (exc,), "WarningMsg")
+
+    def on_diff_closed(self, diff: Any, answer: Dict[str, Any]) -> None:
+        view = self.views.pop(diff.tab_name, None)
+        if view is not None and view.diff is diff:
+            view.close()
+            self._watch(view)
+            echo("Copilot IDE: %s %s (%s)" % (diff.tab_name, answer.get("result"), answer.get("trigger")))
+        elif view is not None:  # a newer diff of the same tab name: keep it
+            self.views[view.tab_name] = view
+
+    def proposal_wiped(self, bufnr: int) -> None:
+        """The proposal's buffer was wiped by the user (`:q` in it, `:tabclose`): no."""
+        for view in list(self.views.values()):
+            if view.proposal == bufnr and view.state == "open":
+                view.state = "closed"
+                self.views.pop(view.tab_name, None)
+                self._watch(view)
+                self.server.post(view.diff.reject)
+                echo("Copilot IDE: rejected %s (its tab was closed)" % view.tab_name)
+
+    # ------------------------------------------------- files the CLI writes
+
+    def _watch(self, view: DiffView) -> None:
+        self.watches.append((view.path, view.file_before, float(vim.eval("reltimefloat(reltime())")) + RELOAD_WATCH))
+
+    def check_reloads(self) -> None:
+        now = float(vim.eval("reltimefloat(reltime())"))
+        keep = []
+        for path, before, until in self.watches:
+            if file_state(path) != before:
+                self.reload(path)
+            elif now < until:
+                keep.append((path, before, until))
+        self.watches = keep
+
+    def reload(self, path: str) -> None:
+        """The CLI wrote `path` (the IDE never does): reload its buffer, unless it has
+        changes of the user's (then Vim asks, as for any file changed outside)."""
+        bufnr = next((b.number for b in vim.buffers if b.name and os.path.realpath(b.name) == path), 0)
+        if bufnr <= 0 or not as_int(vim.eval("bufloaded(%d)" % bufnr)):
+            return
+        if as_int(vim.eval("getbufvar(%d, '&modified')" % bufnr)):
+            vim.command("checktime %d" % bufnr)
+            return
+        vim.command("call setbufvar(%d, '&autoread', 1)" % bufnr)
+        vim.command("checktime %d" % bufnr)
+
+    # ------------------------------------------------------------- diagnostics
+
+    def check_diagnostics(self) -> None:
+        signature = quickfix.signature()
+        if signature == self._diag_signature or self.server is None:
+            return
+        self._diag_signature = signature
+        new = quickfix.collect(self.lib.Diagnostic)
+        for path, diags in quickfix.diff_sets(self._diagnostics, new):
+            self.server.set_diagnostics(path, diags, wait=False)
+        self._diagnostics = new
+
+
+_instance: Optional[VimIde] = None
+
+
+def instance() -> VimIde:
+    global _instance
+    if _instance is None:
+        _instance = VimIde()
+    return _instance

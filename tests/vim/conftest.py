@@ -1,0 +1,71 @@
+"""Fixtures of the Vim plugin's tests: a workspace, a private COPILOT_HOME, a real Vim
+(`vim-nox`, installed by tests/vim/install_deps.sh when missing; the tests are skipped
+with the reason where it cannot be) in tmux, and a CLI-like client."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, List
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import vim_harness as V  # noqa: E402
+
+SAMPLE = "héllo wörld 😀 end\nsecond line\nthird\n"
+
+
+@pytest.fixture(scope="session")
+def vim_ready() -> None:
+    reason = V.missing()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def workspace(tmp_path: Any) -> str:
+    ws = os.path.realpath(str(tmp_path / "ws"))
+    os.makedirs(ws)
+    with open(os.path.join(ws, "hello.txt"), "w", encoding="utf-8") as f:
+        f.write(SAMPLE)
+    return ws
+
+
+@pytest.fixture
+def copilot_home(tmp_path: Any) -> str:
+    home = os.path.realpath(str(tmp_path / "copilot-home"))
+    os.makedirs(home)
+    return home
+
+
+@pytest.fixture
+def vims(vim_ready: None, workspace: str, copilot_home: str, tmp_path: Any) -> Any:
+    """A factory of Vim sessions; all are closed (and checked for leftovers) after."""
+    made: List[V.VimSession] = []
+    logs = str(tmp_path / "logs")
+    os.makedirs(logs, exist_ok=True)
+
+    def make(**kw: Any) -> V.VimSession:
+        session = V.VimSession(workspace, copilot_home, logs, **kw)
+        made.append(session)
+        return session
+
+    yield make
+    for session in made:
+        session.close()
+
+
+@pytest.fixture
+def vim(vims: Any) -> V.VimSession:
+    """Vim started on hello.txt with the plugin, its lock file written."""
+    session = vims().start()
+    session.wait_lock()
+    return session
+
+
+@pytest.fixture
+def client(vim: V.VimSession) -> Any:
+    c = V.StreamClient(vim.wait_lock())
+    yield c
+    c.close()
