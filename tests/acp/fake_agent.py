@@ -3,7 +3,9 @@
 ../shared/captures (standard library only, runs on its own), over stdio or, like
 `copilot --acp --port P`, on TCP: `fake_agent.py --port P` (0: any free port) listens
 on 127.0.0.1, prints `FAKE_ACP_PORT=<port>` on stdout, serves each connection as its
-own agent connection (sessions are shared between them) and runs until it is killed.
+own agent connection and runs until it is killed. As with the real agent (docs/ACP.md
+§8), every connection lists the stored sessions, but prompts only those it opened or
+loaded; a session that never ran a prompt cannot be loaded.
 
 What it imitates: its own requests are numbered from 0; it answers requests
 concurrently (so responses can come out of order); `available_commands_update` comes
@@ -184,7 +186,7 @@ class Agent:
     def session(self, params, open_only=True):
         sid = params.get("sessionId")
         session = self.sessions.get(sid)
-        if session is None or (open_only and session["closed"]):
+        if session is None or (open_only and (session["closed"] or sid not in self.mine)):
             raise Failure({"code": -32602, "message": "Session %s not found" % sid, "data": {"sessionId": sid}})
         return session
 
@@ -234,8 +236,10 @@ class Agent:
         session = self.sessions.get(sid)
         if session is None:
             raise Failure({"code": -32002, "message": "Resource not found: Session %s not found" % sid})
-        if not session["closed"]:
+        if not session["closed"] and sid in self.mine:
             raise Failure({"code": -32602, "message": "Session %s is already loaded" % sid})
+        if not any(u["sessionUpdate"] == "user_message_chunk" for u in session["history"]):
+            raise Failure({"code": -32603, "message": "Internal error: Persisted event journal is unavailable"})
         session["closed"] = False
         self.mine.add(sid)
         history, session["history"] = session["history"], []
