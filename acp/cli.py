@@ -28,7 +28,7 @@ import signal
 import sys
 from typing import Any, Dict, List, Optional, Set
 
-from . import render
+from . import __version__, render
 from .client import Client, default_agent
 from .connection import parse_address, split_command
 from .console import Console, ReadlineConsole, write_stderr
@@ -45,10 +45,21 @@ TCP_INITIALIZE_TIMEOUT = 10.0
 LOCAL_COMMANDS = ("/commands", "/quit", "/exit")  # handled by the chat, never sent
 
 
+def program_name(argv0: Optional[str] = None) -> str:
+    """`acp-client` when started through the console script (setup.cfg), `python3 -m
+    acp` otherwise (`-m`, an interpreter, or a test runner calling `main()`)."""
+    base = os.path.basename(sys.argv[0] if argv0 is None else argv0)
+    if base.endswith(".py") or base.startswith("python") or base in ("", "-c", "-m", "pytest", "py.test"):
+        return "python3 -m acp"
+    return base[:-4] if base.lower().endswith(".exe") else base
+
+
 def build_parser() -> argparse.ArgumentParser:
+    prog = program_name()
     parser = argparse.ArgumentParser(
-        prog="python3 -m acp",
+        prog=prog,
         description="Drive an Agent Client Protocol agent (default: `copilot --acp --stdio`).")
+    parser.add_argument("--version", action="version", version="%s %s" % (prog, __version__))
     parser.add_argument("--agent", metavar="CMD",
                         help="agent command line (default: $ACP_AGENT, else 'copilot --acp --stdio')")
     parser.add_argument("--connect", metavar="[HOST:]PORT",

@@ -13,7 +13,7 @@ from ..common import lockfile
 from ..common.lockfile import LockInfo
 from .errors import NoIdeFound
 
-__all__ = ["discover"]
+__all__ = ["choose", "describe_choice", "discover"]
 
 
 def discover(folder: Optional[str] = None, lock_dir: Optional[str] = None) -> LockInfo:
@@ -23,11 +23,19 @@ def discover(folder: Optional[str] = None, lock_dir: Optional[str] = None) -> Lo
     reachable socket, exact match of the folder's real path. Raises `NoIdeFound`
     listing the other usable locks and the skipped ones with their reasons.
     """
+    return choose(folder, lock_dir)[0]
+
+
+def choose(folder: Optional[str] = None, lock_dir: Optional[str] = None) -> Tuple[LockInfo, List[LockInfo]]:
+    """`discover`, plus the other live locks that list the same folder and were passed
+    over, so a program can say which IDE it picked when several serve one folder
+    (`describe_choice`). Raises `NoIdeFound` as `discover` does."""
     folder = os.getcwd() if folder is None else folder
     directory = lock_dir if lock_dir is not None else lockfile.lock_dir()
     match, others = lockfile.find_lock_for_folder(folder, directory)
     if match is not None:
-        return match
+        target = os.path.realpath(folder)
+        return match, [o for o in others if target in o.workspace_folders]
     usable = {o.path for o in others}
     rejected: List[Tuple[str, str]] = []
     for path, info in lockfile.read_locks(directory):
@@ -39,3 +47,17 @@ def discover(folder: Optional[str] = None, lock_dir: Optional[str] = None) -> Lo
             else:
                 rejected.append((path, "socket %s refuses connections" % info.socket_path))
     raise NoIdeFound(os.path.realpath(folder), directory, others, rejected)
+
+
+def describe_choice(chosen: LockInfo, passed_over: List[LockInfo]) -> str:
+    """One line per lock: which of several IDEs serving one folder was chosen, and why
+    (PROTOCOL.md §1: the first lock, in lock file name order, that lists the folder)."""
+    def name(info: LockInfo) -> str:
+        return "%s (pid %d, %s)" % (info.ide_name, info.pid, info.path or "?")
+
+    lines = ["%d live IDE locks list this folder; chose %s: the first by lock file name, "
+             "as the CLI takes the first lock that lists its folder (PROTOCOL.md §1)"
+             % (len(passed_over) + 1, name(chosen))]
+    lines += ["  passed over: %s" % name(info) for info in passed_over]
+    lines.append("  (--lock FILE picks one)")
+    return "\n".join(lines)

@@ -14,35 +14,67 @@ import json
 import sys
 from typing import Any, Awaitable, List, Optional, Tuple
 
+from .. import __version__
 from ..wire import jsonrpc
 from ..common import tools
-from ..client import ClientError, IdeClient, NoIdeFound
+from ..client import ClientError, IdeClient, NoIdeFound, discovery
+from .progname import program_name
+
+
+def _add_options(p: argparse.ArgumentParser, defaults: bool) -> None:
+    """The options every action takes. They are added to the main parser and again to
+    each action's parser, so `client call TOOL --folder X` works as well as `client
+    --folder X call TOOL`; the action's copies default to "not given" (SUPPRESS) so that
+    they never overwrite a value given before the action."""
+    def default(value: Any) -> Any:
+        return value if defaults else argparse.SUPPRESS
+
+    p.add_argument("--lock", metavar="FILE", default=default(None), help="use this lock file")
+    p.add_argument("--folder", metavar="DIR", default=default(None),
+                   help="find the IDE whose workspace is DIR (default: cwd)")
+    p.add_argument("--lock-dir", metavar="DIR", default=default(None),
+                   help="lock directory (default: $COPILOT_HOME/ide or ~/.copilot/ide)")
+    p.add_argument("--json", action="store_true", default=default(False),
+                   help="machine-readable output (one JSON document per line)")
+    p.add_argument("--timeout", type=float, default=default(60.0),
+                   help="seconds per request (default 60, as the CLI)")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python3 -m ide_protocol client",
-                                description="Talk to a running /ide server as Copilot CLI does.")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--lock", metavar="FILE", help="use this lock file")
-    where.add_argument("--folder", metavar="DIR", help="find the IDE whose workspace is DIR (default: cwd)")
-    p.add_argument("--lock-dir", metavar="DIR", help="lock directory (default: $COPILOT_HOME/ide or ~/.copilot/ide)")
-    p.add_argument("--json", action="store_true", help="machine-readable output (one JSON document per line)")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60, as the CLI)")
+    prog = program_name("client")
+    p = argparse.ArgumentParser(prog=prog, description="Talk to a running /ide server as Copilot CLI does.")
+    p.add_argument("--version", action="version", version="%s %s" % (prog, __version__))
+    _add_options(p, defaults=True)
     sub = p.add_subparsers(dest="action", metavar="ACTION")
     sub.required = True
-    sub.add_parser("list", help="list the server's tools")
+    _add_options(sub.add_parser("list", help="list the server's tools"), defaults=False)
     call = sub.add_parser("call", help="call a tool: call TOOL [JSON-ARGUMENTS]")
     call.add_argument("tool")
     call.add_argument("arguments", nargs="?", default="{}", help='JSON object, e.g. \'{"uri": "file:///a.py"}\'')
+    _add_options(call, defaults=False)
     watch = sub.add_parser("watch", help="print pushes (selection_changed, ...) as they come")
     watch.add_argument("--count", type=int, default=0, help="stop after N pushes (0: until interrupted)")
+    _add_options(watch, defaults=False)
     return p
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """The command line, options before or after the action; `--lock` and `--folder`
+    exclude each other wherever they are given."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.lock is not None and args.folder is not None:
+        parser.error("--lock and --folder exclude each other (a lock file names its folders)")
+    return args
 
 
 def _client(args: argparse.Namespace) -> IdeClient:
     if args.lock:
         return IdeClient.from_lock_file(args.lock, timeout=args.timeout)
-    return IdeClient.discover(args.folder, args.lock_dir, timeout=args.timeout)
+    lock, passed_over = discovery.choose(args.folder, args.lock_dir)
+    if passed_over:  # several IDEs serve this folder: say which one answers, and why
+        print(discovery.describe_choice(lock, passed_over), file=sys.stderr, flush=True)
+    return IdeClient(lock, timeout=args.timeout)
 
 
 def _emit(args: argparse.Namespace, obj: Any, text: str) -> None:
@@ -122,7 +154,7 @@ def run_command(command: Awaitable[int], label: str, error_status: int,
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parse_args(argv)
     return run_command(_run(args), "error", 1, (ClientError, jsonrpc.JsonRpcError, OSError, ValueError))
 
 

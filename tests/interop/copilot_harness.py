@@ -17,11 +17,46 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-PINNED_VERSION = "1.0.102"
+VERSIONS_FILE = os.path.join(HERE, "cli-versions.txt")
 BIN_ENV = "INTEROP_COPILOT_BIN"      # path of the CLI's native binary (run.sh sets it)
-HOME_ENV = "INTEROP_HOME"            # HOME for the CLI: where it unpacks itself (~240 MB)
+VERSION_ENV = "INTEROP_COPILOT_VERSION"  # the version of that binary (run.sh sets it)
+HOME_ENV = "INTEROP_HOME"            # where the CLI unpacks itself (~240 MB, its .cache)
 LOG_ENV = "INTEROP_LOG_DIR"          # where each test's logs go (kept for failed tests)
 MODEL = "gpt-4.1"
+
+
+def listed_versions():
+    """The CLI versions of ``cli-versions.txt``, newest (the pin) first."""
+    out = []
+    with open(VERSIONS_FILE, encoding="utf-8") as fh:
+        for line in fh:
+            words = line.split("#", 1)[0].split()
+            if words:
+                out.append(words[0])
+    return out
+
+
+def version_tuple(text):
+    """``"1.0.60"`` -> ``(1, 0, 60)`` (a pre-release tag is ignored)."""
+    return tuple(int(part) for part in re.findall(r"\d+", text.split("-", 1)[0])[:3])
+
+
+# The version under test: the one run.sh installed, else the pin. Tests compare what the
+# CLI reports (its ACP agentInfo, serve's "copilot-cli X" line) with it.
+PINNED_VERSION = os.environ.get(VERSION_ENV) or listed_versions()[0]
+CLI_VERSION = PINNED_VERSION
+
+# Before this version the CLI looks for IDE lock files in $HOME/.copilot/ide only and
+# ignores COPILOT_HOME; each test's HOME has a `.copilot` that is its COPILOT_HOME, so
+# both kinds find the lock files of the test (see copilot_env).
+# Before OFFLINE_PROVIDER_SINCE the CLI has no offline provider (COPILOT_OFFLINE with
+# COPILOT_PROVIDER_BASE_URL): it asks for a login and sends no message to our fake model,
+# so tests that need a model turn are skipped there (``needs_model``).
+OFFLINE_PROVIDER_SINCE = "1.0.2"
+
+
+def has_offline_provider(version=None):
+    return version_tuple(version or CLI_VERSION) >= version_tuple(OFFLINE_PROVIDER_SINCE)
 
 
 def wait_until(predicate, timeout=30.0, interval=0.1, message="condition"):
@@ -44,7 +79,8 @@ def read(path):
 # --- locating the CLI -------------------------------------------------------------------
 
 def default_prefix():
-    return os.path.join(REPO, ".interop")
+    """Where run.sh installs the version under test: ``.interop/VERSION``."""
+    return os.path.join(REPO, ".interop", CLI_VERSION)
 
 
 def find_installed_binary(prefix=None):
@@ -62,8 +98,8 @@ def cli_binary():
     path = os.environ.get(BIN_ENV)
     if not path:
         return None, ("%s is not set: run `make interop` (tests/interop/run.sh installs "
-                      "@github/copilot@%s into .interop/ and runs this suite)"
-                      % (BIN_ENV, PINNED_VERSION))
+                      "@github/copilot@%s into .interop/%s/ and runs this suite)"
+                      % (BIN_ENV, PINNED_VERSION, PINNED_VERSION))
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         return None, "%s=%s is not an executable file" % (BIN_ENV, path)
     return path, None
@@ -80,12 +116,29 @@ def module_available(name):
     return os.path.isfile(os.path.join(REPO, name, "__main__.py"))
 
 
+def user_home(copilot_home):
+    """A HOME of the test's own beside ``copilot_home``: its ``.copilot`` is
+    ``copilot_home`` (older CLIs read ``$HOME/.copilot/ide`` whatever COPILOT_HOME says)
+    and its ``.cache`` the shared one where the CLI unpacked itself."""
+    home = os.path.join(os.path.dirname(copilot_home),
+                        os.path.basename(copilot_home) + "-user-home")
+    os.makedirs(home, exist_ok=True)
+    for name, target in ((".copilot", copilot_home),
+                         (".cache", os.path.join(cli_home(), ".cache"))):
+        link = os.path.join(home, name)
+        if not os.path.lexists(link):
+            os.makedirs(target, exist_ok=True)
+            os.symlink(target, link)
+    return home
+
+
 def copilot_env(copilot_home, model_url, extra=None):
     """A minimal, explicit environment for the CLI: offline, our fake model, a private
-    ``COPILOT_HOME`` (so its IDE lock folder is ``$COPILOT_HOME/ide``)."""
+    ``COPILOT_HOME`` (so its IDE lock folder is ``$COPILOT_HOME/ide``) inside a private
+    HOME (``user_home``)."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        "HOME": cli_home(),
+        "HOME": user_home(copilot_home),
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "TERM": "xterm-256color",
@@ -305,7 +358,9 @@ class Serve(Proc):
 class CopilotTui(object):
     """The interactive Copilot CLI in a private tmux server, with its debug log."""
 
-    READY = r"(/ commands|\? help|/help show help)"
+    # The input box's hint line: "/ commands · ? help" (1.0.x), "/ for commands, or ?
+    # for shortcuts" (0.0.4xx).
+    READY = r"(/ commands|\? help|/help show help|/ for commands|\? for shortcuts)"
     TRUST = r"Confirm folder trust"
     PERMISSION = r"Do you want to (edit|create)"
 

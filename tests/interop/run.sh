@@ -1,36 +1,65 @@
 #!/usr/bin/env bash
 # The interop suite: the REAL GitHub Copilot CLI, fully offline, against this project.
 #
-#   bash tests/interop/run.sh [pytest args...]      (what `make interop` runs)
+#   bash tests/interop/run.sh [pytest args...]          (what `make interop` runs)
+#   CLI_VERSION=1.0.60 bash tests/interop/run.sh        (`make interop CLI_VERSION=1.0.60`)
+#   bash tests/interop/run.sh --install-only            (install and unpack, run nothing)
 #
-# 1. Installs the pinned CLI (npm package @github/copilot, platform binary as an optional
-#    dependency) into .interop/ when it is missing. Where the npm registry cannot be
-#    reached it prints "SKIPPED: npm registry unreachable: <reason>" and exits 0: it never
-#    claims the suite passed.
-# 2. Unpacks the CLI once into a private HOME (.interop/home, ~240 MB).
-# 3. Runs `python -m pytest tests/interop -m interop` with INTEROP_COPILOT_BIN set.
-#    Logs of failed tests (CLI debug log, fake model log, screens, serve/acp output)
-#    stay in interop-logs/ ; a passing run leaves that folder empty and removes it.
+# 1. Installs @github/copilot@VERSION (the npm package, its platform binary an optional
+#    dependency) into .interop/VERSION/ when it is missing: every version in its own
+#    folder, so versions never overwrite each other. VERSION is $CLI_VERSION, else
+#    $INTEROP_COPILOT_VERSION, else the first line of tests/interop/cli-versions.txt
+#    (the newest version: the pin); `latest` asks npm for the newest published one.
+#    Where the npm registry cannot be reached it prints "SKIPPED: npm registry
+#    unreachable: <reason>" and exits 0: it never claims the suite passed.
+# 2. Unpacks the CLI once into a private HOME (.interop/VERSION/home, ~240 MB).
+# 3. Runs `python -m pytest tests/interop -m interop` with INTEROP_COPILOT_BIN and
+#    INTEROP_COPILOT_VERSION set. Logs of failed tests (CLI debug log, fake model log,
+#    screens, serve/acp output) stay in interop-logs/VERSION/ ; a passing run leaves
+#    no such folder.
 #
-# Environment: INTEROP_COPILOT_VERSION (default 1.0.102), PYTHON (default python3),
-# INTEROP_KEEP_LOGS=1 keeps the logs of passing tests too, INTEROP_TIMEOUT (seconds,
-# default 900) bounds the whole pytest run.
+# Environment: CLI_VERSION, PYTHON (default python3), INTEROP_KEEP_LOGS=1 keeps the logs
+# of passing tests too, INTEROP_TIMEOUT (seconds, default 900) bounds the pytest run.
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-PIN=${INTEROP_COPILOT_VERSION:-1.0.102}
-PREFIX=$ROOT/.interop
-LOGS=$ROOT/interop-logs
 PYTHON=${PYTHON:-python3}
+VERSIONS_FILE=$ROOT/tests/interop/cli-versions.txt
 
 say() { printf 'interop: %s\n' "$*"; }
 skip() { printf 'SKIPPED: %s\n' "$*"; exit 0; }
 
+install_only=0
+if [ "${1:-}" = "--install-only" ]; then install_only=1; shift; fi
+
+# The versions file: one version per line, first word of the line; '#' starts a comment.
+listed_versions() { sed -e 's/#.*//' "$VERSIONS_FILE" | awk 'NF { print $1 }'; }
+
+VERSION=${CLI_VERSION:-${INTEROP_COPILOT_VERSION:-}}
+[ -n "$VERSION" ] || VERSION=$(listed_versions | head -n 1)
+npm_unreachable() {
+  local out=$1 reason
+  reason=$(printf '%s\n' "$out" | grep -v '^\s*$' | grep -iE 'err|fail|timed|refused|not found|E[A-Z]+' | head -n 2 | tr '\n' ' ')
+  skip "npm registry unreachable: ${reason:-$(printf '%s' "$out" | tail -n 1)}"
+}
+if [ "$VERSION" = latest ]; then
+  command -v npm >/dev/null 2>&1 || skip "npm registry unreachable: npm is not installed"
+  out=$(timeout 120 npm view @github/copilot version 2>&1) || npm_unreachable "$out"
+  VERSION=$(printf '%s\n' "$out" | tail -n 1)
+fi
+# A version names a folder: digits, dots and a pre-release tag only.
+if ! printf '%s' "$VERSION" | grep -qE '^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$'; then
+  say "not a published version number: '$VERSION' (see: npm view @github/copilot versions)"
+  exit 2
+fi
+PREFIX=$ROOT/.interop/$VERSION
+LOGS=$ROOT/interop-logs/$VERSION
+
 installed_version() {
-  "$PYTHON" - "$PREFIX/node_modules/@github/copilot/package.json" <<'EOF' 2>/dev/null
+  "$PYTHON" - "$PREFIX/node_modules/@github/copilot/package.json" <<'PYEOF' 2>/dev/null
 import json, sys
 print(json.load(open(sys.argv[1]))["version"])
-EOF
+PYEOF
 }
 
 find_binary() {
@@ -43,17 +72,19 @@ find_binary() {
 
 # --- 1. the CLI ---------------------------------------------------------------------------------
 BIN=$(find_binary)
-if [ -z "$BIN" ] || [ "$(installed_version)" != "$PIN" ]; then
+if [ -z "$BIN" ] || [ "$(installed_version)" != "$VERSION" ]; then
   command -v npm >/dev/null 2>&1 || skip "npm registry unreachable: npm is not installed"
-  say "installing @github/copilot@$PIN into .interop/"
+  say "installing @github/copilot@$VERSION into .interop/$VERSION/"
   mkdir -p "$PREFIX"
-  out=$(timeout 120 npm view "@github/copilot@$PIN" version 2>&1)
-  if [ $? -ne 0 ] || [ -z "$out" ]; then
-    reason=$(printf '%s\n' "$out" | grep -v '^\s*$' | grep -iE 'err|fail|timed|refused|not found|E[A-Z]+' | head -n 2 | tr '\n' ' ')
-    skip "npm registry unreachable: ${reason:-$(printf '%s' "$out" | tail -n 1)}"
+  out=$(timeout 120 npm view "@github/copilot@$VERSION" version 2>&1)
+  if [ $? -ne 0 ]; then
+    npm_unreachable "$out"
+  elif [ -z "$out" ]; then
+    say "@github/copilot has no published version $VERSION (see: npm view @github/copilot versions)"
+    rmdir "$PREFIX" 2>/dev/null; exit 2
   fi
-  if ! timeout 600 npm install --prefix "$PREFIX" --no-audit --no-fund --loglevel=error \
-      "@github/copilot@$PIN" > "$PREFIX/npm-install.log" 2>&1; then
+  if ! timeout 600 npm install --prefix "$PREFIX" --no-audit --no-fund --no-save --loglevel=error \
+      "@github/copilot@$VERSION" > "$PREFIX/npm-install.log" 2>&1; then
     cat "$PREFIX/npm-install.log"
     if grep -qiE 'ENOTFOUND|ETIMEDOUT|ECONNREFUSED|ECONNRESET|EAI_AGAIN|network' "$PREFIX/npm-install.log"; then
       skip "npm registry unreachable: $(grep -m1 -iE 'ENOTFOUND|ETIMEDOUT|ECONNREFUSED|ECONNRESET|EAI_AGAIN|network' "$PREFIX/npm-install.log")"
@@ -61,7 +92,11 @@ if [ -z "$BIN" ] || [ "$(installed_version)" != "$PIN" ]; then
     say "npm install failed (see above)"; exit 1
   fi
   BIN=$(find_binary)
-  [ -n "$BIN" ] || skip "no @github/copilot platform binary for $(uname -sm) in the npm package"
+  if [ -z "$BIN" ]; then
+    say "@github/copilot@$VERSION has no native binary for $(uname -sm) (versions before"
+    say "0.0.354 are a Node.js script needing node >= 22; this suite runs the binary)"
+    exit 1
+  fi
 fi
 
 # --- 2. tools: tmux, pytest ------------------------------------------------------------------------
@@ -82,10 +117,10 @@ for cand in "$ROOT/.venv/bin/python" "$PYTHON"; do
     "$cand" -c "import pytest" 2>/dev/null && { PY=$cand; break; }
   fi
 done
-if [ -z "$PY" ]; then
+if [ -z "$PY" ] && [ $install_only = 0 ]; then
   say "installing pytest into .venv"
   [ -x "$ROOT/.venv/bin/python" ] || "$PYTHON" -m venv "$ROOT/.venv" || exit 1
-  "$ROOT/.venv/bin/python" -m pip install --quiet pytest \
+  "$ROOT/.venv/bin/python" -m pip install --quiet -r "$ROOT/tests/requirements.txt" \
     || skip "PyPI unreachable: cannot install pytest"
   PY=$ROOT/.venv/bin/python
 fi
@@ -97,14 +132,16 @@ t0=$(date +%s%N)
 version=$(HOME=$INTEROP_HOME COPILOT_OFFLINE=true COPILOT_AUTO_UPDATE=false timeout 300 "$BIN" --version 2>&1 | head -n 1)
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 case "$version" in
-  *"$PIN"*) say "$version (first start ${ms} ms; binary $BIN)";;
+  *"$VERSION"*) say "$version (first start ${ms} ms; binary $BIN)";;
   *) say "the CLI does not start: $version"; exit 1;;
 esac
+[ $install_only = 1 ] && exit 0
 
 # --- 4. the suite ------------------------------------------------------------------------------------
 rm -rf "$LOGS"
 mkdir -p "$LOGS"
 export INTEROP_COPILOT_BIN=$BIN
+export INTEROP_COPILOT_VERSION=$VERSION
 export INTEROP_LOG_DIR=$LOGS
 timeout --kill-after=30 "${INTEROP_TIMEOUT:-900}" \
   "$PY" -m pytest -p no:cacheprovider -m interop -ra tests/interop "$@"
@@ -116,13 +153,13 @@ if [ $status -eq 5 ]; then
   say "no interop test ran"; status=1
 fi
 if [ -z "$(ls -A "$LOGS" 2>/dev/null)" ]; then
-  rmdir "$LOGS" 2>/dev/null
+  rmdir "$LOGS" "$ROOT/interop-logs" 2>/dev/null
 else
-  say "logs kept in $LOGS/ (one folder per failed test)"
+  say "logs kept in interop-logs/$VERSION/ (one folder per failed test)"
 fi
 if [ $status -eq 0 ]; then
-  say "passed with Copilot CLI $PIN"
+  say "passed with Copilot CLI $VERSION"
 else
-  say "FAILED with Copilot CLI $PIN (exit status $status)"
+  say "FAILED with Copilot CLI $VERSION (exit status $status)"
 fi
 exit $status
