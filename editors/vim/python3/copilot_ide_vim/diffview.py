@@ -75,7 +75,7 @@ class DiffView:
         self.state = "open"
         name = os.path.basename(self.path) or self.path
         echo("Copilot proposes an edit of %s: :CopilotIdeAccept or :CopilotIdeReject (closing the tab rejects)"
-             % name, "WarningMsg")
+             % name, "WarningMsg", remember=True)
 
     def tab_number(self) -> int:
         """The tab's number now, 0 when it is gone."""

@@ -306,8 +306,10 @@ class VimIde:
         """The proposal's buffer was wiped by the user (`:q` in it, `:tabclose`): no."""
         for view in list(self.views.values()):
             if view.proposal == bufnr and view.state == "open":
-                view.state = "closed"
+                view.proposal = None  # gone already
                 self.views.pop(view.tab_name, None)
+                # The rest of its tab goes at the next tick: no window may close in here.
+                self.inbox.put(view.close)
                 self._watch(view)
                 self.server.post(view.diff.reject)
                 echo("Copilot IDE: rejected %s (its tab was closed)" % view.tab_name)

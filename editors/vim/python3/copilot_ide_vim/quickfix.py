@@ -15,8 +15,24 @@ import vim  # type: ignore
 from . import positions
 from .vimtext import as_int
 
-SEARCH_TITLES = (":grep", ":vimgrep", ":lgrep", ":lvimgrep", ":helpgrep", ":lhelpgrep", ":grepadd",
-                 ":vimgrepadd", ":lgrepadd", ":lvimgrepadd")
+# The search commands as Vim abbreviates them: (shortest form, full name).
+SEARCHES = (("gr", "grep"), ("vim", "vimgrep"), ("lgr", "lgrep"), ("lv", "lvimgrep"), ("helpg", "helpgrep"),
+            ("lh", "lhelpgrep"), ("grepa", "grepadd"), ("vimgrepa", "vimgrepadd"), ("lgrepa", "lgrepadd"),
+            ("lvimgrepa", "lvimgrepadd"))
+MODIFIERS = ("sil", "sile", "silen", "silent", "silent!", "sil!", "noa", "noautocmd", "keepa", "keepalt",
+             "keepj", "keepjumps", "unsilent")
+
+
+def is_search(title: str) -> bool:
+    """True for the title of a list a search command made (`:silent vimgrep /x/ *`):
+    Vim sets it to the command line as typed."""
+    words = title.lstrip(":").split()
+    while words and words[0] in MODIFIERS:
+        words.pop(0)
+    if not words:
+        return False
+    name = words[0].split("/", 1)[0].rstrip("!")
+    return any(full.startswith(name) and len(name) >= len(short) for short, full in SEARCHES)
 
 _SIGNATURE = ("[getqflist({'id': 0, 'changedtick': 0})] + "
               "map(getwininfo(), {_, w -> getloclist(w.winid, {'id': 0, 'changedtick': 0})})")
@@ -38,7 +54,7 @@ def collect(make_diagnostic: Any) -> Dict[str, List[Any]]:
     lines = _Lines()
     for qf in vim.eval(_LISTS):
         title = qf.get("title") or ""
-        if title.split(" ", 1)[0] in SEARCH_TITLES:
+        if is_search(title):
             continue
         source = title.lstrip(":").strip() or qf["kind"]
         for item in qf["items"]:
