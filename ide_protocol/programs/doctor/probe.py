@@ -131,7 +131,9 @@ async def handshake(lock: LockInfo, timeout: float) -> Handshake:
     result = Handshake()
     client = IdeClient(lock, timeout=timeout, connect_timeout=timeout)
     try:
-        await _run(client, result, timeout)
+        # Each answer has `timeout`; the whole exchange is bounded too, against a server
+        # that trickles a body byte by byte.
+        await asyncio.wait_for(_run(client, result, timeout), timeout * 4)
     except (IdeTimeout, asyncio.TimeoutError):
         step = "server/discover" if result.discover_seconds is None else "initialize"
         if result.discover_seconds is None:

@@ -41,6 +41,7 @@ import json
 import os
 import posixpath
 import socket
+import stat
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -134,10 +135,17 @@ def parse_json_as_cli(data: bytes) -> Any:
 
 def _json_type(value: Any) -> str:
     """``a string``, ``an object``, ``null``...: the JSON type of a value, for messages."""
-    name = lockfile._type_name(value)
-    if name == "null":
-        return name
-    return ("an " if name[0] in "aeiou" else "a ") + name
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
 
 
 def _is_number(value: Any) -> bool:
@@ -195,6 +203,32 @@ def schema_problems(raw: Any) -> List[Problem]:
     return problems
 
 
+def _read_regular_file(path: str) -> bytes:
+    """At most ``MAX_LOCK_BYTES + 1`` bytes of a regular file. Opened without blocking
+    and checked before reading, so that a FIFO or a device named ``*.lock`` (which
+    would hang a plain read, the CLI's included) is reported instead of waited for."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise OSError(errno.EISDIR, "it is a directory")
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, socket or device; reading it may hang "
+                                        "the CLI's scan)")
+        chunks = []
+        left = MAX_LOCK_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_lock_as_cli(path: str, sleep: Any = time.sleep) -> Tuple[Optional[Dict[str, Any]], List[Problem]]:
     """Read one lock as the CLI does: ``(content, [])`` when it passes, else ``(None or
     the decoded JSON, problems)``. A failure is retried like the CLI retries it, so a
@@ -205,8 +239,7 @@ def read_lock_as_cli(path: str, sleep: Any = time.sleep) -> Tuple[Optional[Dict[
         if attempt:
             sleep(READ_RETRY_SECONDS)
         try:
-            with open(path, "rb") as fh:
-                data = fh.read(MAX_LOCK_BYTES + 1)
+            data = _read_regular_file(path)
         except OSError as exc:
             problems = [Problem("invalid-json", "cannot be read: %s" % (exc.strerror or exc))]
             continue
@@ -333,6 +366,15 @@ def _under(child: str, parent: str) -> bool:
     return child != parent and child.startswith(parent if parent == "/" else parent + "/")
 
 
+def _realpath(path: str) -> str:
+    """``os.path.realpath``, or the path itself when it cannot name a file (a NUL byte or
+    a lone surrogate from an untrusted lock)."""
+    try:
+        return os.path.realpath(path)
+    except ValueError:
+        return path
+
+
 def relation(listed: str, cwd: str) -> Tuple[str, str]:
     """How a listed folder that does not match relates to the CLI's folder ``cwd``:
     ``(code, detail)`` with code ``symlinked-folder``, ``case-mismatch``,
@@ -343,7 +385,7 @@ def relation(listed: str, cwd: str) -> Tuple[str, str]:
     if not os.path.isabs(listed):
         return "folder-mismatch", "relative"
     norm = lexical(listed)
-    real = os.path.realpath(norm)
+    real = _realpath(norm)
     if real == cwd:
         return "symlinked-folder", real
     if norm.lower() == cwd.lower() or real.lower() == cwd.lower():
@@ -387,7 +429,7 @@ def trusted_by_config(folder: str, config: str, env: Mapping[str, str]) -> Optio
         return None
     for entry in entries:
         if isinstance(entry, str) and os.path.isabs(entry):
-            real = os.path.realpath(lexical(entry))
+            real = _realpath(lexical(entry))
             if real == folder or _under(folder, real):
                 return "trustedFolders in %s" % os.path.join(config, "config.json")
     return None
