@@ -146,3 +146,29 @@ def test_provider_error_exits_non_zero(acp_cli, fake_model):
     assert status != 0, proc.output()
     err = proc.output("err")
     assert "Error:" in err and "fake provider says no" in err, proc.output()
+
+
+def test_session_listed_and_resumed_over_stdio(acp_cli, fake_model):
+    """--json's last line gives the session id; a later run lists it and resumes it
+    (session/load replays the history, shown briefly; --quiet hides it)."""
+    fake_model.script(Turn.say("Noted: blue."), Turn.say("Blue."), Turn.say("Still blue."))
+    first = acp_cli("--json", "My colour is blue.")
+    assert first.wait(60) == 0, first.output()
+    result = _result_line(first)
+    session_id = result["sessionId"]
+    assert result["stopReason"] == "end_turn"
+    listed = acp_cli("--list-sessions")
+    assert listed.wait(60) == 0, listed.output()
+    assert any(line.startswith(session_id) and "My colour is blue." in line
+               for line in listed.lines("out")), listed.output()
+    resumed = acp_cli("--resume", session_id, "What is my colour?")
+    assert resumed.wait(60) == 0, resumed.output()
+    out = resumed.lines("out")
+    assert "  you: My colour is blue." in out and "  agent: Noted: blue." in out, out
+    assert out[-1] == "Blue."
+    quiet = acp_cli("--resume", session_id, "--quiet", "And now?")
+    assert quiet.wait(60) == 0, quiet.output()
+    assert quiet.lines("out") == ["Still blue."]
+    said = [(m["role"], m.get("content")) for m in fake_model.chat_requests()[-1]["body"]["messages"]]
+    assert ("assistant", "Blue.") in said and ("assistant", "Noted: blue.") in said, said
+
