@@ -332,7 +332,7 @@ def test_outgoing_ids_match_out_of_order_and_strings():
         assert not out.resolve(parse_message(jsonrpc.result_response(99, None)))
         assert not out.resolve(parse_message(jsonrpc.request(5, "m")))
         assert not out.resolve(parse_message(jsonrpc.error_response(None, JsonRpcError(PARSE_ERROR))))
-        assert Outgoing(first_id=10).start("m")[0] == 10
+        assert Outgoing(first_id=10).start("m").id == 10
 
     run(main())
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, NamedTuple, Optional, Union
 
 
 from ..wire.jsonrpc import (INTERNAL_ERROR, METHOD_NOT_FOUND, Invalid, JsonRpcError, Message, Notification, Request,
@@ -32,7 +32,7 @@ class Deferred:
 
     `Dispatcher.dispatch_now` and `call_now` return one instead of an answer, so that
     whoever owns the task decides where the waiting happens (the HTTP server answers
-    most requests inside `data_received`, with no task at all, issue 6). `run()` makes
+    most requests inside `data_received`, with no task at all). `run()` makes
     the coroutine that finishes the call, when awaited: the response for a message,
     the result for `call_now`. `drop()` gives the call up before it ran.
     """
@@ -88,6 +88,14 @@ def discard(awaitable: Any) -> None:
         awaitable.cancel()
 
 
+class Route(NamedTuple):
+    """What a method name leads to: its handler, and whether calling it gives a
+    coroutine (decided once, when the handler is added)."""
+
+    handler: Handler
+    is_async: bool
+
+
 class Dispatcher:
     """Maps method names to handlers; every outcome becomes a response object.
 
@@ -103,13 +111,11 @@ class Dispatcher:
     """
 
     def __init__(self, fallback: Optional[Handler] = None) -> None:
-        # method -> (handler, is a coroutine function): decided once, at `add`.
-        self._handlers: Dict[str, Tuple[Handler, bool]] = {}
-        self._fallback = fallback
-        self._fallback_async = _is_async(fallback) if fallback is not None else False
+        self._routes: Dict[str, Route] = {}
+        self._fallback = Route(fallback, _is_async(fallback)) if fallback is not None else None
 
     def add(self, method: str, handler: Handler) -> None:
-        self._handlers[method] = (handler, _is_async(handler))
+        self._routes[method] = Route(handler, _is_async(handler))
 
     def method(self, name: str) -> Callable[[Handler], Handler]:
         """Decorator form of `add`."""
@@ -121,14 +127,14 @@ class Dispatcher:
         return register
 
     def remove(self, method: str) -> None:
-        self._handlers.pop(method, None)
+        self._routes.pop(method, None)
 
     def __contains__(self, method: str) -> bool:
-        return method in self._handlers
+        return method in self._routes
 
     def handler_for(self, method: str) -> Optional[Handler]:
-        entry = self._handlers.get(method)
-        return entry[0] if entry is not None else self._fallback
+        route = self._routes.get(method, self._fallback)
+        return route.handler if route is not None else None
 
     def _internal_error(self, method: str, exc: Exception) -> JsonRpcError:
         # A handler bug must not kill the transport.
@@ -138,17 +144,13 @@ class Dispatcher:
     def call_now(self, method: str, params: Any, context: Any = None) -> Any:
         """Run the handler for `method` if it can answer at once: its result, or a
         `Deferred` when it has to wait. Raises `JsonRpcError` for every failure."""
-        entry = self._handlers.get(method)
-        if entry is not None:
-            handler, is_async = entry
-        elif self._fallback is not None:
-            handler, is_async = self._fallback, self._fallback_async
-        else:
+        route = self._routes.get(method, self._fallback)
+        if route is None:  # an unknown method (PROTOCOL.md §3, ACP.md §3.5)
             raise JsonRpcError(METHOD_NOT_FOUND, "Method not found: %s" % method)
-        if is_async:
-            return Deferred(self, method, params, context, handler)
+        if route.is_async:
+            return Deferred(self, method, params, context, route.handler)
         try:
-            result = handler(params, context)
+            result = route.handler(params, context)
         except JsonRpcError:
             raise
         except Exception as exc:
@@ -187,8 +189,7 @@ class Dispatcher:
             if isinstance(result, Deferred):
                 result.msg = msg
                 return result
-            # (result_response, inline: this runs for every request)
-            return {"jsonrpc": "2.0", "id": msg.id, "result": result} if isinstance(msg, Request) else None
+            return result_response(msg.id, result) if isinstance(msg, Request) else None
         if isinstance(msg, Invalid):
             return error_response(msg.id, msg.error)
         return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import Any, Awaitable, Callable, Dict, Optional, Tuple
+from typing import Any, Awaitable, Callable, Dict, NamedTuple, Optional
 
 
 from ..wire.jsonrpc import (ErrorResponse, Id, Invalid, JsonRpcError, Message, Notification, Response, TransportClosed,
@@ -20,6 +20,15 @@ from .dispatch import Dispatcher
 log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------- outgoing requests
+
+
+class Started(NamedTuple):
+    """A request just registered by `Outgoing.start`: the id it was given, the message
+    to send, and the future its answer will resolve."""
+
+    id: Id
+    message: Dict[str, Any]
+    future: "asyncio.Future[Any]"
 
 
 class Outgoing:
@@ -43,15 +52,15 @@ class Outgoing:
     def closed(self) -> Optional[BaseException]:
         return self._closed
 
-    def start(self, method: str, params: Any = None) -> Tuple[Id, Dict[str, Any], "asyncio.Future[Any]"]:
-        """Allocate an id and a waiter; returns (id, message to send, future)."""
+    def start(self, method: str, params: Any = None) -> Started:
+        """Allocate an id and a waiter for a request to send."""
         if self._closed is not None:
             raise TransportClosed(str(self._closed) or "transport closed")
         msg_id = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[msg_id] = future
         self._methods[msg_id] = method
-        return msg_id, request(msg_id, method, params), future
+        return Started(msg_id, request(msg_id, method, params), future)
 
     def method_of(self, msg_id: Id) -> Optional[str]:
         return self._methods.get(msg_id)
@@ -133,15 +142,16 @@ class Peer:
         cannot parse, ACP.md §1), `TransportClosed` when the transport goes away."""
         if timeout is not None and timeout < 0:
             timeout = self.default_timeout
-        msg_id, msg, future = self.outgoing.start(method, params)
+        started = self.outgoing.start(method, params)
+        future = started.future
         try:
-            await self._send(msg)
+            await self._send(started.message)
             if timeout is None:
                 return await future
             return await asyncio.wait_for(asyncio.shield(future), timeout)
         finally:
             if not future.done() or future.cancelled():
-                self.outgoing.cancel(msg_id)
+                self.outgoing.cancel(started.id)
 
     async def notify(self, method: str, params: Any = None) -> None:
         await self._send(notification(method, params))
@@ -164,7 +174,7 @@ class Peer:
             return
         if isinstance(msg, Notification):
             # Inline, in arrival order: a stream of `session/update` notifications must
-            # reach the session before the response that ends the turn (ACP.md §3), which
+            # reach the session before the response that ends the turn (ACP.md §3.3), which
             # separate tasks would not guarantee. Notification handlers must be quick.
             await self.dispatcher.dispatch(msg, self.context)
             return

@@ -1,8 +1,18 @@
 """JSON-RPC 2.0 messages: the codec, the classifier, the error codes and the builders.
 
-Shared by the MCP server (over HTTP) and the ACP client (over NDJSON). Everything here
-is a pure function of bytes or objects; the dispatcher and the asyncio peer that build
-on it live in `ide_protocol.rpc`.
+Shared by the MCP server (over HTTP, PROTOCOL.md §2–3) and the ACP client (over NDJSON,
+ACP.md §1–2). Everything here is a pure function of bytes or objects; the dispatcher
+and the asyncio peer that build on it live in `ide_protocol.rpc`.
+
+The rules, each stated once:
+
+* encoding (`dumps`): compact UTF-8 JSON, never NaN or infinities; text that UTF-8
+  cannot carry (lone surrogates) is sent with every non-ASCII character escaped;
+* decoding (`loads`): strict JSON, NaN/Infinity and out-of-range numbers refused, every
+  failure a `PARSE_ERROR`;
+* classification (`parse_message`): what a decoded value is (request, notification,
+  response, error response) or why it is invalid, and the id to answer it with;
+* builders: the four message shapes.
 """
 from __future__ import annotations
 
@@ -16,7 +26,7 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 # Implementation-defined server errors live in -32000..-32099; MCP uses -32001 for an
-# unknown session (PROTOCOL.md §3, the capture's answer to `server/discover`).
+# unknown session (PROTOCOL.md §3: the answer to `server/discover` in the capture).
 SESSION_NOT_FOUND = -32001
 REQUEST_CANCELLED = -32800  # LSP's convention, used by several MCP/ACP peers.
 
@@ -74,10 +84,10 @@ class TransportClosed(ConnectionError):
 
 
 def _make_text_encoder() -> Callable[[Any], str]:
-    """`_encoder.encode`, reusing C encoders rather than making one per call (what
-    `JSONEncoder.iterencode` does: about a tenth of encoding a short answer, issue 6).
-    A small pool: each call takes an encoder of its own, so threads and nested calls
-    never share one's circular-reference markers."""
+    """`_encoder.encode`, with C encoders kept for reuse instead of one made per call
+    (as `JSONEncoder.iterencode` makes them). A small pool: each call takes an encoder
+    of its own, so threads and nested calls never share one's circular-reference
+    markers. Where CPython's accelerator is missing, plain `_encoder.encode`."""
     try:
         from _json import make_encoder  # CPython's accelerator; absent elsewhere
         from json.encoder import encode_basestring
@@ -110,8 +120,9 @@ _encode_text = _make_text_encoder()
 class Encoded(dict):  # type: ignore[type-arg]
     """A JSON object whose encoding is known already: `dumps` of a response carrying
     one as its result splices `encoded` in instead of encoding it again (a result
-    rendered once and sent many times, such as the current selection, issue 6). It is
-    the dict it encodes, for whoever reads it; do not change it."""
+    rendered once and sent many times, such as the current selection). It is the dict
+    it encodes, for whoever reads it; do not change it: the bytes are a pure function
+    of its content at creation."""
 
     __slots__ = ("encoded",)
 
@@ -141,7 +152,6 @@ def dumps(obj: Any) -> bytes:
             id_json = str(msg_id).encode() if type(msg_id) is int else (
                 _utf8_json(msg_id) if type(msg_id) is str else None)
             if id_json is not None:
-                # (Joined, not %-formatted: one exact allocation and less code run, issue 6.)
                 return b"".join((b'{"jsonrpc":"2.0","id":', id_json, b',"result":', result.encoded, b"}"))
     text = _encode_text(obj)
     try:
@@ -174,7 +184,6 @@ _INF = float("inf")
 
 
 _strict_decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_float)
-_scan_once = _strict_decoder.scan_once
 
 
 def loads(data: Union[bytes, bytearray, memoryview, str]) -> Any:
@@ -184,23 +193,12 @@ def loads(data: Union[bytes, bytearray, memoryview, str]) -> Any:
     make us emit invalid JSON.
     """
     try:
-        # (UTF-8 is the default of decode(); naming it costs a lookup. And bytes(data)
-        # only where needed: what a request runs is what it costs, issue 6.)
-        data = data.decode() if type(data) is bytes else (
-            data if isinstance(data, str) else bytes(data).decode())
-        # What json.loads(data, parse_constant=..., parse_float=...) does, without
-        # building a new decoder and scanner for every message (issue 6): a message
-        # with no whitespace around it (the usual) is decoded by the C scanner alone.
-        try:
-            obj, end = _scan_once(data, 0)
-        except StopIteration:
-            pass  # not even the start of a value here: decode() below says what is wrong
-        else:
-            if end == len(data):
-                return obj
-        if data.startswith("\ufeff"):  # as json.loads does
-            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", data, 0)
-        return _strict_decoder.decode(data)
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+        if text.startswith("\ufeff"):  # refused, as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        # One decoder made once: json.loads with these hooks would build a new decoder
+        # and scanner for every message.
+        return _strict_decoder.decode(text)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise JsonRpcError(PARSE_ERROR, "Parse error: %s" % exc) from None
 
@@ -287,7 +285,7 @@ class Invalid(Message):
 
 
 def _valid_id(value: Any) -> bool:
-    # Ids are strings or integers (numbers with fractions are discouraged by the spec;
+    # Ids are strings or integers (numbers with fractions are discouraged by JSON-RPC;
     # we accept integral numbers only). bool is an int subclass in Python: refuse it.
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
@@ -296,54 +294,56 @@ def parse_message(obj: Any) -> Message:
     """Classify one decoded JSON value. Never raises.
 
     Batches (lists) are classified `Invalid`: neither MCP over this transport
-    (PROTOCOL.md §2: a batch gets `400`) nor ACP uses them.
+    (PROTOCOL.md §2: a batch gets `400`) nor ACP uses them. The id an `Invalid` carries
+    is the one to answer with (None when no usable id could be read).
     """
     if not isinstance(obj, dict):
         return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Request: expected a JSON object"))
-    # The usual message, a well-formed request, in one test (issue 6); anything else is
-    # classified with care below.
     raw_id = obj.get("id")
-    method = obj.get("method")
-    if (type(raw_id) is int or type(raw_id) is str) and type(method) is str and obj.get("jsonrpc") == "2.0":
-        params = obj.get("params")
-        if type(params) is dict or type(params) is list or "params" not in obj:
-            return Request(obj, raw_id, method, params)
-    has_id = "id" in obj and raw_id is not None
-    # (_valid_id, inline: this runs for every message)
-    msg_id = raw_id if type(raw_id) is int or type(raw_id) is str or _valid_id(raw_id) else None
-    # A request with `"id": null` is not a notification (JSON-RPC 2.0 §4: a notification
-    # has no id member); MCP and ACP forbid null ids, so it is answered as invalid.
-    null_id_request = "id" in obj and raw_id is None
+    msg_id = raw_id if _valid_id(raw_id) else None
     if obj.get("jsonrpc") != "2.0":
         return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"'))
     if "method" in obj:
-        if not isinstance(method, str):
-            return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Request: method must be a string"))
-        params = obj.get("params")
-        if "params" in obj and not isinstance(params, (dict, list)):
-            return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Request: params must be an object or array"))
-        if null_id_request:
-            return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Request: id must not be null"))
-        if has_id:
-            if msg_id is None:
-                return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer"))
-            return Request(obj, msg_id, method, params)
-        return Notification(obj, method, params)
+        return _parse_call(obj, raw_id, msg_id)
     if "result" in obj or "error" in obj:
-        if "result" in obj and "error" in obj:
-            return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Response: both result and error"))
-        if "error" in obj:
-            error = obj["error"]
-            if not (isinstance(error, dict) and isinstance(error.get("code"), int)
-                    and isinstance(error.get("message"), str)):
-                return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Response: malformed error object"))
-            if has_id and msg_id is None:
-                return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Response: bad id"))
-            return ErrorResponse(obj, msg_id, JsonRpcError.from_dict(error))
-        if msg_id is None:
-            return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Response: missing id"))
-        return Response(obj, msg_id, obj["result"])
+        return _parse_answer(obj, raw_id, msg_id)
     return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Request: no method, result or error"))
+
+
+def _parse_call(obj: Dict[str, Any], raw_id: Any, msg_id: Optional[Id]) -> Message:
+    """A message with a `method`: a request (it has an id) or a notification."""
+    method = obj["method"]
+    if not isinstance(method, str):
+        return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Request: method must be a string"))
+    params = obj.get("params")
+    if "params" in obj and not isinstance(params, (dict, list)):
+        return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Request: params must be an object or array"))
+    if "id" not in obj:
+        return Notification(obj, method, params)
+    # `"id": null` does not make a notification (a notification has no id member); MCP
+    # and ACP forbid null ids, so it is answered as invalid.
+    if raw_id is None:
+        return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Request: id must not be null"))
+    if msg_id is None:
+        return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer"))
+    return Request(obj, msg_id, method, params)
+
+
+def _parse_answer(obj: Dict[str, Any], raw_id: Any, msg_id: Optional[Id]) -> Message:
+    """A message with a `result` or an `error`: a response to one of our requests."""
+    if "result" in obj and "error" in obj:
+        return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Response: both result and error"))
+    if "error" in obj:
+        error = obj["error"]
+        if not (isinstance(error, dict) and isinstance(error.get("code"), int)
+                and isinstance(error.get("message"), str)):
+            return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Response: malformed error object"))
+        if raw_id is not None and msg_id is None:
+            return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Response: bad id"))
+        return ErrorResponse(obj, msg_id, JsonRpcError.from_dict(error))
+    if msg_id is None:
+        return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Response: missing id"))
+    return Response(obj, msg_id, obj["result"])
 
 
 def decode_message(data: Union[bytes, str]) -> Message:

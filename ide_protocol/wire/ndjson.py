@@ -11,6 +11,8 @@ from typing import Any, List, Union
 
 from .jsonrpc import dumps
 
+#: The longest line accepted. Agent lines of 600 KB have been seen (ACP.md §1); a line
+#: over the limit is reported as `LineTooLong` and skipped, never kept in memory.
 DEFAULT_MAX_LINE = 64 * 1024 * 1024
 
 
@@ -39,9 +41,10 @@ Line = Union[bytes, LineTooLong]
 class LineSplitter:
     """Incremental splitter: bytes in, complete lines out (without `\\n` or `\\r\\n`).
 
-    Blank lines (empty or only whitespace) are dropped. Work per fed byte is constant:
-    the search for `\\n` resumes where the previous one stopped, so a 10 MB line fed in
-    small pieces is not rescanned.
+    A line ends at the byte `\\n` and nowhere else (ACP.md §1); a `\\r` before it is
+    dropped. Blank lines (empty or only whitespace) are dropped. Work per fed byte is
+    constant: the search for `\\n` resumes where the previous one stopped, so a 10 MB
+    line fed in small pieces is not rescanned.
     """
 
     def __init__(self, max_line: int = DEFAULT_MAX_LINE) -> None:
