@@ -14,7 +14,8 @@ What counts as a citation:
 * a bare section sign with a number: it refers to the document named last before it in
   the same file (in ACP.md and PROTOCOL.md themselves: that document); with none named,
   to ACP.md for files of the `acp` package and its tests, else to PROTOCOL.md. A
-  section sign after an RFC number (`RFC 9112 §2.2`) is that RFC's, not ours.
+  section sign after an RFC number (`RFC 9112 §2.2`) or after `JSON-RPC 2.0` belongs
+  to that specification, not to ours.
 """
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ _MORE = r"(?:\s*(?:,|and|or|&)\s*%s\s*%s(?:\s*[\u2013-]\s*%s)?)" % (SIGN, _NUMBE
 CITATION = re.compile(r"\b(PROTOCOL|ACP)\.md[\s\u00a0]*(%s%s*)" % (_ONE, _MORE))
 ONE = re.compile(_ONE)
 BARE = re.compile(r"(?<![\w%s])%s\s*(%s)(?:\s*[\u2013-]\s*(%s))?" % (SIGN, SIGN, _NUMBER, _NUMBER))
-FOREIGN = re.compile(r"(?:RFC|rfc)\s*\d+\s*$")
+#: Section signs of other specifications: `RFC 9112 §2.2`, `JSON-RPC 2.0 §5`.
+FOREIGN = re.compile(r"(?:(?:RFC|rfc)\s*\d+|JSON-RPC\s*2\.0)\s*$")
 DOC_NAME = re.compile(r"\b(PROTOCOL|ACP)\.md\b")
 HEADING = re.compile(r"^#{2,6}\s+(%s)\.?\s" % _NUMBER, re.M)
 
@@ -137,7 +139,7 @@ def test_headings_of_the_contracts_keep_the_cited_numbers() -> None:
 
 def test_the_parser_finds_each_form_of_citation() -> None:
     text = ("see PROTOCOL.md \u00a72\u20134 and ACP.md \u00a73.4, \u00a76\n"
-            "(\u00a79) RFC 9112 \u00a72.2 and ACP.md\u00a712")
+            "(\u00a79) RFC 9112 \u00a72.2, JSON-RPC 2.0 \u00a75 and ACP.md\u00a712")
     found = [(c.document, c.section) for c in citations_in(text, "ide_protocol/x.py")]
     assert found == [("PROTOCOL", "2"), ("PROTOCOL", "3"), ("PROTOCOL", "4"), ("ACP", "3.4"), ("ACP", "6"),
                      ("ACP", "12"), ("ACP", "9")]
