@@ -59,7 +59,6 @@ def test_open_diff_shows_a_diff_tab_and_accept_answers_saved(vim: VimSession, cl
     assert read(path) == before                     # the IDE never writes the file ...
     with open(path, "w", encoding="utf-8") as f:    # ... the CLI does, on SAVED
         f.write(NEW)
-    vim.ex("buffer hello.txt")
     wait_until(lambda: vim.eval("getline(1)") == "héllo wörld 😀 END", what="the buffer reloaded")
     assert vim.eval("&modified") == 0
 
