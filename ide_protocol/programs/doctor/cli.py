@@ -18,9 +18,10 @@ import sys
 from typing import List, Optional, TextIO
 
 from ...common.terminal_text import safe_text
+from ..progname import program_name
 from . import diagnose as dx
 
-PROG = "python3 -m ide_protocol doctor"
+PROG = program_name("doctor")
 
 
 def _parser() -> argparse.ArgumentParser:
