@@ -47,11 +47,13 @@ from .serve_diffs import DEFAULT_SHOWN_LINES, PendingDiffs, display_path, unifie
 from .serve_ide import HELP, TerminalIde, color_diff_line
 from .serve_output import DEFAULT_OUTPUT_LIMIT, Output
 from .serve_stdin import StdinReader
+from .progname import program_name
+from ..common import lockfile
 
 __all__ = ["main", "run", "build_parser", "TerminalIde", "Output", "PendingDiffs", "CommandError", "FileText",
            "split_args", "parse_range", "format_range", "unified_diff", "display_path", "color_diff_line", "HELP"]
 
-PROG = "python3 -m ide_protocol serve"
+PROG = program_name("serve")
 DEFAULT_NAME = "Terminal IDE"
 
 
@@ -87,6 +89,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def warn_if_folder_served(folder: str, own_lock: Optional[str]) -> None:
+    """Warn on stderr when another live IDE (pid alive, socket accepting) already has a
+    lock listing this folder: the CLI auto-connects to only one of them, the first lock
+    that lists its folder (PROTOCOL.md §1), so a second server for a folder is easily
+    not the one the user talks to."""
+    if not own_lock:
+        return
+    ours = set(lockfile.workspace_folders([folder]))
+    for path, info in lockfile.read_locks(os.path.dirname(own_lock)):
+        if path == own_lock or not isinstance(info, lockfile.LockInfo):
+            continue
+        if not ours.intersection(info.workspace_folders) or not lockfile.pid_alive(info.pid):
+            continue
+        if not lockfile.socket_reachable(info.socket_path):
+            continue
+        print("%s: warning: %s (pid %d, lock %s) already serves %s; Copilot CLI started there "
+              "connects to one of the two (the first lock listing the folder), pick the other "
+              "with /ide" % (PROG, json.dumps(info.ide_name, ensure_ascii=False), info.pid, path, folder),
+              file=sys.stderr, flush=True)
+
+
 async def run(args: argparse.Namespace, out: Output) -> int:
     loop = asyncio.get_event_loop()
     ide = TerminalIde(args, out)
@@ -102,6 +125,7 @@ async def run(args: argparse.Namespace, out: Output) -> int:
             print("%s: cannot start: %s" % (PROG, exc), file=sys.stderr, flush=True)
             return 1
         out.line("serving %s on %s, lock %s" % (ide.folder, ide.server.socket_path, ide.server.lock_path))
+        warn_if_folder_served(ide.folder, ide.server.lock_path)
         out.line("IDE %s%s; diffs: %s. Type `help` for commands." % (
             json.dumps(args.name, ensure_ascii=False), ", trusted" if args.trusted else "",
             "auto-accept" if args.auto_accept else "auto-reject" if args.auto_reject else "ask"))
