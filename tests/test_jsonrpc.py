@@ -287,6 +287,21 @@ def test_fallback_handler_and_remove():
     assert run(d.dispatch(req(1, "x")))["result"] == "fallback"
 
 
+def test_set_fallback_replaces_and_removes_it():
+    d = Dispatcher()
+    assert run(d.dispatch(req(1, "y")))["error"]["code"] == METHOD_NOT_FOUND
+
+    async def later(params, context):
+        return "later"
+
+    d.set_fallback(later)
+    assert run(d.dispatch(req(2, "y")))["result"] == "later"
+    assert d.handler_for("y") is later
+    d.set_fallback(None)
+    assert run(d.dispatch(req(3, "y")))["error"]["code"] == METHOD_NOT_FOUND
+    assert d.handler_for("y") is None
+
+
 def test_cancelled_error_propagates():
     d = Dispatcher()
 

@@ -112,10 +112,16 @@ class Dispatcher:
 
     def __init__(self, fallback: Optional[Handler] = None) -> None:
         self._routes: Dict[str, Route] = {}
-        self._fallback = Route(fallback, _is_async(fallback)) if fallback is not None else None
+        self._fallback: Optional[Route] = None
+        self.set_fallback(fallback)
 
     def add(self, method: str, handler: Handler) -> None:
         self._routes[method] = Route(handler, _is_async(handler))
+
+    def set_fallback(self, handler: Optional[Handler]) -> None:
+        """The handler of every method that has none of its own (None: such methods are
+        answered `-32601`)."""
+        self._fallback = Route(handler, _is_async(handler)) if handler is not None else None
 
     def method(self, name: str) -> Callable[[Handler], Handler]:
         """Decorator form of `add`."""
