@@ -363,10 +363,10 @@ the nonce `<nonce>`, socket paths `/tmp/mcp-XXXXXX/mcp.sock`); chunk sizes and
 [PROTOCOL.md](PROTOCOL.md); a bare section number (§N) refers to it.
 
 Notation, as in the real CLI's session in
-`tests/captures/copilot-cli-1.0.102-ide-session.log`: `#N` is the connection number (in the order the
-tracer accepted them), `C>S` client to server, `S>C` server to client; `\\r` and `\\n`
-are shown literally and each `\\n` also ends a line of the listing. A `\\n` in the
-middle of a line is JSON's own escape inside a string.
+`tests/captures/copilot-cli-1.0.102-ide-session.log`: `#N` is the connection number (in
+the order the tracer accepted them), `C>S` client to server, `S>C` server to client;
+`\\r` and `\\n` are shown literally and each `\\n` also ends a line of the listing. A
+`\\n` in the middle of a line is JSON's own escape inside a string.
 """
 
 
@@ -416,8 +416,8 @@ Nothing on this wire, as far as its capture shows
 while it settles folder trust it sends DELETE and repeats the whole handshake
 (`server/discover`, `initialize`… again), up to three handshakes in a row (PROTOCOL.md
 §3); it sends `notifications/cancelled` when an ordinary request has waited 60 s; and it
-makes one or two empty probe connections before every connect (PROTOCOL.md §7). Run the tracer against your own IDE
-to see it live:
+makes one or two empty probe connections before every connect (PROTOCOL.md §7). Run the
+tracer against your own IDE to see it live:
 
     python3 -m ide_protocol trace ~/project --out session.log
     cd ~/project && COPILOT_HOME=<the directory it prints> copilot
