@@ -1,5 +1,5 @@
 """A raw-bytes test client that talks to the IDE server the way Copilot CLI 1.0.102 does
-(tests/../shared/captures/copilot-cli-1.0.102-ide-session.log):
+(tests/captures/copilot-cli-1.0.102-ide-session.log):
 
 * empty probe connections (connect, close without a byte) before connecting;
 * every POST chunked (`Transfer-Encoding: chunked`, one chunk then `0\\r\\n\\r\\n`), never

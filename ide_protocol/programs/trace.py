@@ -14,7 +14,7 @@ The tracer sits between the CLI and a real IDE server (VS Code, JetBrains, ours.
    sans-IO parsers (`http11`, `sse`) only to be shown: connection number, timing,
    request and status lines, headers, chunked bodies decoded as JSON, SSE events as
    JSON. `--out FILE` also writes the raw bytes in the format of
-   `shared/captures/*.log` (`--- HH:MM:SS.mmm #N C>S|S>C LEN bytes`, then the bytes
+   `tests/captures/*.log` (`--- HH:MM:SS.mmm #N C>S|S>C LEN bytes`, then the bytes
    with `\\r` `\\n` shown literally).
 
 Making the CLI pick the tracer: the tracer's lock goes into a directory of its own (by

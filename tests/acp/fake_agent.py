@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A fake ACP agent for the tests: speaks ACP v1 the way Copilot CLI 1.0.102 does in
-../shared/captures (standard library only, runs on its own), over stdio or, like
+tests/captures/copilot-cli-1.0.102-acp-session.log (standard library only, runs on its own), over stdio or, like
 `copilot --acp --port P`, on TCP: `fake_agent.py --port P` (0: any free port) listens
 on 127.0.0.1, prints `FAKE_ACP_PORT=<port>` on stdout, serves each connection as its
 own agent connection and runs until it is killed. As with the real agent (docs/ACP.md
