@@ -1,4 +1,4 @@
-"""`tools/bench.py --quick` runs end to end and writes valid JSON (issue 6).
+"""`tools/bench.py --quick` runs end to end and writes valid JSON.
 
 No timing is asserted: the machine running the suite may be slow or busy. The MCP Python
 SDK is skipped (it needs `make bench-venv`); the Node.js servers of the throughput group

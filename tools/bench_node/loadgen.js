@@ -192,7 +192,8 @@ async function main() {
   if (r.status !== 200 || !r.headers["mcp-session-id"]) fail("initialize answered " + r.status + ": " + r.body);
   sessionId = r.headers["mcp-session-id"];
   if (cfg.protocolHeader) extraHeaders = "mcp-protocol-version: " + message(r.body).result.protocolVersion + "\r\n";
-  const note = parseResponse(await first.send(request("POST", '{"jsonrpc":"2.0","method":"notifications/initialized"}')));
+  const initialized = '{"jsonrpc":"2.0","method":"notifications/initialized"}';
+  const note = parseResponse(await first.send(request("POST", initialized)));
   if (note.status !== 202 && note.status !== 200) fail("notifications/initialized answered " + note.status);
 
   const conns = [first];
