@@ -171,6 +171,34 @@ def test_every_citation_in_the_tree_resolves() -> None:
     assert not problems, "\n".join(problems)
 
 
+CAPTURE = re.compile(r"(?:[\w./-]*/)?captures/([\w.*-]+\.log)")
+OUTSIDE = re.compile(r"\bshared/(?:captures|seeds)\b")
+
+
+def test_captures_are_cited_where_they_are_in_the_repository() -> None:
+    """A capture is named by its place in the repository (`tests/captures/...`), and
+    the file is there: never by a path outside the repository."""
+    problems = []
+    for path in source_files():
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except UnicodeDecodeError:
+            continue
+        for match in OUTSIDE.finditer(text):
+            problems.append("%s:%d: %s is outside the repository"
+                            % (os.path.relpath(path, ROOT), text.count("\n", 0, match.start()) + 1, match.group(0)))
+        for match in CAPTURE.finditer(text):
+            where = "%s:%d" % (os.path.relpath(path, ROOT), text.count("\n", 0, match.start()) + 1)
+            cited = match.group(0)
+            if "shared/" in cited or "../" in cited:
+                problems.append("%s: %s is outside the repository" % (where, cited))
+            elif "*" not in match.group(1) and not os.path.exists(os.path.join(ROOT, "tests", "captures",
+                                                                                match.group(1))):
+                problems.append("%s: %s is not in tests/captures" % (where, cited))
+    assert not problems, "\n".join(problems)
+
+
 def test_every_check_cites_a_protocol_section() -> None:
     from ide_protocol.programs import check
 
