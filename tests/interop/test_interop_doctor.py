@@ -111,9 +111,23 @@ def test_exact_folder_doctor_predicts_the_connection(serve, tui, workspace, copi
     assert rc == 0 and report["would_connect"] is True and report["ide"] == "Terminal IDE", report
     assert report["folder"] == workspace
     assert codes(report, lock_path) == ["not-trusted"]
-    tui.start()                                  # the trust prompt doctor announced
+    assert tui.start(trust=False) == "trust"     # the trust prompt doctor announced
+    tui.tmux.send_keys("Enter")
+    tui.wait_screen(tui.READY, timeout=60)
     tui.wait_ide_connected()
     tui.wait_log(r"%s: Terminal IDE \(%s\)" % (CONNECTING, re.escape(workspace)))
+    assert tui.exit() == 0
+
+
+def test_trusted_lock_doctor_predicts_no_trust_prompt(serve, tui, workspace, copilot_home, cli_env,
+                                                      logdir):
+    srv = serve("--trusted")
+    lock_path, _ = srv.wait_lock()
+    rc, report = run_doctor(workspace, copilot_home, cli_env, logdir)
+    assert rc == 0 and report["ide"] == "Terminal IDE", report
+    assert codes(report, lock_path) == []
+    assert tui.start(trust=False) == "ready"     # no trust prompt
+    tui.wait_ide_connected()
     assert tui.exit() == 0
 
 
