@@ -564,6 +564,16 @@ def test_folder_is_parent(env: Env, server: Serve, capsys: Any) -> None:
     assert "or pick this IDE with /ide" in finding["fix"]
 
 
+def test_folder_is_parent_through_a_symlink(env: Env, server: Serve, capsys: Any) -> None:
+    link = os.path.join(env.root, "link")
+    os.symlink(server.folder, link)
+    env.write("a.lock", lock_of(server, workspaceFolders=[link]))
+    result = doctor(capsys, os.path.join(server.folder, "sub"))
+    assert result.rc == 1
+    finding = assert_shown(result, "folder-is-parent", "resolved path %s" % server.folder, "a.lock")
+    assert "through a symlink" in finding["message"]
+
+
 @pytest.mark.parametrize("start_in_link", [False, True])
 def test_symlinked_folder(env: Env, server: Serve, capsys: Any, start_in_link: bool) -> None:
     link = os.path.join(env.root, "link")

@@ -215,6 +215,12 @@ def _folder_finding(lock: LockReport, cwd: str) -> None:
         lock.add(code, "the lock lists %s, which differs from %s only in letter case; the CLI compares "
                  "case-sensitively" % (folder, cwd),
                  "make the IDE list the folder spelled exactly %s, or pick it with /ide" % cwd)
+    elif code == "folder-is-parent" and detail == "symlink":
+        lock.add(code, "the CLI would start in %s, below the workspace folder %s, which the lock lists through a "
+                 "symlink; it auto-connects only when started exactly in a workspace folder, and never matches a "
+                 "symlinked one" % (cwd, folder),
+                 "pick this IDE with /ide; to auto-connect, the IDE must list the resolved path %s"
+                 % os.path.realpath(folder))
     elif code == "folder-is-parent":
         lock.add(code, "the CLI would start in %s, below the workspace folder %s; it auto-connects only when "
                  "started exactly in a workspace folder" % (cwd, folder),

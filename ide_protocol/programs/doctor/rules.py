@@ -378,8 +378,8 @@ def _realpath(path: str) -> str:
 def relation(listed: str, cwd: str) -> Tuple[str, str]:
     """How a listed folder that does not match relates to the CLI's folder ``cwd``:
     ``(code, detail)`` with code ``symlinked-folder``, ``case-mismatch``,
-    ``folder-is-parent`` or ``folder-mismatch`` (detail: ``above``, ``relative``,
-    ``empty`` or ``other``). More specific relations win."""
+    ``folder-is-parent`` (detail ``symlink`` when only the resolved path is a parent) or
+    ``folder-mismatch`` (detail: ``above``, ``relative``, ``empty`` or ``other``). More specific relations win."""
     if not listed:
         return "folder-mismatch", "empty"
     if not os.path.isabs(listed):
@@ -390,8 +390,10 @@ def relation(listed: str, cwd: str) -> Tuple[str, str]:
         return "symlinked-folder", real
     if norm.lower() == cwd.lower() or real.lower() == cwd.lower():
         return "case-mismatch", ""
-    if _under(cwd, norm) or _under(cwd, real):
+    if _under(cwd, norm):
         return "folder-is-parent", ""
+    if _under(cwd, real):
+        return "folder-is-parent", "symlink"  # a parent, and listed through a symlink too
     if _under(norm, cwd) or _under(real, cwd):
         return "folder-mismatch", "above"
     return "folder-mismatch", "other"
