@@ -5,25 +5,34 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 VERSIONS ?= 3.8 3.9 3.10 3.11 3.12 3.13
 
-.PHONY: serve test test-all interop bench bench-venv bench-node wire-doc clean
+.PHONY: serve test test-all interop interop-matrix dist dist-test distclean bench bench-venv bench-node wire-doc clean vim-plugin vim-deps bench-vim
 
 serve:
 	$(PYTHON) -m ide_protocol serve $(FOLDER)
 
-# Installs pytest into a local virtual environment when it is missing, then runs the suite.
+# Installs pytest (the major version pinned in tests/requirements.txt) into a local
+# virtual environment when it is missing or of another major version, then runs the suite.
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 test: $(PY)
-	@$(PY) -c "import pytest" 2>/dev/null || $(PY) -m pip install --quiet pytest
+	@$(PY) -c "import pytest, sys; sys.exit(pytest.__version__.split('.')[0] != '8')" 2>/dev/null \
+	  || $(PY) -m pip install --quiet -r tests/requirements.txt
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The suite under every CPython 3.8-3.13 that pyenv (or PATH) provides.
 test-all:
 	PYTHON_VERSIONS="$(VERSIONS)" bash tools/test_all.sh $(PYTEST_ARGS)
 
+# The real Copilot CLI offline against this code: the newest listed version (the pin),
+# or any published one with CLI_VERSION=X (installed into .interop/X/); interop-matrix
+# runs every version of tests/interop/cli-versions.txt, one after the other.
+CLI_VERSION ?=
 interop:
-	bash tests/interop/run.sh
+	CLI_VERSION="$(CLI_VERSION)" bash tests/interop/run.sh $(PYTEST_ARGS)
+
+interop-matrix:
+	bash tests/interop/matrix.sh $(PYTEST_ARGS)
 
 # Development only: the benchmark's baselines (the MCP Python SDK in .bench-venv/, the
 # VS Code stack's Node.js packages in .bench-node/), never a requirement of the library.
@@ -39,5 +48,46 @@ bench:
 wire-doc:
 	$(PYTHON) tools/make_wire_doc.py
 
+# The Vim plugin, ready to copy to ~/.vim/pack/copilot/start/: editors/vim with the
+# library vendored inside (python3/copilot_ide_vim/ide_protocol) and its help tags.
+VIM_PLUGIN_DIR ?= build/vim-plugin/copilot_ide
+vim-plugin:
+	rm -rf $(VIM_PLUGIN_DIR)
+	mkdir -p $(VIM_PLUGIN_DIR)
+	cp -R editors/vim/plugin editors/vim/autoload editors/vim/doc editors/vim/python3 $(VIM_PLUGIN_DIR)/
+	cp -R ide_protocol $(VIM_PLUGIN_DIR)/python3/copilot_ide_vim/ide_protocol
+	find $(VIM_PLUGIN_DIR) -name __pycache__ -prune -exec rm -rf {} +
+	rm -f $(VIM_PLUGIN_DIR)/doc/tags
+	vim -N -u NONE -i NONE -es -c 'helptags $(VIM_PLUGIN_DIR)/doc' -c 'qa!' || echo "no vim: run :helptags ALL in Vim"
+	@echo "built $(VIM_PLUGIN_DIR): cp -R $(VIM_PLUGIN_DIR) ~/.vim/pack/copilot/start/"
+
+# What the Vim plugin's tests need (Debian's vim-nox, tmux), installed when missing;
+# tests/vim runs the same script and skips, with the reason, where it cannot install.
+vim-deps:
+	bash tests/vim/install_deps.sh
+
+bench-vim:
+	$(PYTHON) tools/bench_vim.py
+
+# The sdist and the wheel into dist/ (the `build` front end in .venv-build/); dist-test
+# unpacks the sdist into build/sdist-test/ and runs its own test suite there.
+dist:
+	[ -x .venv-build/bin/python ] || $(PYTHON) -m venv .venv-build
+	.venv-build/bin/python -m pip install --quiet build
+	rm -rf dist
+	.venv-build/bin/python -m build --outdir dist .
+
+dist-test: dist $(PY)
+	rm -rf build/sdist-test && mkdir -p build/sdist-test
+	tar -xzf dist/*.tar.gz -C build/sdist-test
+	cd build/sdist-test/* && $(abspath $(PY)) -m pytest -p no:cacheprovider -q $(PYTEST_ARGS)
+
+# clean: what builds, tests and runs leave (build, dist, egg-info, caches, logs);
+# distclean: that and every installed environment (virtual environments, the Copilot
+# CLIs in .interop/, the benchmark baselines).
 clean:
-	rm -rf $(VENV) .venv-* .pytest_cache build *.egg-info
+	rm -rf build dist *.egg-info .pytest_cache .hypothesis .mypy_cache interop-logs bench-results.json
+	find ide_protocol acp tests tools editors -name __pycache__ -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) .venv-* .interop .bench-venv .bench-node

@@ -127,7 +127,13 @@ def leak_check(request):
 
 @pytest.fixture
 def fake_model(logdir):
+    """The fake OpenAI-compatible model. On a CLI without the offline provider nothing
+    ever reaches it, so scripting a turn skips the test there, with the reason."""
     model = FakeModel(log_path=os.path.join(logdir, "model.jsonl")).start()
+    if not H.has_offline_provider():
+        def script(*turns, **kw):
+            pytest.skip(H.no_model_reason())
+        model.script = script
     yield model
     model.stop()
 

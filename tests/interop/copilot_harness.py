@@ -46,17 +46,46 @@ def version_tuple(text):
 PINNED_VERSION = os.environ.get(VERSION_ENV) or listed_versions()[0]
 CLI_VERSION = PINNED_VERSION
 
-# Before this version the CLI looks for IDE lock files in $HOME/.copilot/ide only and
-# ignores COPILOT_HOME; each test's HOME has a `.copilot` that is its COPILOT_HOME, so
-# both kinds find the lock files of the test (see copilot_env).
-# Before OFFLINE_PROVIDER_SINCE the CLI has no offline provider (COPILOT_OFFLINE with
-# COPILOT_PROVIDER_BASE_URL): it asks for a login and sends no message to our fake model,
-# so tests that need a model turn are skipped there (``needs_model``).
-OFFLINE_PROVIDER_SINCE = "1.0.2"
+# How older CLIs differ, as found by running them (docs/PROTOCOL.md, "CLI versions"):
+#
+# * IDE_SINCE: the first version with /ide (the lock file scan, the IDE MCP client).
+# * Before COPILOT_HOME_LOCKS_SINCE the CLI reads IDE lock files from $HOME/.copilot/ide
+#   only, whatever COPILOT_HOME says. Each test's HOME has a `.copilot` that is its
+#   COPILOT_HOME (user_home), so both kinds find the test's own lock files.
+# * Before OFFLINE_PROVIDER_SINCE there is no offline provider (COPILOT_OFFLINE with
+#   COPILOT_PROVIDER_BASE_URL): the CLI wants a login and sends no message to the fake
+#   model, so a test skips (with that reason) where it would ask the model for a turn
+#   (the conftest's fake_model); everything before that point has run and passed.
+# * Before REAL_CLIENT_VERSION_SINCE the CLI's MCP clientInfo says version "1.0.0".
+# * Before TRUST_PROMPT_FIRST_SINCE the folder-trust dialog can come a few seconds
+#   after the input box is shown (seen on 0.0.409; 1.0.60 and newer show it first; the
+#   versions between are given the wait too): CopilotTui.start waits LATE_TRUST_WAIT.
+IDE_SINCE = "0.0.409"
+TRUST_PROMPT_FIRST_SINCE = "1.0.60"
+LATE_TRUST_WAIT = 8.0
+COPILOT_HOME_LOCKS_SINCE = "1.0.0"
+OFFLINE_PROVIDER_SINCE = "1.0.11"
+REAL_CLIENT_VERSION_SINCE = "1.0.30"
+
+
+def at_least(since, version=None):
+    """True when the CLI under test (or ``version``) is ``since`` or newer."""
+    return version_tuple(version or CLI_VERSION) >= version_tuple(since)
 
 
 def has_offline_provider(version=None):
-    return version_tuple(version or CLI_VERSION) >= version_tuple(OFFLINE_PROVIDER_SINCE)
+    return at_least(OFFLINE_PROVIDER_SINCE, version)
+
+
+def no_model_reason(version=None):
+    return ("Copilot CLI %s has no offline provider (COPILOT_OFFLINE and "
+            "COPILOT_PROVIDER_BASE_URL came in %s): without a login it sends no message "
+            "to a model, so the rest of this test cannot run; what came before passed"
+            % (version or CLI_VERSION, OFFLINE_PROVIDER_SINCE))
+
+
+# What the CLI under test puts in its MCP clientInfo (serve prints "copilot-cli X").
+MCP_CLIENT_VERSION = CLI_VERSION if at_least(REAL_CLIENT_VERSION_SINCE) else "1.0.0"
 
 
 def wait_until(predicate, timeout=30.0, interval=0.1, message="condition"):
@@ -395,12 +424,24 @@ class CopilotTui(object):
             return None
 
         seen = self.tmux.wait_for(state, timeout=timeout)
+        if seen == "ready" and not at_least(TRUST_PROMPT_FIRST_SINCE):
+            seen = self._late_trust_prompt(state)
         if seen == "trust":
             if not trust:
                 return "trust"
             self.tmux.send_keys("Enter")
             left = max(1.0, deadline - time.monotonic())
             self.tmux.wait_for(lambda s: state(s) == "ready", timeout=left)
+        return "ready"
+
+    def _late_trust_prompt(self, state):
+        """An older CLI's trust dialog, shown after its input box: "trust" if it comes
+        within LATE_TRUST_WAIT seconds, else "ready"."""
+        deadline = time.monotonic() + LATE_TRUST_WAIT
+        while time.monotonic() < deadline:
+            if state(self.tmux.screen()) == "trust":
+                return "trust"
+            time.sleep(0.2)
         return "ready"
 
     # screen
