@@ -71,9 +71,17 @@ function! copilot_ide#complete(lead, line, pos) abort
   return py3eval('_copilot_ide.complete(vim.eval("g:copilot_ide_complete_lead"))')
 endfunction
 
-" The timer: drains what the server's thread queued for Vim's thread.
+" The timer: drains what the server's thread queued for Vim's thread, and hands the
+" selection over when the cursor moved since the last tick. A cursor move itself only
+" sets s:moved (a few microseconds): a burst of moves costs one look at the selection.
+let s:moved = 0
 function! copilot_ide#tick(timer) abort
-  py3 _copilot_ide.tick()
+  if s:moved
+    let s:moved = 0
+    py3 _copilot_ide.tick(True)
+  else
+    py3 _copilot_ide.tick(False)
+  endif
 endfunction
 
 " Autocommands of a running server (on: 1, off: 0).
@@ -81,9 +89,9 @@ function! copilot_ide#autocmds(on) abort
   augroup copilot_ide
     autocmd!
     if a:on
-      autocmd CursorMoved,CursorMovedI,BufEnter,WinEnter * py3 _copilot_ide.moved()
+      autocmd CursorMoved,CursorMovedI,BufEnter,WinEnter * let s:moved = 1
       if exists('##ModeChanged')
-        autocmd ModeChanged * py3 _copilot_ide.moved()
+        autocmd ModeChanged * let s:moved = 1
       endif
       autocmd DirChanged global py3 _copilot_ide.folder_changed()
     endif

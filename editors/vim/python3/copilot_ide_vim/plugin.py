@@ -7,8 +7,10 @@ The server's protocol work stays on its loop thread; its callbacks (`on_diff`,
 them on a queue (`inbox.put`: never waits). A repeating Vim timer (`tick`, every
 `g:copilot_ide_poll_ms`, 50 ms by default) drains that queue on Vim's thread, shows
 waiting diff tabs, notices changed quickfix/location lists and files the CLI wrote.
-Cursor moves go the other way with `set_selection(..., wait=False)`: Vim's thread hands
-the selection over and never waits for the loop.
+Cursor moves go the other way: an autocommand only notes that the cursor moved, and
+the next tick reads the selection and hands it over with `set_selection(...,
+wait=False)`, never waiting for the loop. So a move costs Vim's thread a Vim variable
+set, and a burst of moves one look at the selection (then the library's debounce).
 """
 from __future__ import annotations
 
@@ -110,13 +112,14 @@ class VimIde:
 
     # ------------------------------------------------------------- Vim's thread
 
-    def tick(self) -> None:
-        """The timer: everything the server asked of Vim, on Vim's thread."""
+    def tick(self, moved: bool = False) -> None:
+        """The timer: everything the server asked of Vim, on Vim's thread; the
+        selection when the cursor `moved` since the last tick."""
         try:
-            self.drain()
+            if not self.inbox.empty():
+                self.drain()
             self._ticks += 1
-            mode = vim.eval("mode()")
-            if mode == "n":
+            if self.views and vim.eval("mode()") == "n":
                 for view in list(self.views.values()):
                     if view.state == "waiting":
                         self._open(view)
@@ -124,6 +127,8 @@ class VimIde:
                 self.check_diagnostics()
             if self.watches:
                 self.check_reloads()
+            if moved:  # last: the hand-over wakes the server's thread, which wants the GIL
+                self.moved()
         except Exception:
             if not self._failed_once:  # say it once, not every 50 ms
                 self._failed_once = True
@@ -152,8 +157,8 @@ class VimIde:
         return cached[1]
 
     def moved(self) -> None:
-        """CursorMoved/CursorMovedI/ModeChanged/BufEnter/WinEnter: the selection now.
-        The hot path: a few attribute reads, one or three evals, one hand-over."""
+        """The selection now (after CursorMoved/CursorMovedI/ModeChanged/BufEnter/
+        WinEnter): a few attribute reads, one or three evals, one hand-over."""
         server = self.server
         if server is None:
             return
