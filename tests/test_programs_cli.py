@@ -136,6 +136,21 @@ def test_client_says_which_of_two_ides_it_chose(one_ide, tmp_path):
     assert "# connected to %s" % chosen in err
 
 
+def test_check_says_which_of_two_ides_it_checks(one_ide, tmp_path):
+    first, ws, locks = one_ide
+    second = ThreadedIdeServer([ws], ide_name="Second IDE", lock_dir=locks)
+    second.start()
+    try:
+        chosen = sorted([(os.path.basename(first.lock_path), "First IDE"),
+                         (os.path.basename(second.lock_path), "Second IDE")])[0][1]
+        done = run("-m", "ide_protocol", "check", "--only", "lock.fields", "--lock-dir", locks, ws, cwd=str(tmp_path))
+    finally:
+        second.stop()
+    err = done.stderr.decode()
+    assert "2 live IDE locks list this folder; chose %s" % chosen in err, err
+    assert "checking %s" % chosen in done.stdout.decode()
+
+
 def test_client_says_nothing_about_a_choice_with_one_ide(one_ide, tmp_path):
     _, ws, locks = one_ide
     done = run("-m", "ide_protocol", "client", "list", "--folder", ws, "--lock-dir", locks, cwd=str(tmp_path))

@@ -8,13 +8,15 @@ import json
 import sys
 from typing import List, Optional
 
-from ...client import ClientError, discover
+from ...client import ClientError
+from ...client import discovery as lock_choice  # not the checks of §1 (.discovery)
+from ..progname import program_name
 from .registry import CHECKS, DEFAULT_CHECK_TIMEOUT, FAIL, PASS, Result, SKIP, WARN
 from .runner import load_lock, run_checks, summary
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python3 -m ide_protocol check",
+    p = argparse.ArgumentParser(prog=program_name("check"),
                                 description="Check a running /ide server against PROTOCOL.md.")
     p.add_argument("folder", nargs="?", help="workspace folder of the IDE to check (default: cwd)")
     p.add_argument("--lock", metavar="FILE", help="check the server of this lock file")
@@ -38,7 +40,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.lock:
             lock, raw = load_lock(args.lock)
         else:
-            lock = discover(args.folder, args.lock_dir)
+            lock, passed_over = lock_choice.choose(args.folder, args.lock_dir)
+            if passed_over:  # several IDEs serve the folder: say which one is checked, and why
+                print(lock_choice.describe_choice(lock, passed_over), file=sys.stderr, flush=True)
             _, raw = load_lock(lock.path) if lock.path else (lock, None)
     except (ClientError, OSError, ValueError) as exc:
         print("ide-check: %s" % exc, file=sys.stderr)
