@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Optional, Set
 
 from . import __version__, render
 from .client import Client, default_agent
-from .connection import parse_address, split_command
+from .endpoints import parse_address, split_command
 from .console import Console, ReadlineConsole, write_stderr
 from .errors import AcpError, AgentExited, AgentNotAcp, AgentStartError, RequestTimeout
 from ._core import jsonrpc

@@ -19,8 +19,8 @@ from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
 
 from ._core import jsonrpc, ndjson, rpc
 from . import permissions as _permissions
-from .connection import (DEFAULT_AGENT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT,
-                         AgentConnection, Argv, parse_address)
+from .connection import DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, AgentConnection
+from .endpoints import DEFAULT_AGENT, Argv, parse_address
 from .errors import AcpError
 from .fs import FileSystem, fixed_roots
 from .session import PromptInput, Session, Turn, Update

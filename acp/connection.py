@@ -16,21 +16,19 @@ import logging
 import os
 import shlex
 import signal
-import socket
 import sys
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._core import jsonrpc, ndjson, rpc
+from .endpoints import DEFAULT_AGENT, Address, Argv, keep_alive, parse_address, split_command
 from .errors import AgentConnectError, AgentExited, AgentNotAcp, AgentStartError, RequestTimeout
 
 log = logging.getLogger(__name__)
 agent_log = logging.getLogger("acp.agent")  # the agent's own stderr lines
 
-DEFAULT_AGENT = "copilot --acp --stdio"
 DEFAULT_REQUEST_TIMEOUT = 60.0
 READ_CHUNK = 256 * 1024
 STDERR_LINE_MAX = 8192  # a stderr line longer than this is kept cut (it is only shown)
-DEFAULT_HOST = "127.0.0.1"  # where `copilot --acp --port P` listens
 DEFAULT_CONNECT_TIMEOUT = 10.0
 # An agent whose output starts with lines that are not JSON-RPC is probably not an ACP
 # agent at all (a wrong --agent): after the first such line it has this long to send a
@@ -41,54 +39,6 @@ NOT_ACP_MAX_LINES = 100
 # grandchild can hold the pipe open for ever).
 EXIT_DRAIN = 0.5
 
-Argv = Union[str, Sequence[str]]
-Address = Tuple[str, int]
-
-
-def split_command(command: Argv) -> List[str]:
-    """A command line as argv: strings are split like a POSIX shell would (no expansion)."""
-    if isinstance(command, str):
-        argv = shlex.split(command, posix=os.name != "nt")
-    else:
-        argv = [str(part) for part in command]
-    if not argv or not argv[0]:
-        raise AgentStartError("empty agent command")
-    return argv
-
-
-def parse_address(text: Union[str, int, Sequence[Any]]) -> Address:
-    """`[HOST:]PORT` (or `[V6ADDR]:PORT`, a port number, a `(host, port)` pair) as a
-    `(host, port)` pair; the host defaults to 127.0.0.1, where the agent listens.
-    Raises ValueError with a message fit for a user."""
-    if isinstance(text, int):
-        host, port_text = DEFAULT_HOST, str(text)
-    elif not isinstance(text, str):
-        host, port = text
-        return parse_address("%s:%s" % (host if ":" not in str(host) else "[%s]" % host, port))
-    elif text.startswith("["):
-        host, sep, port_text = text[1:].partition("]:")
-        if not sep:
-            raise ValueError("%r: expected [ADDRESS]:PORT" % text)
-    elif ":" in text:
-        host, _, port_text = text.rpartition(":")
-    else:
-        host, port_text = DEFAULT_HOST, text
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ValueError("%r: the port must be a number from 1 to 65535" % text)
-    return host or DEFAULT_HOST, int(port_text)
-
-
-def _keep_alive(sock: Any) -> None:
-    """TCP keep-alive probes, so a peer that vanished without a FIN (a half-open
-    socket) ends the connection within about a minute instead of never."""
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for name, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
-            if hasattr(socket, name):
-                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
-    except (OSError, AttributeError):
-        pass
 
 
 class _ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
@@ -190,10 +140,11 @@ class AgentConnection:
     async def connect(cls, address: Union[str, int, Sequence[Any]], *,
                       connect_timeout: Optional[float] = DEFAULT_CONNECT_TIMEOUT,
                       **kwargs: Any) -> "AgentConnection":
-        """Connect to an agent listening on TCP (`copilot --acp --port P`).
+        """Connect to an agent listening on TCP (`copilot --acp --port P`, ACP.md §8).
 
         The socket carries the same NDJSON as stdio (ACP.md §1). The agent is not
-        ours: closing the connection closes the socket and leaves the agent running.
+        ours: closing the connection closes the socket and leaves the agent running
+        (it outlives its clients, ACP.md §8).
         Raises `AgentConnectError` (refused, unknown host, no answer in time).
         """
         host, port = parse_address(address)
@@ -210,7 +161,7 @@ class AgentConnection:
             errno_ = getattr(exc, "errno", None)
             reason = os.strerror(errno_) if isinstance(errno_, int) and errno_ > 0 else str(exc)
             raise AgentConnectError("could not connect to the agent at %s: %s" % (where, reason)) from exc
-        _keep_alive(writer.get_extra_info("socket"))
+        keep_alive(writer.get_extra_info("socket"))
         conn = cls(**kwargs)
         conn.address = (host, port)
         conn._start(reader, writer)

@@ -80,11 +80,26 @@ def make_client(log: Optional[str] = None, env: Optional[Dict[str, str]] = None,
 
 
 def read_log(path: str) -> List[Tuple[str, Any]]:
-    """The fake agent's log: (direction, decoded message or raw bytes)."""
+    """The fake agent's log: (direction, decoded message or raw bytes).
+
+    Over TCP the agent outlives the client, so what the client sent last may still be
+    on its way when the test reads: wait (bounded) until the agent logged the end of
+    the connection."""
+    import time
+
+    deadline = time.monotonic() + 10.0
+    while TRANSPORT == "tcp" and time.monotonic() < deadline:
+        with open(path, "rb") as handle:
+            lines = handle.read().rstrip(b"\n").split(b"\n")
+        if lines[-1].startswith(b"END "):
+            break
+        time.sleep(0.02)
     out: List[Tuple[str, Any]] = []
     with open(path, "rb") as handle:
         for line in handle:
             direction, _, data = line.rstrip(b"\n").partition(b" ")
+            if direction == b"END":
+                continue
             try:
                 out.append((direction.decode(), json.loads(data.decode("utf-8"))))
             except ValueError:

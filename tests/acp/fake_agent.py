@@ -571,6 +571,7 @@ async def serve_tcp(port):
             pass
         finally:
             agent.connection_lost()
+            log("END", b"connection closed")  # read_log waits for this over TCP
             writer.close()
 
     server = await asyncio.start_server(on_connection, "127.0.0.1", port, limit=64 * 1024 * 1024)

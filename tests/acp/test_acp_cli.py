@@ -14,7 +14,7 @@ import time
 import pytest
 
 import acp_testlib
-from acp_testlib import FAKE, ROOT, fake_env, gone, start_tcp_agent, workspace
+from acp_testlib import FAKE, ROOT, fake_env, gone, read_log, start_tcp_agent, workspace
 
 pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 
@@ -160,8 +160,7 @@ def test_chat_keeps_the_session_and_passes_slash_commands(tmp_path):
     results = [json.loads(line) for line in out(proc).splitlines() if '"result"' in line]
     assert len(results) == 3 and len({r["sessionId"] for r in results}) == 1
     assert [r["result"]["usage"]["inputTokens"] for r in results] == [100, 200, 300]  # one session
-    with open(log, encoding="utf-8") as handle:
-        sent = [json.loads(line[4:]) for line in handle if line.startswith("C>A")]
+    sent = [m for d, m in read_log(log) if d == "C>A" and isinstance(m, dict)]
     prompts = [m["params"]["prompt"][0]["text"] for m in sent if m.get("method") == "session/prompt"]
     assert prompts == ["hello", "/usage", "again"]
 
@@ -197,8 +196,8 @@ def test_ctrl_c_cancels_the_turn(tmp_path):
         proc.wait()
     assert proc.returncode == 130
     assert "cancelling the turn" in stderr.decode() and "(turn cancelled)" in stderr.decode()
-    with open(log, encoding="utf-8") as handle:
-        assert any('"method":"session/cancel"' in line for line in handle if line.startswith("C>A"))
+    assert any(isinstance(m, dict) and m.get("method") == "session/cancel"
+               for d, m in read_log(log) if d == "C>A")
 
 
 @pytest.mark.stdio_only  # about the agent as our child process

@@ -82,7 +82,7 @@ def test_junk_from_the_agent_never_breaks_the_connection(tmp_path):
 def test_agent_drops_a_malformed_line_and_a_request_times_out(tmp_path):
     async def main():
         async with make_client(request_timeout=0.5) as client:
-            await client.initialize()
+            await client.initialize(timeout=30)  # only the dropped request should time out
             await client.connection.send_raw(b'{"jsonrpc":"2.0","id":77,"method":"session/list"\n')
             with pytest.raises(RequestTimeout) as info:
                 await client.request("_fake/ignore", {})

@@ -1,0 +1,66 @@
+"""How to reach an agent: the command line that starts one on stdio, or the address of
+one listening on TCP (ACP.md §8), checked and normalised before anything is started.
+
+Pure functions, shared by the connection and the command line (which turns their
+ValueError into a one-line usage error).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+from typing import Any, List, Sequence, Tuple, Union
+
+from .errors import AgentStartError
+
+DEFAULT_AGENT = "copilot --acp --stdio"
+DEFAULT_HOST = "127.0.0.1"  # where `copilot --acp --port P` listens (loopback only, ACP.md §8)
+
+Argv = Union[str, Sequence[str]]
+Address = Tuple[str, int]
+
+
+def split_command(command: Argv) -> List[str]:
+    """A command line as argv: strings are split like a POSIX shell would (no expansion)."""
+    if isinstance(command, str):
+        argv = shlex.split(command, posix=os.name != "nt")
+    else:
+        argv = [str(part) for part in command]
+    if not argv or not argv[0]:
+        raise AgentStartError("empty agent command")
+    return argv
+
+
+def parse_address(text: Union[str, int, Sequence[Any]]) -> Address:
+    """`[HOST:]PORT` (or `[V6ADDR]:PORT`, a port number, a `(host, port)` pair) as a
+    `(host, port)` pair; the host defaults to 127.0.0.1, where the agent listens.
+    Raises ValueError with a message fit for a user."""
+    if isinstance(text, int):
+        host, port_text = DEFAULT_HOST, str(text)
+    elif not isinstance(text, str):
+        host, port = text
+        return parse_address("%s:%s" % (host if ":" not in str(host) else "[%s]" % host, port))
+    elif text.startswith("["):
+        host, sep, port_text = text[1:].partition("]:")
+        if not sep:
+            raise ValueError("%r: expected [ADDRESS]:PORT" % text)
+    elif ":" in text:
+        host, _, port_text = text.rpartition(":")
+    else:
+        host, port_text = DEFAULT_HOST, text
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError("%r: the port must be a number from 1 to 65535" % text)
+    return host or DEFAULT_HOST, int(port_text)
+
+
+def keep_alive(sock: Any) -> None:
+    """TCP keep-alive probes, so a peer that vanished without a FIN (a half-open
+    socket) ends the connection within about a minute instead of never."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for name, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+            if hasattr(socket, name):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+    except (OSError, AttributeError):
+        pass
