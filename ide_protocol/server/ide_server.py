@@ -213,6 +213,7 @@ class IdeServer:
             self.app.end_session(session, "server stopped")
         for diff in list(self._diffs.values()):
             self._resolve(diff, False, tools.CLIENT_DISCONNECTED)
+        await self._let_answers_out()
         if self._selection_push is not None:
             self._selection_push.cancel()
         if self._diagnostics_push is not None:
@@ -221,6 +222,14 @@ class IdeServer:
         self.started = False
         if self._stopped is not None:
             self._stopped.set()
+
+    async def _let_answers_out(self, timeout: float = 2.0) -> None:
+        """Let the requests the stop just ended write their answers before the
+        connections close: every pending diff is answered `client_disconnected`
+        (PROTOCOL.md §4), not cut off. Bounded: a peer that does not read is dropped."""
+        tasks = [task for task in self.listener._tasks if not task.done()]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
 
     def _remove_lock(self) -> None:
         if self.lock_path:
