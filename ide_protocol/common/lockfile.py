@@ -25,7 +25,6 @@ import json
 import math
 import os
 import socket
-import stat
 import time
 from dataclasses import dataclass
 from dataclasses import field as dc_field
@@ -484,55 +483,15 @@ def read_locks(directory: Optional[str] = None) -> List[Tuple[str, Union[LockInf
     return [(path, _load(path)[1]) for path in _lock_paths(directory)]
 
 
-def _remove_socket_leftovers(info: LockInfo) -> None:
-    """Remove the socket and its private ``mcp-*`` directory of a dead server of ours.
-
-    PROTOCOL.md §1 asks servers to remove the socket directory on exit; a crashed one
-    could not. Deliberately narrow: only a path that *is* a socket is unlinked, and its
-    parent is only ``rmdir``\\ ed (which fails unless empty) when named ``mcp-*``.
-    """
-    if _is_pipe_path(info.socket_path) or not os.path.isabs(info.socket_path):
-        return
-    try:
-        if stat.S_ISSOCK(os.lstat(info.socket_path).st_mode):
-            os.unlink(info.socket_path)
-    except OSError:
-        return
-    parent = os.path.dirname(info.socket_path)
-    if os.path.basename(parent).startswith("mcp-"):
-        try:
-            os.rmdir(parent)
-        except OSError:
-            pass
-
-
 def remove_stale_locks(directory: Optional[str] = None) -> List[str]:
-    """Remove this library's locks whose server process is dead; return their paths.
+    """Remove this library's stale locks and their sockets; return the locks' paths.
 
-    PROTOCOL.md §1: on start, clean up stale locks, but only those this implementation
-    wrote. A lock is removed only when it is valid, carries our ``_writer`` marker and
-    its pid is dead. Foreign locks (even with a dead pid), unreadable or invalid files
-    and our locks with a live pid are never touched. The dead server's socket file and
-    empty ``mcp-*`` directory go too.
-    """
-    if directory is None:
-        directory = lock_dir()
-    removed = []
-    for path in _lock_paths(directory):
-        raw, info = _load(path)
-        if not isinstance(info, LockInfo) or raw.get(WRITER_KEY) != WRITER_VALUE:
-            continue
-        if pid_alive(info.pid):
-            continue
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            continue  # another process cleaned it up first
-        except OSError:
-            continue
-        removed.append(path)
-        _remove_socket_leftovers(info)
-    return removed
+    PROTOCOL.md §1: clean up stale locks on start, only those this implementation
+    wrote. A dead pid alone does not make a lock stale (another PID namespace): the
+    rules live in :mod:`.lock_cleanup`, imported here only when cleaning."""
+    from . import lock_cleanup
+
+    return lock_cleanup.remove_stale_locks(directory)
 
 
 def find_lock_for_folder(

@@ -1,0 +1,135 @@
+"""Stale-lock cleanup: remove only what is provably a dead server of ours.
+
+PROTOCOL.md §1 asks a server to remove, on start, the stale locks this implementation
+wrote. "Its pid is not alive" alone does not prove a lock stale: a server started in
+another PID namespace with the same home (a container, a dev container) has a pid that
+looks dead from here while it serves, and a lock planted in the directory can name any
+socket. So a lock is stale only when all of these hold:
+
+* it is valid and carries our writer marker (other IDEs' locks are never touched), and
+  on POSIX the file belongs to our user;
+* its pid is not alive here;
+* its socket refuses a connection or is missing. A socket that accepts is a live
+  server, whatever its pid says; a probe that times out proves nothing and keeps the
+  lock too.
+
+With the lock gone, its socket is removed only when it sits where this project creates
+sockets: `<dir>/mcp.sock` in a private `mcp-*` directory (a real directory, not a
+symlink, ours, mode 0700), the socket file ours too, and it refuses a connection once
+more right before the unlink. The directory is then removed if empty. Nothing else is
+deleted: not another program's socket, not a file that is not a socket.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import stat
+from typing import List, Optional
+
+from . import lockfile
+
+#: The file name of the socket inside its private directory (server.transport).
+SOCKET_NAME = "mcp.sock"
+SOCKET_DIR_PREFIX = "mcp-"
+
+# connect() errors that mean nobody listens there.
+_REFUSED = (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK, errno.ENOTDIR)
+
+
+def socket_refuses(path: str, timeout: float = 1.0) -> bool:
+    """Whether `path` provably has no server: the connection is refused, or nothing
+    (or no socket) is there. False when it accepts, and when the probe cannot tell
+    (a timeout, a full backlog, no permission)."""
+    if lockfile._is_pipe_path(path):
+        return not lockfile._pipe_exists(path)
+    family = getattr(socket, "AF_UNIX", None)
+    if family is None:
+        return False
+    try:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError:
+        return False
+    try:
+        sock.settimeout(timeout)
+        sock.connect(path)
+        return False  # it accepts: a live server
+    except OSError as exc:
+        return exc.errno in _REFUSED
+    except ValueError:  # a path the OS cannot take (NUL, too long): nobody listens there
+        return True
+    finally:
+        sock.close()
+
+
+def _owned(st: os.stat_result) -> bool:
+    getuid = getattr(os, "getuid", None)
+    return getuid is None or st.st_uid == getuid()
+
+
+def _private_socket_dir(directory: str) -> bool:
+    """A directory of the shape `listen_unix` makes: `mcp-*`, real, ours, mode 0700."""
+    if not os.path.basename(directory).startswith(SOCKET_DIR_PREFIX):
+        return False
+    try:
+        st = os.lstat(directory)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and _owned(st) and stat.S_IMODE(st.st_mode) == 0o700
+
+
+def remove_socket_leftovers(socket_path: str) -> bool:
+    """Remove a dead server's socket and its private directory, when both are of the
+    shape this project creates (see the module doc); True when the socket went."""
+    if lockfile._is_pipe_path(socket_path) or not os.path.isabs(socket_path):
+        return False
+    if os.path.basename(socket_path) != SOCKET_NAME:
+        return False
+    parent = os.path.dirname(socket_path)
+    if not _private_socket_dir(parent):
+        return False
+    try:
+        st = os.lstat(socket_path)
+    except OSError:
+        st = None
+    removed = False
+    if st is not None:
+        if not stat.S_ISSOCK(st.st_mode) or not _owned(st) or not socket_refuses(socket_path):
+            return False
+        try:
+            os.unlink(socket_path)
+            removed = True
+        except OSError:
+            return False
+    try:
+        os.rmdir(parent)  # only when empty
+    except OSError:
+        pass
+    return removed
+
+
+def remove_stale_locks(directory: Optional[str] = None) -> List[str]:
+    """Remove this library's stale locks (see the module doc); return their paths."""
+    if directory is None:
+        directory = lockfile.lock_dir()
+    removed = []
+    for path in lockfile._lock_paths(directory):
+        raw, info = lockfile._load(path)
+        if not isinstance(info, lockfile.LockInfo) or raw.get(lockfile.WRITER_KEY) != lockfile.WRITER_VALUE:
+            continue
+        try:
+            if not _owned(os.lstat(path)):
+                continue
+        except OSError:
+            continue
+        if lockfile.pid_alive(info.pid):
+            continue
+        if not socket_refuses(info.socket_path):
+            continue  # it accepts (another PID namespace?) or cannot be told: keep it
+        try:
+            os.unlink(path)
+        except OSError:
+            continue  # another process cleaned it up first, or we may not
+        removed.append(path)
+        remove_socket_leftovers(info.socket_path)
+    return removed
