@@ -731,6 +731,7 @@ def group_rt(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str, 
 # (so the JIT of the Node.js ones is warm, as in an editor that has been open a while):
 #   ours    IdeServer, the selection set, in a process of its own (`bench.py _serve ours`);
 #   vscode  what VS Code runs: Express 5 + the MCP TypeScript SDK (tools/bench_node/vscode_stack.js);
+#   vscode124  the same with the SDK's 1.24.3, whose Node.js transport was cheaper;
 #   sdk     the official MCP Python SDK's Streamable HTTP app under uvicorn (.bench-venv/);
 #   bare    a bare node:http handler (tools/bench_node/bare_http.js): Node's own HTTP floor.
 # Each repetition runs every server once per concurrency, in an order rotated from one
@@ -739,9 +740,13 @@ def group_rt(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str, 
 
 NODE_DIR = os.path.join(HERE, "bench_node")
 NODE_MODULES = os.path.join(ROOT, ".bench-node", "node_modules")
-TP_SERVERS = ("ours", "vscode", "sdk", "bare")
+TP_SERVERS = ("ours", "vscode", "vscode124", "sdk", "bare")
 TP_LABELS = {"ours": "ours (IdeServer)", "vscode": "VS Code stack (Express 5 + MCP TS SDK)",
-             "sdk": "MCP Python SDK (uvicorn)", "bare": "bare node:http"}
+             "vscode124": "VS Code stack, MCP TS SDK 1.24.3", "sdk": "MCP Python SDK (uvicorn)",
+             "bare": "bare node:http"}
+# The VS Code stack's SDK package: the pinned release, and 1.24.3 installed beside it (an
+# npm alias) as the last release before its Node.js transport went through @hono/node-server.
+TS_SDK_PACKAGES = {"vscode": "@modelcontextprotocol/sdk", "vscode124": "@modelcontextprotocol/sdk-1.24"}
 
 
 def _node() -> Optional[str]:
@@ -766,10 +771,11 @@ def _start_tp_server(name: str, args: argparse.Namespace) -> Tuple[Optional[Serv
         return None, "node not found"
     if name == "bare":
         return ServerProc("bare", argv=[node, os.path.join(NODE_DIR, "bare_http.js")], env=env), ""
-    if not os.path.isdir(os.path.join(NODE_MODULES, "@modelcontextprotocol", "sdk")):
+    package = TS_SDK_PACKAGES[name]
+    if not os.path.isdir(os.path.join(NODE_MODULES, *package.split("/"))):
         return None, "not installed (make bench-node)"
-    env["NODE_PATH"] = NODE_MODULES
-    return ServerProc("vscode", argv=[node, os.path.join(NODE_DIR, "vscode_stack.js")], env=env), ""
+    env.update(NODE_PATH=NODE_MODULES, BENCH_MCP_TS_SDK=package)
+    return ServerProc(name, argv=[node, os.path.join(NODE_DIR, "vscode_stack.js")], env=env), ""
 
 
 def run_loadgen(proc: ServerProc, conc: int, duration: float, warmup: float) -> Dict[str, Any]:
@@ -855,6 +861,10 @@ def group_throughput(args: argparse.Namespace, log: Callable[[str], None]) -> Di
             base = result["servers"][name]
             result.setdefault("ratios", {})[name] = {
                 c: ours[c]["rps"] / base[c]["rps"] if base[c]["rps"] else None for c in ("c1", "c16")}
+            # For reading the noise: the ratio within each repetition (the two runs close in time).
+            result.setdefault("paired_ratios", {})[name] = {
+                "c%d" % conc: [round(o["rps"] / b["rps"], 2) if b["rps"] else None
+                               for o, b in zip(runs[("ours", conc)], runs[(name, conc)])] for conc in (1, 16)}
     finally:
         for p in procs.values():
             p.close()
@@ -1470,8 +1480,12 @@ def evaluate(results: Dict[str, Any]) -> List[Dict[str, Any]]:
                 len(pairs), min(pairs), max(pairs), ours["p50_us"], floor["p50_us"], ours["p50_us"] / floor["p50_us"]))
     tp = results.get("throughput")
     if tp is not None:
-        for base, conc, limit in (("vscode", "c1", 2.0), ("vscode", "c16", 5.0), ("sdk", "c1", 5.0)):
-            name = "throughput %s vs %s" % (conc, {"vscode": "VS Code stack", "sdk": "MCP Python SDK"}[base])
+        # The targets are against the VS Code stack as pinned; the same against its SDK
+        # 1.24.3, the cheaper transport, show whether they would hold there too.
+        for base, conc, limit in (("vscode", "c1", 2.0), ("vscode", "c16", 5.0), ("sdk", "c1", 5.0),
+                                  ("vscode124", "c1", 2.0), ("vscode124", "c16", 5.0)):
+            name = "throughput %s vs %s" % (conc, {"vscode": "VS Code stack", "sdk": "MCP Python SDK",
+                                                   "vscode124": "VS Code stack, SDK 1.24.3"}[base])
             ratio = tp.get("ratios", {}).get(base, {}).get(conc)
             if ratio is None:
                 add(name, None, limit, True, "x", "%s: %s" % (base, tp["skipped"].get(base, "not measured")))
@@ -1618,7 +1632,7 @@ def render(results: Dict[str, Any]) -> str:
     lines.append("targets")
     for t in results["targets"]:
         value = "n/a" if t["value"] is None else "%.2f %s" % (t["value"], t["unit"])
-        lines.append("   %-4s %-40s %12s  (target %s %g %s) %s" % (
+        lines.append("   %-4s %-46s %10s  (target %s %g %s) %s" % (
             t["status"], t["target"], value, t["op"], t["limit"], t["unit"], t["detail"]))
     return "\n".join(lines)
 

@@ -5,6 +5,11 @@
 //
 //   NODE_PATH=.bench-node/node_modules node tools/bench_node/vscode_stack.js DIR
 //
+// BENCH_MCP_TS_SDK names the SDK package: "@modelcontextprotocol/sdk" (default, the
+// release pinned in package.json) or "@modelcontextprotocol/sdk-1.24" (1.24.3, the last
+// release whose Node.js transport wrote to Node's response itself; from 1.25 on it turns
+// each request into a web-standard Request through @hono/node-server).
+//
 // Listens on DIR/vscode.sock, prints one JSON line {socket, auth, pid, versions} when it
 // accepts connections, and exits when its standard input closes (tools/bench.py holds
 // it). The selection it answers comes from the BENCH_SELECTION environment variable (the
@@ -17,9 +22,10 @@ const fs = require("node:fs");
 const path = require("node:path");
 const express = require("express");
 const { z } = require("zod");
-const { McpServer } = require("@modelcontextprotocol/sdk/server/mcp.js");
-const { StreamableHTTPServerTransport } = require("@modelcontextprotocol/sdk/server/streamableHttp.js");
-const { isInitializeRequest } = require("@modelcontextprotocol/sdk/types.js");
+const SDK = process.env.BENCH_MCP_TS_SDK || "@modelcontextprotocol/sdk";
+const { McpServer } = require(SDK + "/server/mcp.js");
+const { StreamableHTTPServerTransport } = require(SDK + "/server/streamableHttp.js");
+const { isInitializeRequest } = require(SDK + "/types.js");
 
 const dir = process.argv[2];
 if (!dir) {
@@ -139,7 +145,7 @@ const listener = app.listen(socketPath, () => {
   process.stdout.write(JSON.stringify({
     socket: socketPath, auth: "Nonce " + nonce, pid: process.pid,
     versions: { node: process.versions.node, express: version("express"),
-      "@modelcontextprotocol/sdk": version("@modelcontextprotocol/sdk"), zod: version("zod") },
+      "@modelcontextprotocol/sdk": version(SDK), zod: version("zod") },
   }) + "\n");
 });
 
