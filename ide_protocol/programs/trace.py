@@ -54,6 +54,8 @@ from ..common import lockfile
 from ..client import ClientError, discover, open_socket
 from ..common.lockfile import LockInfo
 from ..server.transport import listen_unix, wait_server_closed
+from ..common.terminal_text import safe_text
+from .progname import program_name
 
 READ_SIZE = 256 * 1024
 DEFAULT_SHOW = 2000  # characters of one JSON body or event shown on the terminal
@@ -281,7 +283,7 @@ class Tracer:
 
     def write(self, text: str) -> None:
         if self.out is not None:
-            self.out.write(text + "\n")
+            self.out.write(safe_text(text) + "\n")  # peer bytes never drive the terminal
             self.out.flush()
 
     def _record(self, conn: int, direction: str, data: bytes) -> None:
@@ -439,7 +441,7 @@ def _same_dir(a: str, b: str) -> bool:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python3 -m ide_protocol trace",
+    p = argparse.ArgumentParser(prog=program_name("trace"),
                                 description="Trace the /ide wire between Copilot CLI and a real IDE server.",
                                 epilog="Run the CLI with COPILOT_HOME set to the tracer's directory (printed at "
                                        "start) so that it connects through the tracer.")
