@@ -6,9 +6,9 @@ The high layer of the client: the handshake (`server/discover`, `initialize`,
 pushes it carries (§5), DELETE at the end, and a small pool of keep-alive connections
 (§2: the CLI pools them too). Every byte goes through `connection.ClientConnection`.
 
-Tasks: the only background task is the GET stream's follower (`_follow`), owned by the
-`IdeClient` that started it; `close()` ends the session, waits briefly for the stream to
-end, then cancels and awaits the follower and closes every connection.
+Tasks: the GET stream's follower (and the coroutines an `on_push` callback returns)
+belong to the client's `pushes.PushFeed`; `close()` ends the session, waits briefly for
+the stream to end, then cancels and awaits them and closes every connection.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import asyncio
 import itertools
 import json
 import uuid
-from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Tuple
+from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
 
 from ..common import tools
 from ..common.lockfile import LockInfo
@@ -26,29 +26,9 @@ from .discovery import discover
 from .errors import ClientError, HttpStatusError, IdeTimeout, ProtocolViolation, ServerGone
 from .identity import (CLIENT_NAME, CLIENT_VERSION, DRAFT_PROTOCOL_VERSION, PROTOCOL_VERSION, STREAM_ACCEPT,
                        cli_headers)
+from .pushes import END, Push, PushCallback, PushFeed
 
-__all__ = ["IdeClient", "Push", "PUSH_METHODS"]
-
-#: The notifications an IDE pushes on the GET stream (PROTOCOL.md §5).
-PUSH_METHODS = ("selection_changed", "diagnostics_changed", "add_file_reference", "add_selection")
-
-
-class Push:
-    """A notification the server pushed on the GET stream (PROTOCOL.md §5)."""
-
-    __slots__ = ("method", "params", "raw")
-
-    def __init__(self, method: str, params: Any, raw: Dict[str, Any]) -> None:
-        self.method = method
-        self.params = params
-        self.raw = raw
-
-    def __repr__(self) -> str:
-        return "Push(%r, %r)" % (self.method, self.params)
-
-
-_END = object()
-PushCallback = Callable[[Push], Any]
+__all__ = ["IdeClient"]
 
 
 class IdeClient:
@@ -82,7 +62,6 @@ class IdeClient:
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.pool_size = pool_size
-        self.on_push = on_push
         self.on_wire = on_wire
         self.pid = pid
         self.parent_pid = parent_pid
@@ -96,12 +75,17 @@ class IdeClient:
         self._all: List[ClientConnection] = []
         self._ids = itertools.count(0)          # request ids restart at 0 per session (§3)
         self._progress = itertools.count(0)
-        self._subscribers: List["asyncio.Queue[Any]"] = []
-        self._stream_task: Optional["asyncio.Task[None]"] = None
-        self._stream_conn: Optional[ClientConnection] = None
-        self._stream_error: Optional[BaseException] = None
-        self.stream_ended = False
+        self._feed = PushFeed(on_push)
         self._closed = False
+
+    @property
+    def on_push(self) -> Optional[PushCallback]:
+        """Called with every push (a coroutine it returns is run, owned by the client)."""
+        return self._feed.on_push
+
+    @on_push.setter
+    def on_push(self, callback: Optional[PushCallback]) -> None:
+        self._feed.on_push = callback
 
     # ------------------------------------------------------------------ discovery
 
@@ -191,7 +175,7 @@ class IdeClient:
                     # The answer is in; the end of the body must follow promptly.
                     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
                 elif isinstance(message, dict) and "method" in message and "id" not in message:
-                    self._deliver(message)
+                    self._feed.deliver(message)
             return answer
         finally:
             if response.complete:
@@ -265,8 +249,7 @@ class IdeClient:
         self._ids = itertools.count(0)
         self._progress = itertools.count(0)
         self.session_id = None
-        self.stream_ended = False
-        self._stream_error = None
+        self._feed.reset()
         discover_params = {"_meta": {
             "io.modelcontextprotocol/protocolVersion": DRAFT_PROTOCOL_VERSION,
             "io.modelcontextprotocol/clientInfo": {"name": self.client_name, "version": self.client_version},
@@ -311,70 +294,32 @@ class IdeClient:
         if response.status != 200 or not response.is_sse:
             body = await self._drain(response)
             raise HttpStatusError(response.status, response.reason, response.headers, body, "GET stream")
-        self._stream_conn = response.conn
-        self._stream_task = asyncio.ensure_future(self._follow(response))
+        self._feed.follow(response, self._release)
 
-    async def _follow(self, response: ClientResponse) -> None:
-        try:
-            while True:
-                message = await response.next_message(None)  # idle streams are normal (§2)
-                if message is None:
-                    break
-                if isinstance(message, dict) and "method" in message and "id" not in message:
-                    self._deliver(message)
-            self.stream_ended = True
-            self._release(response.conn)
-        except asyncio.CancelledError:
-            response.conn.close()
-            raise
-        except BaseException as exc:
-            self._stream_error = exc if isinstance(exc, ClientError) else ServerGone(
-                "the GET stream failed: %s" % exc)
-            response.conn.close()
-        finally:
-            self._stream_conn = None
-            for queue in list(self._subscribers):
-                queue.put_nowait(_END)
+    # ---------------------------------------------------------------------- pushes
 
-    def _deliver(self, message: Dict[str, Any]) -> None:
-        push = Push(message.get("method", ""), message.get("params"), message)
-        for queue in list(self._subscribers):
-            queue.put_nowait(push)
-        if self.on_push is not None:
-            result = self.on_push(push)
-            if asyncio.iscoroutine(result):
-                asyncio.ensure_future(result)
+    END = END  # what a `subscribe()` queue receives when the stream has ended
 
-    async def pushes(self, timeout: Optional[float] = None) -> AsyncIterator[Push]:
+    @property
+    def stream_ended(self) -> bool:
+        """The server ended the GET stream normally."""
+        return self._feed.ended
+
+    @property
+    def stream_error(self) -> Optional[BaseException]:
+        """What ended the GET stream abnormally (`ServerGone`, ...), if anything."""
+        return self._feed.error
+
+    def pushes(self, timeout: Optional[float] = None) -> AsyncIterator[Push]:
         """Pushes from now on, until the stream ends (normal end: the iteration stops;
         the server vanishing: `ServerGone`). `timeout`: the longest wait for one push.
         Pushes that came before the iteration started are not replayed: to catch the
         selection sent when the stream opens (§5), `subscribe()` before `connect()`."""
-        queue: "asyncio.Queue[Any]" = asyncio.Queue()
-        self._subscribers.append(queue)
-        try:
-            if self._stream_task is None or self._stream_task.done():
-                self._raise_stream_error()
-                return
-            while True:
-                try:
-                    item = await asyncio.wait_for(queue.get(), timeout)
-                except asyncio.TimeoutError:
-                    raise IdeTimeout("no push within %s s" % timeout) from None
-                if item is _END:
-                    self._raise_stream_error()
-                    return
-                yield item
-        finally:
-            self._subscribers.remove(queue)
+        return self._feed.pushes(timeout)
 
     def subscribe(self) -> "asyncio.Queue[Any]":
-        """A queue receiving every later push (and `None`-like end marker `IdeClient.END`)."""
-        queue: "asyncio.Queue[Any]" = asyncio.Queue()
-        self._subscribers.append(queue)
-        return queue
-
-    END = _END
+        """A queue receiving every later push, then the end marker `IdeClient.END`."""
+        return self._feed.subscribe()
 
     async def wait_push(self, method: Optional[str] = None, timeout: Optional[float] = -1.0,
                         queue: Optional["asyncio.Queue[Any]"] = None) -> Push:
@@ -382,41 +327,15 @@ class IdeClient:
         be sure to catch a push that the next action causes."""
         if timeout is not None and timeout < 0:
             timeout = self.timeout
-        own = queue is None
-        q = self.subscribe() if queue is None else queue
-        try:
-            while True:
-                try:
-                    item = await asyncio.wait_for(q.get(), timeout)
-                except asyncio.TimeoutError:
-                    raise IdeTimeout("no %s push within %s s" % (method or "", timeout)) from None
-                if item is _END:
-                    self._raise_stream_error()
-                    raise ServerGone("the GET stream ended before a %s push" % (method or "push"))
-                if method is None or item.method == method:
-                    return item
-        finally:
-            if own:
-                self._subscribers.remove(q)
-
-    def _raise_stream_error(self) -> None:
-        if self._stream_error is not None:
-            raise self._stream_error
-
-    @property
-    def stream_error(self) -> Optional[BaseException]:
-        return self._stream_error
+        return await self._feed.wait_push(method, timeout, queue)
 
     async def wait_stream_end(self, timeout: Optional[float] = -1.0) -> None:
         """Until the GET stream ends; raises its error if it failed."""
         if timeout is not None and timeout < 0:
             timeout = self.timeout
-        if self._stream_task is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self._stream_task), timeout)
-            except asyncio.TimeoutError:
-                raise IdeTimeout("the GET stream did not end within %s s" % timeout) from None
-        self._raise_stream_error()
+        if not await self._feed.wait_end(timeout):
+            raise IdeTimeout("the GET stream did not end within %s s" % timeout)
+        self._feed.raise_error()
 
     # ------------------------------------------------------------------------ tools
 
@@ -483,16 +402,10 @@ class IdeClient:
                     await self.delete()
                 except (ClientError, OSError):
                     pass
-                if self._stream_task is not None:
-                    try:
-                        await asyncio.wait_for(asyncio.shield(self._stream_task), 5)
-                    except asyncio.TimeoutError:
-                        pass
+                await self._feed.wait_end(5)  # the server ends the stream of a deleted session
         finally:
             self._closed = True
-            if self._stream_task is not None and not self._stream_task.done():
-                self._stream_task.cancel()
-                await asyncio.gather(self._stream_task, return_exceptions=True)
+            await self._feed.close()
             for conn in self._all + self._idle:
                 conn.close()
             self._idle = []
