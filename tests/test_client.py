@@ -185,6 +185,39 @@ def test_every_push_is_delivered(workspace: Any) -> None:
     run(scenario)
 
 
+def test_a_coroutine_on_push_is_run_and_ends_with_the_client(workspace: Any) -> None:
+    """An async `on_push` runs as a task the client owns: close() cancels and awaits it,
+    so nothing outlives the client."""
+    async def scenario() -> None:
+        started: List[str] = []
+        cancelled: List[str] = []
+
+        async def on_push(push: Push) -> None:
+            started.append(push.method)
+            try:
+                await asyncio.Event().wait()  # a callback that never finishes by itself
+            except asyncio.CancelledError:
+                cancelled.append(push.method)
+                raise
+
+        path = str(workspace / "project" / "a.py")
+        async with _server(workspace) as server:
+            client = IdeClient.discover(str(workspace / "project"), str(workspace / "ide"), timeout=10,
+                                        on_push=on_push)
+            async with client:
+                queue = client.subscribe()
+                server.add_file_reference(path)
+                await client.wait_push("add_file_reference", queue=queue)
+                await asyncio.sleep(0)
+                assert started == ["add_file_reference"] and cancelled == []
+            assert cancelled == ["add_file_reference"]
+            leftovers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and
+                         "on_push" in repr(t.get_coro())]
+            assert leftovers == []
+
+    run(scenario)
+
+
 def test_server_disappearing_mid_stream_gives_a_clear_error(workspace: Any) -> None:
     async def scenario() -> None:
         server = _server(workspace)
