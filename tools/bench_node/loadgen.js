@@ -7,7 +7,8 @@
 // It speaks as Copilot CLI 1.0.102 does (tests/captures/copilot-cli-1.0.102-ide-session.log,
 // PROTOCOL.md §2 and §3): the CLI's headers in the CLI's order, every POST body chunked,
 // one write per request, keep-alive connections. First the handshake on one connection
-// (initialize, then notifications/initialized, which must answer 202 or 200), then
+// (server/discover, which must fail but not with 401; initialize; then
+// notifications/initialized, which must answer 202 or 200), then
 // `concurrency` connections (that one and more) each send `tools/call get_selection`
 // back to back, every request with an id of its own, for `warmup` seconds not counted
 // and `duration` seconds counted; then DELETE ends the session. The first answer on each
@@ -186,6 +187,12 @@ function checkSelection(raw) {
 
 async function main() {
   const first = await connect();
+  const discover = '{"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":' +
+    '{"io.modelcontextprotocol/protocolVersion":"2026-07-28",' +
+    '"io.modelcontextprotocol/clientInfo":{"name":"copilot-cli","version":"1.0.102"},' +
+    '"io.modelcontextprotocol/clientCapabilities":{}}}}';
+  const d = parseResponse(await first.send(request("POST", discover)));
+  if (d.status === 401) fail("server/discover answered 401: the nonce was refused");
   const init = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",' +
     '"capabilities":{},"clientInfo":{"name":"copilot-cli","version":"1.0.102"}}}';
   const r = parseResponse(await first.send(request("POST", init)));

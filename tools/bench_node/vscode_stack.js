@@ -113,8 +113,10 @@ app.post("/mcp", async (req, res) => {
   let transport = sid ? transports.get(sid) : undefined;
   if (!transport) {
     if (sid || !isInitializeRequest(req.body)) {
-      res.status(sid ? 404 : 400).json({ jsonrpc: "2.0", id: null,
-        error: { code: -32001, message: sid ? "Session not found" : "Bad Request: no session" } });
+      // As VS Code answers the CLI's first request, server/discover, which carries no
+      // session: 404 and a JSON-RPC error, and the CLI goes on with initialize (PROTOCOL.md §3).
+      res.status(404).json({ jsonrpc: "2.0", id: (req.body && req.body.id) ?? null,
+        error: { code: -32001, message: "Session not found" } });
       return;
     }
     // A new session: one transport and one McpServer of its own (PROTOCOL.md §3).
