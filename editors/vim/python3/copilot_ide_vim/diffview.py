@@ -65,8 +65,7 @@ class DiffView:
         vim.command("let &l:filetype = " + literal(filetype))
         vim.command("setlocal nomodifiable readonly")
         vim.command("diffthis")
-        vim.command("let &l:statusline = %s" % literal(
-            "%f  [proposal: :CopilotIdeAccept / :CopilotIdeReject]"))
+        vim.command("let &l:statusline = %s" % literal("%<:CopilotIdeAccept or :CopilotIdeReject"))
         vim.command("autocmd copilot_ide_diff BufWipeout <buffer=%d> py3 _copilot_ide.proposal_wiped(%d)"
                     % (buf.number, buf.number))
         vim.command("normal! gg")
@@ -74,8 +73,8 @@ class DiffView:
             vim.command("silent! normal! ]c")
         self.state = "open"
         name = os.path.basename(self.path) or self.path
-        echo("Copilot proposes an edit of %s: :CopilotIdeAccept or :CopilotIdeReject (closing the tab rejects)"
-             % name, "WarningMsg", remember=True)
+        echo("Copilot proposes an edit of %s: :CopilotIdeAccept or :CopilotIdeReject" % name, "WarningMsg",
+             remember=True)
 
     def tab_number(self) -> int:
         """The tab's number now, 0 when it is gone."""
