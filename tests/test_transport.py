@@ -1,192 +1,530 @@
 """`transport` on its own: a `Listener` serving toy applications over a Unix socket.
 
-What the connection protocol promises whatever the application: answers in request
-order (pipelining, with reading paused and resumed past MAX_PENDING), a 500 for a
-failing handler, the end of a stream its handler forgot, the handler cancelled when
-the peer goes, the request timer armed only while a request is partly received, flow
-control on writes, and a `close` that leaves no connection or task behind.
+The application interface (`answers`): `app(request, body, connection) -> Reply |
+Stream | PendingReply`. What the connection promises whatever the application: a
+`Reply` written at once, inside `data_received` (no task); a `Stream`'s head at once
+and its chunks as they come; a `PendingReply` once ready; answers in request order
+(pipelining, with reading paused and resumed past MAX_PENDING); a 500 for a failing
+application or one that returns something else; the `Connection` field settled from
+the request and the answer; no body for HEAD; every `close()` called exactly once,
+also when the peer goes first (then the awaiting is cancelled); the request timer
+armed only while a request is partly received; the write-buffer limit; and a `close`
+that leaves no connection or task behind.
+
+Whether a handler task starts at once (eager tasks, Python 3.12+) or one loop pass
+later (before 3.12) changes when an answer that waits begins: the `starts_later`
+fixture runs those tests as shipped and with the task started one pass later.
 """
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, List
+import socket
+import sys
+from typing import Any, AsyncIterator, List
+
+import pytest
 
 from ide_protocol.wire import http11
 from ide_protocol.server import transport
+from ide_protocol.server.answers import PendingReply, Reply, Stream
 from ide_wire import Conn, run, until
 
-App = Callable[[http11.Request, bytes, transport.Responder], Awaitable[None]]
+EAGER_TASKS = sys.version_info >= (3, 12)
 
 
-def request(target: str, body: bytes = b"", close: bool = False) -> bytes:
-    headers = "Host: x\r\nContent-Length: %d\r\n" % len(body)
+@pytest.fixture(params=["shipped", "one-pass-later"])
+def starts_later(request: Any, monkeypatch: Any) -> bool:
+    """True when a handler task starts one loop pass after the request was read."""
+    if request.param == "one-pass-later":
+        monkeypatch.setattr(transport, "_start_task", lambda loop, coro: loop.create_task(coro))
+        return True
+    return not EAGER_TASKS
+
+
+def request(target: str, body: bytes = b"", close: bool = False, chunked: bool = False, method: str = "POST") -> bytes:
+    headers = "Host: x\r\n"
+    headers += "Transfer-Encoding: chunked\r\n" if chunked else "Content-Length: %d\r\n" % len(body)
     if close:
         headers += "Connection: close\r\n"
-    return ("POST %s HTTP/1.1\r\n%s\r\n" % (target, headers)).encode() + body
+    data = ("%s %s HTTP/1.1\r\n%s\r\n" % (method, target, headers)).encode()
+    if chunked:
+        return data + (b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) if body else b"0\r\n\r\n")
+    return data + body
 
 
-async def serve(tmp_path: Any, app: App, **kw: Any) -> transport.Listener:
+async def serve(tmp_path: Any, app: Any, **kw: Any) -> transport.Listener:
     listener = transport.Listener(app, max_body=1 << 20, **kw)
     await listener.start_unix(str(tmp_path))
     return listener
 
 
-def test_pipelined_requests_are_answered_in_order(tmp_path) -> None:
-    async def app(req: http11.Request, body: bytes, responder: transport.Responder) -> None:
+def only(listener: transport.Listener) -> transport.HttpConnection:
+    conn, = listener.connections
+    return conn
+
+
+async def released(listener: transport.Listener) -> None:
+    await until(lambda: not listener.connections, what="connections released")
+    await listener.close()
+
+
+def send_and_vanish(path: str, data: bytes) -> None:
+    """A peer that sends a request and is gone before the answer."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+        sock.sendall(data)
+    finally:
+        sock.close()
+
+
+async def chunks_of(*pieces: bytes) -> AsyncIterator[bytes]:
+    for piece in pieces:
+        await asyncio.sleep(0)
+        yield piece
+
+
+def text(status: int, body: bytes, *extra: Any) -> Reply:
+    return Reply(status, (("Content-Type", "text/plain"),) + extra, body)
+
+
+# ------------------------------------------------------------------------ replies
+
+
+def test_a_reply_is_written_inside_data_received_and_the_connection_field_settled(tmp_path: Any) -> None:
+    where: List[Any] = []
+
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
+        where.append((req.target, connection, asyncio.current_task()))
+        if req.target == "/chunked":
+            return Reply(200, [("Content-Type", "text/plain")], b"one chunk", chunked=True)
+        if req.target == "/empty-chunked":
+            return Reply(200, (), b"", chunked=True)
+        if req.target == "/asks-close":
+            return text(200, b"bye", ("Connection", "close"))
+        return text(201, b"now:" + body)
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app)
+        conn = await Conn.open(listener.socket_path)
+        cases = [("/a", 201, b"now:x", None), ("/chunked", 200, b"one chunk", "chunked"),
+                 ("/empty-chunked", 200, b"", "chunked")]
+        for target, status, body, coding in cases:
+            conn.send_raw(request(target, b"x"), expect="POST")
+            reply = await conn.read_reply()
+            assert (reply.status, reply.body, reply.complete) == (status, body, True), target
+            assert reply.headers.get("transfer-encoding") == coding
+            assert reply.headers.get_all("connection") == ["keep-alive"]
+        number = only(listener).number
+        assert where == [(t, number, None) for t, *_ in cases]  # no task for any of them
+        assert listener._tasks == set() and only(listener).requests == 3
+        # HEAD: the head only (Content-Length of the body it would have), then in step.
+        for target in ("/a", "/chunked"):
+            conn.send_raw(request(target, method="HEAD"), expect="HEAD")
+            reply = await conn.read_reply()
+            assert reply.status in (200, 201) and reply.body == b"" and reply.complete
+        conn.send_raw(request("/a", b"y"), expect="POST")
+        assert (await conn.read_reply()).body == b"now:y"
+        # An answer saying `Connection: close`: written as it is, then the connection closes.
+        conn.send_raw(request("/asks-close"), expect="POST")
+        reply = await conn.read_reply()
+        assert reply.body == b"bye" and reply.headers.get_all("connection") == ["close"]
+        assert await conn.wait_closed()
+        # A request saying `Connection: close`: the answer says close too.
+        conn = await Conn.open(listener.socket_path)
+        conn.send_raw(request("/a", b"z", close=True), expect="POST")
+        reply = await conn.read_reply()
+        assert reply.body == b"now:z" and reply.headers.get_all("connection") == ["close"]
+        assert await conn.wait_closed()
+        await released(listener)
+    run(main())
+
+
+def test_failing_applications_and_wrong_answers_become_500(tmp_path: Any) -> None:
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
+        if req.target == "/raise":
+            raise ValueError("boom")
+        if req.target == "/none":
+            return None
+        if req.target == "/bad-field":
+            return text(200, b"x", ("X-Bad", "line\r\nbreak"))
+        if req.target == "/body-on-204":
+            return Reply(204, (), b"not allowed")
+        if req.target == "/pending-raises":
+            async def fail() -> Reply:
+                raise KeyError("k")
+            return PendingReply(fail)
+        if req.target == "/pending-gives-none":
+            async def nothing() -> Any:
+                return None
+            return PendingReply(nothing)
+        return text(200, b"ok")
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app)
+        conn = await Conn.open(listener.socket_path)
+        for target in ("/raise", "/none", "/pending-raises", "/pending-gives-none"):
+            conn.send_raw(request(target), expect="POST")
+            reply = await conn.read_reply()
+            assert (reply.status, reply.body, reply.complete) == (500, b"Internal Server Error", True), target
+            assert reply.headers.get("connection") == "keep-alive"
+        conn.send_raw(request("/ok"), expect="POST")
+        assert (await conn.read_reply()).body == b"ok"
+        conn.close()
+        # An answer the wire layer cannot encode: 500, and the connection closes.
+        for target in ("/bad-field", "/body-on-204"):
+            conn = await Conn.open(listener.socket_path)
+            conn.send_raw(request(target), expect="POST")
+            reply = await conn.read_reply()
+            assert (reply.status, reply.headers.get("connection")) == (500, "close"), target
+            assert await conn.wait_closed()
+        await released(listener)
+    run(main())
+
+
+def test_pipelined_requests_are_answered_in_order(tmp_path: Any) -> None:
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
         n = int(req.target[1:])
-        await asyncio.sleep(0.001 * (n % 3))  # later requests may finish their work first
-        await responder.send(200, [], b"%d:%s" % (n, body))
+        if n % 3 == 0:
+            return text(200, b"%d:%s" % (n, body))
+
+        async def later() -> Reply:
+            await asyncio.sleep(0.001 * (n % 3))  # later requests may finish their work first
+            return text(200, b"%d:%s" % (n, body))
+        return PendingReply(later)
 
     async def main() -> None:
         listener = await serve(tmp_path, app)
         conn = await Conn.open(listener.socket_path)
         count = 3 * transport.MAX_PENDING + 1  # past the limit: reading pauses and resumes
-        conn.send_raw(b"".join(request("/%d" % i, b"b%d" % i) for i in range(count)))
+        conn.send_raw(b"".join(request("/%d" % i, b"b%d" % i, chunked=i % 2 == 0) for i in range(count)))
         for i in range(count):
             conn.parser.expect("POST")
             reply = await conn.read_reply()
             assert reply.status == 200 and reply.body == b"%d:b%d" % (i, i)
-        only, = listener.connections
-        assert only.requests == count and not only._reading_paused and only._task is None
+        server_side = only(listener)
+        assert server_side.requests == count and not server_side._reading_paused
+        await until(lambda: server_side._task is None, what="handler task ended")
         conn.close()
-        await until(lambda: not listener.connections, what="connection released")
-        await listener.close()
+        await released(listener)
     run(main())
 
 
-def test_failing_and_unfinished_handlers(tmp_path) -> None:
-    async def app(req: http11.Request, body: bytes, responder: transport.Responder) -> None:
-        if req.target == "/fail":
-            raise ValueError("boom")
-        if req.target == "/stream":
-            await responder.start(200, [("Content-Type", "text/plain")])
-            await responder.chunk(b"part")
-            return  # the transport ends the stream
-        await responder.send(200, [], b"ok")
+def test_a_reply_never_overtakes_an_answer_that_waits(tmp_path: Any, starts_later: bool) -> None:
+    calls: List[str] = []
 
     async def main() -> None:
+        release = asyncio.Event()
+
+        def app(req: http11.Request, body: bytes, connection: int) -> Any:
+            calls.append(req.target)
+            if req.target == "/wait":
+                async def waited() -> Reply:
+                    await release.wait()
+                    return text(200, b"waited")
+                return PendingReply(waited)
+            return text(200, req.target.encode())
+
         listener = await serve(tmp_path, app)
         conn = await Conn.open(listener.socket_path)
-        for target, status, body in (("/fail", 500, b"Internal Server Error"), ("/stream", 200, b"part"),
-                                     ("/ok", 200, b"ok")):
-            conn.send_raw(request(target), expect="POST")
-            reply = await conn.read_reply()
-            assert (reply.status, reply.body, reply.complete) == (status, body, True)
-        conn.send_raw(request("/ok", close=True), expect="POST")  # PROTOCOL.md §2: then closed
-        reply = await conn.read_reply()
-        assert reply.headers.get("connection") == "close"
-        assert await conn.wait_closed()
-        await until(lambda: not listener.connections, what="connection released")
-        await listener.close()
+        # Pipelined in one write: the two quick ones wait behind the pending one.
+        conn.send_raw(request("/wait") + request("/now1") + request("/now2"))
+        await until(lambda: len(listener.connections) == 1 and len(only(listener)._queue) == 2,
+                    what="requests queued")
+        conn.send_raw(request("/now3"))  # one more in a later read, alone
+        await until(lambda: len(only(listener)._queue) == 3, what="third request queued")
+        await asyncio.sleep(0.02)
+        assert calls == ["/wait"]  # none of the quick ones was answered ahead of it
+        release.set()
+        for expected in (b"waited", b"/now1", b"/now2", b"/now3"):
+            conn.parser.expect("POST")
+            assert (await conn.read_reply()).body == expected
+        assert calls == ["/wait", "/now1", "/now2", "/now3"]
+        await until(lambda: listener._tasks == set(), what="handler task ended")
+        conn.send_raw(request("/now4"), expect="POST")  # answered at once again
+        assert (await conn.read_reply()).body == b"/now4"
+        conn.close()
+        await released(listener)
     run(main())
 
 
-def test_a_vanished_peer_cancels_its_handler(tmp_path) -> None:
+# ------------------------------------------------------------------------ streams
+
+
+def test_a_stream_head_goes_at_once_its_chunks_as_they_come(tmp_path: Any) -> None:
+    closed: List[str] = []
+
+    async def main() -> None:
+        gate = asyncio.Event()
+
+        async def body() -> AsyncIterator[bytes]:
+            yield b"first"
+            await gate.wait()
+            yield b""  # (an empty piece is skipped: it would end the body)
+            yield b"second"
+
+        def app(req: http11.Request, data: bytes, connection: int) -> Any:
+            if req.target == "/fails":
+                async def failing() -> AsyncIterator[bytes]:
+                    yield b"half"
+                    raise ValueError("boom")
+                return Stream(200, (), failing(), lambda: closed.append("fails"))
+            return Stream(200, [("Content-Type", "text/event-stream")], body(), lambda: closed.append(req.target))
+
+        listener = await serve(tmp_path, app)
+        conn = await Conn.open(listener.socket_path)
+        conn.send_raw(request("/s"), expect="POST")
+        head = await conn.read_head()
+        assert head.status == 200 and head.headers.get("transfer-encoding") == "chunked"
+        assert head.headers.get("connection") == "keep-alive"
+        assert await conn.next_event() == http11.Data(b"first")  # (while the rest waits)
+        assert closed == [] and only(listener)._task is not None
+        gate.set()
+        assert await conn.next_event() == http11.Data(b"second")
+        assert await conn.next_event() == http11.EndOfMessage()
+        await until(lambda: closed == ["/s"], what="stream closed")
+        # HEAD: the head only; the stream is closed without being read.
+        conn.send_raw(request("/h", method="HEAD"), expect="HEAD")
+        reply = await conn.read_reply()
+        assert reply.body == b"" and reply.complete and closed == ["/s", "/h"]
+        # A stream whose chunks fail after its head went: the connection is cut off.
+        conn.send_raw(request("/fails"), expect="POST")
+        reply = await conn.read_reply()
+        assert not reply.complete and reply.body == b"half"
+        assert await conn.wait_closed() and closed == ["/s", "/h", "fails"]
+        await released(listener)
+    run(main())
+
+
+def test_a_vanished_peer_cancels_what_its_answer_waits_for(tmp_path: Any) -> None:
     cancelled: List[str] = []
-    responders: List[transport.Responder] = []
+    closed: List[str] = []
 
     async def main() -> None:
         entered = asyncio.Event()
 
-        async def app(req: http11.Request, body: bytes, responder: transport.Responder) -> None:
-            responders.append(responder)
-            if req.target == "/watch":
-                await responder.start(200, [])
+        async def sleep_forever(target: str) -> None:
             entered.set()
             try:
                 await asyncio.sleep(3600)
             except asyncio.CancelledError:
-                cancelled.append(req.target)
+                cancelled.append(target)
                 raise
 
+        async def stream_body(target: str) -> AsyncIterator[bytes]:
+            yield b"open"
+            await sleep_forever(target)
+
+        async def pending(target: str) -> Reply:
+            await sleep_forever(target)
+            return text(200, b"never")
+
+        def app(req: http11.Request, body: bytes, connection: int) -> Any:
+            target = req.target
+            if target.startswith("/stream"):
+                return Stream(200, (), stream_body(target), lambda: closed.append(target))
+            return PendingReply(lambda: pending(target), lambda: closed.append(target))
+
         listener = await serve(tmp_path, app)
-        for vanish in ("abort", "eof"):
+        for target in ("/pending-abort", "/pending-eof", "/stream-abort", "/stream-eof"):
             conn = await Conn.open(listener.socket_path)
-            conn.send_raw(request("/" + vanish))
+            conn.send_raw(request(target), expect="POST")
             await asyncio.wait_for(entered.wait(), 5)
             entered.clear()
-            if vanish == "abort":
+            if target.endswith("abort"):
                 conn.abort()
             else:
                 conn.writer.write_eof()  # a half-close is a peer gone too
-            await until(lambda: cancelled[-1:] == ["/" + vanish], what="handler cancelled")
-            await until(lambda: not listener.connections, what="connection released")
+            await until(lambda: cancelled[-1:] == [target] and closed[-1:] == [target], what="cancelled, closed")
+            await until(lambda: not listener.connections and not listener._tasks, what="connection released")
             conn.close()
-        # Others (a session's stream, PROTOCOL.md §2) learn of it through wait_closed.
-        watcher = await Conn.open(listener.socket_path)
-        watcher.send_raw(request("/watch"), expect="POST")
-        await watcher.read_head()
-        assert not responders[-1].closed
-        waiting = asyncio.ensure_future(responders[-1].wait_closed())
-        watcher.close()
-        await asyncio.wait_for(waiting, 5)
-        assert responders[-1].closed and cancelled[-1] == "/watch"
-        await until(lambda: not listener.connections and not listener._tasks, what="released")
+        assert cancelled == closed
         await listener.close()
     run(main())
 
 
-def test_request_timer_only_while_a_request_is_partial(tmp_path) -> None:
-    async def app(req: http11.Request, body: bytes, responder: transport.Responder) -> None:
-        await responder.send(200, [], b"ok")
+def test_an_answer_is_closed_unrun_when_its_connection_drops_first(tmp_path: Any, starts_later: bool) -> None:
+    log: List[str] = []
+
+    async def never() -> Reply:
+        log.append("ran")
+        await asyncio.sleep(3600)
+        return text(200, b"")
+
+    async def nothing() -> AsyncIterator[bytes]:
+        log.append("ran")
+        await asyncio.sleep(3600)
+        yield b""
+
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
+        if req.target == "/stream":
+            return Stream(200, (), nothing(), lambda: log.append("closed"))
+        return PendingReply(never, lambda: log.append("closed"))
+
+    class Transport:
+        """Enough of an asyncio transport for the connection to write to."""
+        written = b""
+
+        def write(self, data: bytes) -> None:
+            self.written += data
+
+        def close(self) -> None:
+            pass
+
+        abort = close
+
+        def get_write_buffer_size(self) -> int:
+            return 0
 
     async def main() -> None:
-        listener = await serve(tmp_path, app, request_timeout=0.3)
-        conn = await Conn.open(listener.socket_path)
-        await until(lambda: len(listener.connections) == 1, what="connection")
-        only, = listener.connections
-        assert only._timer is None  # idle: no timer
-        whole = request("/a", b"body")
-        conn.send_raw(whole[:10])
-        await until(lambda: only._timer is not None, what="timer armed")
-        conn.send_raw(whole[10:], expect="POST")
-        assert (await conn.read_reply()).body == b"ok"
-        assert only._timer is None  # complete: disarmed
-        await asyncio.sleep(0.5)  # longer than the timeout: an idle connection stays
-        conn.send_raw(whole[:-2], expect="POST")
-        reply = await conn.read_reply()
-        assert reply.status == 408
-        assert await conn.wait_closed()
-        await until(lambda: not listener.connections, what="connection released")
+        for target in ("/pending", "/stream"):
+            # The request arrives and the peer is gone in the same loop pass.
+            del log[:]
+            conn = transport.HttpConnection(app, 1, 1 << 20)
+            conn.connection_made(Transport())
+            conn.data_received(request(target))
+            conn.connection_lost(None)
+            await until(lambda: conn._task is None and "closed" in log, what="answer closed")
+            await asyncio.sleep(0.01)
+            # Closed exactly once; run first (then cancelled) only if its task had
+            # started inside data_received.
+            assert log == (["closed"] if starts_later else ["ran", "closed"]), (target, log)
+
+        # The same over a socket, with whatever timing the system gives.
+        listener = await serve(tmp_path, app)
+        for target in ("/pending", "/stream"):
+            before = listener.accepted
+            del log[:]
+            send_and_vanish(listener.socket_path, request(target))
+            await until(lambda: listener.accepted == before + 1 and not listener.connections and "closed" in log,
+                        what="connection released")
+            assert listener._tasks == set() and log in (["closed"], ["ran", "closed"]), (target, log)
         await listener.close()
     run(main())
 
 
-def test_writes_wait_for_a_slow_reader(tmp_path) -> None:
-    piece = b"x" * 65536
-    results: List[bool] = []
+def test_a_paused_writer_queues_later_requests_until_drained(tmp_path: Any) -> None:
+    big = b"x" * (4 << 20)
+    calls: List[str] = []
 
-    async def app(req: http11.Request, body: bytes, responder: transport.Responder) -> None:
-        await responder.start(200, [])
-        for _ in range(64):  # 4 MiB, far past the transport's high-water mark
-            results.append(await responder.chunk(piece))
-        await responder.end()
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
+        calls.append(req.target)
+        return text(200, big if req.target == "/big" else b"small")
 
     async def main() -> None:
         listener = await serve(tmp_path, app)
         conn = await Conn.open(listener.socket_path)
         conn.send_raw(request("/big"), expect="POST")
-        await until(lambda: len(listener.connections) == 1 and next(iter(listener.connections))._writing_paused,
-                    what="writing paused")
-        reply = await conn.read_reply()
-        assert reply.complete and len(reply.body) == 64 * len(piece) and all(results)
+        await until(lambda: len(listener.connections) == 1 and only(listener)._writing_paused, what="writing paused")
+        server_side = only(listener)
+        conn.send_raw(request("/small"), expect="POST")
+        await until(lambda: len(server_side._queue) == 1, what="request queued")
+        await asyncio.sleep(0.02)
+        assert calls == ["/big"]  # not answered while the peer does not read
+        first = await conn.read_reply()
+        assert first.complete and len(first.body) == len(big)
+        second = await conn.read_reply()
+        assert (second.status, second.body) == (200, b"small") and calls == ["/big", "/small"]
+        await until(lambda: listener._tasks == set(), what="handler task ended")
+        assert not server_side.closed
         conn.close()
         await listener.close()
     run(main())
 
 
-def test_close_ends_connections_and_tasks(tmp_path) -> None:
-    gone: List[str] = []
+def test_a_stream_its_peer_does_not_read_is_dropped_past_the_limit(tmp_path: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr(transport, "MAX_WRITE_BUFFER", 256 * 1024)
+    piece = b"y" * 65536
+    closed: List[str] = []
 
-    async def app(req: http11.Request, body: bytes, responder: transport.Responder) -> None:
-        await responder.start(200, [])
+    async def endless() -> AsyncIterator[bytes]:
+        while True:
+            await asyncio.sleep(0)
+            yield piece
+
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
+        if req.target == "/small":
+            return Stream(200, (), chunks_of(piece, piece), lambda: closed.append("small"))
+        return Stream(200, (), endless(), lambda: closed.append("endless"))
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app)
+        # Under the limit, a slow reader gets everything.
+        conn = await Conn.open(listener.socket_path)
+        conn.send_raw(request("/small"), expect="POST")
+        await until(lambda: closed == ["small"], what="small stream written")
+        reply = await conn.read_reply()
+        assert reply.complete and reply.body == piece * 2
+        conn.close()
+        # Past it, a peer that never reads is dropped (its stream closed).
+        stuck = await Conn.open(listener.socket_path)
+        stuck.send_raw(request("/endless"), expect="POST")
+        await until(lambda: closed == ["small", "endless"], what="stuck stream dropped")
+        await released(listener)
+        stuck.close()
+    run(main())
+
+
+def test_request_timer_only_while_a_request_is_partial(tmp_path: Any) -> None:
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
+        return text(200, b"ok")
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app, request_timeout=0.3)
+        conn = await Conn.open(listener.socket_path)
+        await until(lambda: len(listener.connections) == 1, what="connection")
+        server_side = only(listener)
+        assert server_side._timer is None  # idle: no timer
+        whole = request("/a", b"body")
+        conn.send_raw(whole[:10])
+        await until(lambda: server_side._timer is not None, what="timer armed")
+        conn.send_raw(whole[10:], expect="POST")
+        assert (await conn.read_reply()).body == b"ok"
+        assert server_side._timer is None  # complete: disarmed
+        await asyncio.sleep(0.5)  # longer than the timeout: an idle connection stays
+        conn.send_raw(whole[:-2], expect="POST")
+        reply = await conn.read_reply()
+        assert reply.status == 408
+        assert await conn.wait_closed()
+        await released(listener)
+    run(main())
+
+
+def test_a_parse_error_is_answered_after_the_answers_ahead_of_it(tmp_path: Any) -> None:
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
+        async def later() -> Reply:
+            await asyncio.sleep(0.01)
+            return text(200, b"first")
+        return PendingReply(later)
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app)
+        conn = await Conn.open(listener.socket_path)
+        conn.send_raw(request("/a") + b"POST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n")
+        conn.parser.expect("POST")
+        assert (await conn.read_reply()).body == b"first"
+        conn.parser.expect("POST")
+        reply = await conn.read_reply()
+        assert reply.status == 400 and b"CRLF" in reply.body and reply.headers.get("connection") == "close"
+        assert await conn.wait_closed()
+        await released(listener)
+    run(main())
+
+
+def test_close_ends_connections_and_tasks(tmp_path: Any) -> None:
+    gone: List[str] = []
+    closed: List[str] = []
+
+    async def forever(target: str) -> AsyncIterator[bytes]:
         try:
-            while True:  # a stream its peer never reads
-                if not await responder.chunk(b"y" * 65536):
-                    return
+            yield b"open"
+            await asyncio.sleep(3600)
         except asyncio.CancelledError:
-            gone.append(req.target)
+            gone.append(target)
             raise
+
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
+        return Stream(200, (), forever(req.target), lambda: closed.append(req.target))
 
     async def main() -> None:
         listener = await serve(tmp_path, app)
@@ -197,8 +535,21 @@ def test_close_ends_connections_and_tasks(tmp_path) -> None:
             conns.append(conn)
         await until(lambda: len(listener._tasks) == 3, what="three handlers running")
         await asyncio.wait_for(listener.close(), 10)
-        assert sorted(gone) == ["/0", "/1", "/2"]
+        assert sorted(gone) == ["/0", "/1", "/2"] and sorted(closed) == ["/0", "/1", "/2"]
         assert listener.connections == set() and listener._tasks == set()
         for conn in conns:
             conn.close()
     run(main())
+
+
+def test_connection_field_rule() -> None:
+    keep = http11.Request("GET", "/")
+    close = http11.Request("GET", "/", [("Connection", "close")])
+    old = http11.Request("GET", "/", http_version="1.0")
+    fields = (("Content-Type", "text/plain"),)
+    assert transport.connection_field(keep, fields) == (fields + (("Connection", "keep-alive"),), True)
+    assert transport.connection_field(close, fields) == (fields + (("Connection", "close"),), False)
+    assert transport.connection_field(old, fields) == (fields + (("Connection", "close"),), False)
+    own: Any = [("connection", "Keep-Alive, Close")]
+    assert transport.connection_field(keep, own) == (own, False)  # the answer's own field stands
+    assert transport.connection_field(close, [("Connection", "keep-alive")])[1] is False

@@ -1,0 +1,40 @@
+"""HTTP/1.1 messages, sans-IO: bytes in, events out; messages in, bytes out.
+
+Copilot CLI speaks MCP's Streamable HTTP over a Unix socket or named pipe (PROTOCOL.md
+§2), so the server needs an HTTP/1.1 implementation that the standard library does not
+offer in a usable form (`http.server` is blocking and thread-based). In the manner of
+h11, nothing here touches a socket or an event loop, which keeps every framing rule
+testable byte by byte. By concern:
+
+* `headers` — `Headers`, the ordered fields with case-insensitive lookups; `NO_TRAILERS`.
+* `events`  — what the readers emit: `Request`, `Response`, `Data`, `EndOfMessage`,
+  `ParseError`, `ConnectionClosed`.
+* `rules`   — every framing rule, one function each: where a head ends, start lines
+  and field lines, `body_framing`, `has_body` (none for HEAD, 1xx, 204, 304),
+  `chunk_size` (the chunk-size grammar), `check_body_size` (the body limit),
+  `keep_alive`.
+* `readers` — `RequestParser` and `ResponseParser`, one state machine applying them.
+* `writers` — `write_request`, `write_response`, `write_response_head`,
+  `write_chunked_response`, `encode_chunk`, `LAST_CHUNK`.
+
+The readers never raise on input. A malformed message becomes a `ParseError` event with
+the status code the server should answer with (400, 413, 431, 501, 505); after it the
+reader is dead and the connection should be closed once the error response is written.
+"""
+from __future__ import annotations
+
+from .events import ConnectionClosed, Data, EndOfMessage, Event, ParseError, ParserEvent, Request, Response
+from .headers import NO_TRAILERS, Headers, HeadersLike
+from .readers import RequestParser, ResponseParser
+from .rules import (DEFAULT_MAX_BODY, DEFAULT_MAX_HEAD, MAX_CHUNK_LINE, REASONS, connection_tokens, has_body,
+                    keep_alive)
+from .writers import (LAST_CHUNK, ChunkedWriter, encode_chunk, encode_chunked_body, write_chunked_response,
+                      write_request, write_response, write_response_head)
+
+__all__ = [
+    "ChunkedWriter", "ConnectionClosed", "DEFAULT_MAX_BODY", "DEFAULT_MAX_HEAD", "Data", "EndOfMessage", "Event",
+    "Headers", "HeadersLike", "LAST_CHUNK", "MAX_CHUNK_LINE", "NO_TRAILERS", "ParseError", "ParserEvent",
+    "REASONS", "Request", "RequestParser", "Response", "ResponseParser", "connection_tokens", "encode_chunk",
+    "encode_chunked_body", "has_body", "keep_alive", "write_chunked_response", "write_request", "write_response",
+    "write_response_head",
+]

@@ -1,0 +1,115 @@
+"""The events the readers emit: a message is a head (`Request` or `Response`), zero or
+more `Data`, then `EndOfMessage`; `ParseError` ends the input, `ConnectionClosed`
+notes a clean close between messages."""
+from __future__ import annotations
+
+from typing import Optional, Tuple, Union
+
+from .headers import NO_TRAILERS, Headers, HeadersLike
+from .rules import keep_alive
+
+
+class Event:
+    """Base for parser events: equality and repr by fields, for tests and traces."""
+
+    __slots__ = ()
+    _fields: Tuple[str, ...] = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and all(
+            getattr(self, f) == getattr(other, f) for f in self._fields)
+
+    def __repr__(self) -> str:
+        parts = []
+        for f in self._fields:
+            value = getattr(self, f)
+            if isinstance(value, (bytes, bytearray)) and len(value) > 60:
+                value = "<%d bytes>" % len(value)
+            parts.append("%s=%r" % (f, value))
+        return "%s(%s)" % (type(self).__name__, ", ".join(parts))
+
+
+class Request(Event):
+    """A request head. `keep_alive`: whether the connection stays open after this
+    request (`rules.keep_alive`), decided once, when it is made."""
+
+    __slots__ = ("method", "target", "headers", "http_version", "keep_alive")
+    _fields = ("method", "target", "headers", "http_version")
+
+    def __init__(self, method: str, target: str, headers: HeadersLike = None, http_version: str = "1.1",
+                 keep_alive: Optional[bool] = None) -> None:
+        self.method = method
+        self.target = target
+        self.headers = headers if isinstance(headers, Headers) else Headers(headers)
+        self.http_version = http_version
+        if keep_alive is None:  # (a parser passes what it decided from the same fields)
+            keep_alive = _keep_alive_of(http_version, self.headers)
+        self.keep_alive = keep_alive
+
+    @property
+    def path(self) -> str:
+        """The target without its query string."""
+        return self.target.split("?", 1)[0]
+
+
+class Response(Event):
+    """A response head."""
+
+    __slots__ = ("status", "reason", "headers", "http_version")
+    _fields = ("status", "reason", "headers", "http_version")
+
+    def __init__(self, status: int, reason: str = "", headers: HeadersLike = None, http_version: str = "1.1") -> None:
+        self.status = status
+        self.reason = reason
+        self.headers = headers if isinstance(headers, Headers) else Headers(headers)
+        self.http_version = http_version
+
+    @property
+    def keep_alive(self) -> bool:
+        return _keep_alive_of(self.http_version, self.headers)
+
+
+def _keep_alive_of(http_version: str, headers: Headers) -> bool:
+    return keep_alive(http_version, headers.tokens("connection"))
+
+
+class Data(Event):
+    """Part of a body. For chunked bodies, data never spans two chunks, but one chunk
+    may arrive as several `Data` events (an endless SSE stream is delivered as it comes)."""
+
+    __slots__ = ("data",)
+    _fields = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+class EndOfMessage(Event):
+    """The end of a message; `trailers` is `NO_TRAILERS` when there are none."""
+
+    __slots__ = ("trailers",)
+    _fields = ("trailers",)
+
+    def __init__(self, trailers: HeadersLike = None) -> None:
+        self.trailers = trailers if isinstance(trailers, Headers) else (
+            NO_TRAILERS if trailers is None else Headers(trailers))
+
+
+class ParseError(Event):
+    """The message is malformed; `status` is the response a server should send."""
+
+    __slots__ = ("status", "message")
+    _fields = ("status", "message")
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+
+
+class ConnectionClosed(Event):
+    """The peer closed the connection cleanly between messages."""
+
+    __slots__ = ()
+
+
+ParserEvent = Union[Request, Response, Data, EndOfMessage, ParseError, ConnectionClosed]

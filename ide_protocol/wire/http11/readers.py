@@ -1,0 +1,381 @@
+"""The readers: bytes in, events out, for requests (a server) and responses (a client).
+
+One state machine for both directions. Its states, and what moves it on:
+
+    HEAD         a head: start line and fields up to the empty line; the framing rule
+                 (`rules.body_framing`) picks the body's state, or the message ends
+    LENGTH       `Content-Length` bytes of body
+    CHUNK_SIZE   a chunk-size line (`rules.chunk_size`); 0 -> TRAILERS
+    CHUNK_DATA   that many bytes of chunk data
+    CHUNK_END    the CRLF after the chunk data -> CHUNK_SIZE
+    TRAILERS     trailer fields, then the empty line: the message ends
+    UNTIL_CLOSE  a response body delimited by the connection closing
+    CLOSED       a message said `Connection: close` (`rules.keep_alive`): nothing more
+    DEAD         after a ParseError
+
+At the end of a message the reader goes back to HEAD when the connection stays open
+(keep-alive, pipelining: PROTOCOL.md §2), else to CLOSED. The readers never raise on
+input: a broken rule becomes a `ParseError` event carrying the status to answer with,
+and the reader is dead from then on. The outcome never depends on how the bytes were
+split between calls to `feed`.
+
+The parse of a request head is a pure function of its bytes, and Copilot CLI sends the
+same head again and again (PROTOCOL.md §2), so it is remembered by those bytes (the
+head's fields, their index, its framing and keep-alive). What depends on the reader's
+settings, the body limit, is checked on every request.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, NamedTuple, Optional, Tuple, Union
+
+from .events import ConnectionClosed, Data, EndOfMessage, ParseError, ParserEvent, Request, Response
+from .headers import NO_TRAILERS, Headers
+from .rules import (DEFAULT_MAX_BODY, DEFAULT_MAX_HEAD, MAX_CHUNK_LINE, NO_FRAMING, Framing, Refusal,
+                    body_framing, check_body_size, check_request_fields, chunk_size, has_body, head_end,
+                    keep_alive, parse_fields, parse_request_line, parse_status_line)
+
+__all__ = ["RequestParser", "ResponseParser"]
+
+_CR, _LF = 0x0D, 0x0A
+
+
+class _RequestHead(NamedTuple):
+    """A parsed request head: everything in it that does not depend on the reader."""
+    method: str
+    target: str
+    http_version: str
+    fields: Tuple[Tuple[str, str], ...]
+    index: Dict[str, List[str]]
+    framing: Framing
+    keep_alive: bool
+
+
+def _parse_request_head(lines: List[bytes]) -> _RequestHead:
+    start = lines[0]
+    line = parse_request_line(start[:-1] if start.endswith(b"\r") else start)
+    headers = parse_fields(lines[1:])
+    check_request_fields(line.http_version, headers)
+    return _RequestHead(line.method, line.target, line.http_version, tuple(headers.raw), headers.index(),
+                        body_framing(headers), keep_alive(line.http_version, headers.tokens("connection")))
+
+
+#: Request heads parsed before, by their bytes (bounded; small heads only).
+_REQUEST_HEADS: Dict[bytes, _RequestHead] = {}
+_REMEMBER_HEADS = 256
+_REMEMBER_HEAD_BYTES = 8192
+
+
+class _Reader:
+    """The state machine shared by both directions; subclasses read the start line
+    and pick the body's framing (`_start_message`)."""
+
+    def __init__(self, max_head: int = DEFAULT_MAX_HEAD, max_body: Optional[int] = DEFAULT_MAX_BODY) -> None:
+        self.max_head = max_head
+        self.max_body = max_body
+        self._buf: Union[bytes, bytearray] = b""
+        self._pos = 0            # bytes of _buf already consumed
+        self._scan = 0           # where the search for the end of a head resumes
+        self._state = "HEAD"
+        self._remaining = 0      # bytes left in a Content-Length body or the current chunk
+        self._body_seen = 0      # body bytes so far in this message (rules.check_body_size)
+        self._keep_alive = True  # whether the current message leaves the connection open
+
+    @property
+    def state_name(self) -> str:
+        return self._state
+
+    @property
+    def idle(self) -> bool:
+        """True between messages with nothing buffered (a clean place to close)."""
+        return self._state == "HEAD" and self._pos == len(self._buf)
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._pos
+
+    def feed(self, data: bytes) -> List[ParserEvent]:
+        """Consume bytes; return every event they complete. Never raises."""
+        if self._state == "DEAD" or self._state == "CLOSED":
+            return []
+        if data:
+            if self._pos == len(self._buf):  # nothing left over: read `data` as it is
+                self._buf = data if type(data) is bytes else bytes(data)
+                self._pos = self._scan = 0
+            else:
+                if type(self._buf) is bytes:
+                    self._buf = bytearray(self._buf)
+                self._buf += data  # type: ignore[operator]
+        events: List[ParserEvent] = []
+        try:
+            while self._step(events):
+                pass
+        except Refusal as refusal:
+            self._die(events, refusal.status, refusal.message)
+        except Exception as exc:  # defensive: a reader bug must still look like bad input
+            self._die(events, 400, "malformed message (%s)" % type(exc).__name__)
+        self._compact()
+        return events
+
+    def feed_eof(self) -> List[ParserEvent]:
+        """The peer closed its side. Returns the events that closing completes."""
+        events: List[ParserEvent] = []
+        if self._state == "DEAD":
+            return events
+        rest = self._buf[self._pos:]
+        if self._state == "UNTIL_CLOSE":
+            if rest:
+                events.append(Data(bytes(rest)))
+            events.append(EndOfMessage())
+            self._state = "CLOSED"
+        elif self._state == "CLOSED" or (self._state == "HEAD" and not rest.strip()):
+            events.append(ConnectionClosed())
+            self._state = "CLOSED"
+        else:
+            self._die(events, 400, "connection closed in the middle of a message")
+        self._buf = b""
+        self._pos = self._scan = 0
+        return events
+
+    # -- the states
+
+    def _step(self, events: List[ParserEvent]) -> bool:
+        """One step of the state machine; False when it needs more bytes."""
+        if self._pos >= len(self._buf):
+            return False
+        state = self._state
+        if state == "HEAD":
+            return self._read_head(events)
+        if state == "CHUNK_SIZE":
+            return self._read_chunk_size()
+        if state == "CHUNK_DATA" or state == "LENGTH":
+            return self._read_data(events)
+        if state == "CHUNK_END":
+            return self._read_chunk_end()
+        if state == "TRAILERS":
+            return self._read_trailers(events)
+        if state == "UNTIL_CLOSE":
+            return self._read_until_close(events)
+        return False
+
+    def _read_head(self, events: List[ParserEvent]) -> bool:
+        buf = self._buf
+        pos = self._pos
+        # Tolerate empty lines before a start line (RFC 9112 §2.2).
+        while pos < len(buf) and buf[pos] in (_CR, _LF):
+            pos += 1
+        self._pos = pos
+        if pos >= len(buf):
+            return False
+        found = head_end(buf, max(pos, self._scan))
+        if found is None:
+            # The head cannot end before len(buf) - 2 (its end is at most "\n\r\n", two
+            # bytes of which may be here): fail only when even that is past the limit,
+            # so that the outcome never depends on how the bytes were split.
+            self._scan = max(pos, len(buf) - 2)
+            if len(buf) - pos - 2 > self.max_head:
+                raise Refusal(431, "header block larger than %d bytes" % self.max_head)
+            return False
+        end, after = found
+        if end - pos > self.max_head:
+            raise Refusal(431, "header block larger than %d bytes" % self.max_head)
+        self._pos = self._scan = after
+        self._body_seen = 0
+        self._start_message(events, bytes(buf[pos:after]), end - pos)
+        return True
+
+    def _start_message(self, events: List[ParserEvent], head: bytes, lines_end: int) -> None:
+        raise NotImplementedError
+
+    def _begin_body(self, events: List[ParserEvent], framing: Framing) -> None:
+        kind = framing.kind
+        if kind == "chunked":
+            self._state = "CHUNK_SIZE"
+        elif kind == "length" and framing.length > 0:
+            self._state = "LENGTH"
+            self._remaining = framing.length
+        elif kind == "close":
+            self._state = "UNTIL_CLOSE"
+        else:
+            self._end_message(events, NO_TRAILERS)
+
+    def _read_chunk_size(self) -> bool:
+        buf = self._buf
+        pos = self._pos
+        lf = buf.find(b"\n", pos, pos + MAX_CHUNK_LINE + 2)
+        if lf < 0:
+            if len(buf) - pos > MAX_CHUNK_LINE + 1:
+                raise Refusal(400, "chunk-size line too long")
+            return False
+        if lf == pos or buf[lf - 1] != _CR:
+            raise Refusal(400, "chunk-size line not ended by CRLF")
+        size = chunk_size(bytes(buf[pos:lf - 1]))
+        self._pos = lf + 1
+        if size == 0:
+            self._state = "TRAILERS"
+            self._scan = self._pos
+            return True
+        self._body_seen += size
+        check_body_size(self._body_seen, self.max_body)
+        self._remaining = size
+        self._state = "CHUNK_DATA"
+        return True
+
+    def _read_data(self, events: List[ParserEvent]) -> bool:
+        pos = self._pos
+        n = min(len(self._buf) - pos, self._remaining)
+        events.append(Data(self._take(pos, pos + n)))
+        self._pos = pos + n
+        self._remaining -= n
+        if self._remaining == 0:
+            if self._state == "LENGTH":
+                self._end_message(events, NO_TRAILERS)
+            else:
+                self._state = "CHUNK_END"
+        return True
+
+    def _read_chunk_end(self) -> bool:
+        # Chunk data is followed by exactly CRLF (RFC 9112 §7.1): anything else means the
+        # chunk was longer than its size said, or its size was wrong.
+        buf = self._buf
+        pos = self._pos
+        if buf[pos] != _CR:
+            raise Refusal(400, "chunk data not followed by CRLF")
+        if pos + 1 >= len(buf):
+            return False
+        if buf[pos + 1] != _LF:
+            raise Refusal(400, "chunk data not followed by CRLF")
+        self._pos = pos + 2
+        self._state = "CHUNK_SIZE"
+        return True
+
+    def _read_trailers(self, events: List[ParserEvent]) -> bool:
+        buf = self._buf
+        pos = self._pos
+        # No trailer fields (the usual): the empty line at once.
+        if buf[pos] == _LF or (buf[pos] == _CR and buf.startswith(b"\r\n", pos)):
+            self._pos = pos + (1 if buf[pos] == _LF else 2)
+            self._end_message(events, NO_TRAILERS)
+            return True
+        found = head_end(buf, max(pos, self._scan))
+        if found is None:
+            self._scan = max(pos, len(buf) - 2)
+            if len(buf) - pos - 2 > self.max_head:
+                raise Refusal(431, "trailer section larger than %d bytes" % self.max_head)
+            return False
+        end, after = found
+        if end - pos > self.max_head:
+            raise Refusal(431, "trailer section larger than %d bytes" % self.max_head)
+        trailers = parse_fields(bytes(buf[pos:end]).split(b"\n"))
+        self._pos = after
+        self._end_message(events, trailers)
+        return True
+
+    def _read_until_close(self, events: List[ParserEvent]) -> bool:
+        pos = self._pos
+        avail = len(self._buf) - pos
+        if self.max_body is not None and self._body_seen + avail > self.max_body:
+            allowed = self.max_body - self._body_seen
+            if allowed > 0:
+                events.append(Data(self._take(pos, pos + allowed)))
+            check_body_size(self._body_seen + avail, self.max_body)  # (refuses: 413)
+        events.append(Data(self._take(pos, pos + avail)))
+        self._body_seen += avail
+        self._pos = pos + avail
+        return False
+
+    def _end_message(self, events: List[ParserEvent], trailers: Headers) -> None:
+        events.append(EndOfMessage(trailers))
+        if self._keep_alive:
+            self._state = "HEAD"
+            self._scan = self._pos
+        else:
+            self._state = "CLOSED"
+            self._buf = b""
+            self._pos = self._scan = 0
+
+    # -- the buffer
+
+    def _take(self, start: int, end: int) -> bytes:
+        buf = self._buf
+        return buf[start:end] if type(buf) is bytes else bytes(buf[start:end])  # type: ignore[return-value]
+
+    def _die(self, events: List[ParserEvent], status: int, message: str) -> None:
+        events.append(ParseError(status, message))
+        self._state = "DEAD"
+        self._buf = b""
+        self._pos = self._scan = 0
+
+    def _compact(self) -> None:
+        # All consumed: start afresh. Else keep the rest in a bytearray, dropping the
+        # consumed bytes once they are a large share (amortised linear, never quadratic).
+        pos = self._pos
+        if pos == len(self._buf):
+            self._buf = b""
+            self._pos = self._scan = 0
+        elif type(self._buf) is bytes or pos > 65536:
+            self._buf = bytearray(self._buf[pos:])
+            self._scan = max(0, self._scan - pos)
+            self._pos = 0
+
+
+class RequestParser(_Reader):
+    """Reads requests as a server receives them, back to back on one connection."""
+
+    def _start_message(self, events: List[ParserEvent], head: bytes, lines_end: int) -> None:
+        parsed = _REQUEST_HEADS.get(head)
+        if parsed is None:
+            parsed = _parse_request_head(head[:lines_end].split(b"\n"))
+            if len(head) <= _REMEMBER_HEAD_BYTES:
+                if len(_REQUEST_HEADS) >= _REMEMBER_HEADS:
+                    _REQUEST_HEADS.clear()
+                _REQUEST_HEADS[head] = parsed
+        framing = parsed.framing
+        check_body_size(framing.length, self.max_body)
+        self._keep_alive = parsed.keep_alive
+        events.append(Request(parsed.method, parsed.target, Headers.parsed(parsed.fields, parsed.index),
+                              parsed.http_version, parsed.keep_alive))
+        self._begin_body(events, framing)
+
+
+class ResponseParser(_Reader):
+    """Reads responses as a client receives them.
+
+    Call `expect(method)` for each request sent, so that the answer to a HEAD request is
+    known to have no body (`rules.has_body`). Bodies are not limited in total by default
+    (a GET stream is endless); they are delivered as they arrive, so memory stays
+    bounded anyway.
+    """
+
+    def __init__(self, max_head: int = DEFAULT_MAX_HEAD, max_body: Optional[int] = None) -> None:
+        super().__init__(max_head, max_body)
+        self._methods: List[str] = []
+
+    def expect(self, method: str) -> None:
+        self._methods.append(method.upper())
+
+    def _start_message(self, events: List[ParserEvent], head: bytes, lines_end: int) -> None:
+        lines = head[:lines_end].split(b"\n")
+        start = lines[0]
+        line = parse_status_line(start[:-1] if start.endswith(b"\r") else start)
+        headers = parse_fields(lines[1:])
+        response = Response(line.status, line.reason, headers, line.http_version)
+        interim = 100 <= line.status < 200
+        method = self._methods[0] if self._methods else "GET"
+        if not interim and self._methods:
+            self._methods.pop(0)
+        self._keep_alive = response.keep_alive
+        events.append(response)
+        if interim:
+            # 1xx has no body and is followed by the real response.
+            self._keep_alive = True
+            self._end_message(events, NO_TRAILERS)
+            return
+        if not has_body(method, line.status):
+            self._end_message(events, NO_TRAILERS)
+            return
+        framing = body_framing(headers)
+        check_body_size(framing.length, self.max_body)
+        if framing is NO_FRAMING:
+            framing = Framing("close")  # read until the connection closes (RFC 9112 §6.3)
+            self._keep_alive = False
+        self._begin_body(events, framing)
