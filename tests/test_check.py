@@ -21,50 +21,12 @@ import pytest
 from ide_protocol.programs import check
 from ide_protocol.wire import http11, jsonrpc, sse
 from ide_protocol.common import lockfile, tools
-from ide_protocol.server import mcp, transport
+from ide_protocol.server import answers, mcp
 from ide_protocol.server.ide_server import IdeServer
 from ide_protocol.common.tools import Diagnostic, Selection
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAULT_TIMEOUT = 2.0  # seconds the checker waits for an answer when a fault makes it wait
-
-
-class Proxy:
-    """A responder whose outgoing head and chunks can be rewritten by a fault."""
-
-    def __init__(self, real: Any, request: http11.Request, body: bytes, fault: "Fault") -> None:
-        self._real = real
-        self._request = request
-        self._body = body
-        self._fault = fault
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-    # McpApp answers through the responder's `*_now` methods (issue 6).
-
-    def send_now(self, status: int, headers: Any = None, body: bytes = b"") -> bool:
-        status, headers, body = self._fault.out_send(self._request, self._body, status, list(headers or []), body)
-        return self._real.send_now(status, headers, body)
-
-    def chunk_nowait(self, data: bytes) -> bool:
-        return self._real.chunk_nowait(self._fault.out_chunk(self._request, data))
-
-    def start_nowait(self, status: int, headers: Any = None) -> bool:
-        status, headers = self._fault.out_start(self._request, status, list(headers or []))
-        if self._fault.close_after(self._request):
-            self._real.close_after = True
-        return self._real.start_nowait(status, headers)
-
-    def send_chunked_now(self, status: int, headers: Any = None, chunks: Any = ()) -> bool:
-        # A whole streamed answer in one write: the same hooks as start + chunk.
-        status, headers = self._fault.out_start(self._request, status, list(headers or []))
-        if self._fault.close_after(self._request):
-            self._real.close_after = True
-        return self._real.send_chunked_now(status, headers, [self._fault.out_chunk(self._request, c) for c in chunks])
-
-    def end_now(self, data: bytes = b"") -> bool:
-        return self._real.end_now(self._fault.out_chunk(self._request, data) if data else data)
 
 
 class Fault:
@@ -96,22 +58,51 @@ class Fault:
 
 
 class FaultyServer(IdeServer):
-    """Our IdeServer with one fault switched on."""
+    """Our IdeServer with one fault switched on.
+
+    The fault sits between the listener and the real application (`app(request, body,
+    connection) -> Reply | Stream | PendingReply`, `server.answers`): it can answer a
+    request itself, or rewrite the answer the application gives on its way out."""
 
     def __init__(self, folder: str, lock_dir: str, fault: Optional[Fault] = None, **kwargs: Any) -> None:
         super().__init__([folder], lock_dir=lock_dir, **kwargs)
         self.fault = fault or Fault()
         real_app = self.listener.app
 
-        async def app(request: http11.Request, body: bytes, responder: Any) -> None:
+        def app(request: http11.Request, body: bytes, connection: int) -> answers.Answer:
             early = self.fault.intercept(self, request, body)
             if early is not None:
-                await responder.send(*early)
-                return
-            await transport.run_app(real_app, request, body, Proxy(responder, request, body, self.fault))
+                status, headers, payload = early
+                return answers.Reply(status, headers, payload)
+            return self._rewrite(request, body, real_app(request, body, connection))
 
         self.listener.app = app
         self.fault.setup(self)
+
+    def _rewrite(self, request: http11.Request, body: bytes, answer: answers.Answer) -> answers.Answer:
+        fault = self.fault
+        close = [("Connection", "close")] if fault.close_after(request) else []
+        if isinstance(answer, answers.Reply):
+            if answer.chunked:  # a chunked body of one chunk: the head, then its one chunk
+                status, headers = fault.out_start(request, answer.status, list(answer.headers))
+                return answers.Reply(status, headers + close, fault.out_chunk(request, answer.body), chunked=True)
+            status, headers, payload = fault.out_send(request, body, answer.status, list(answer.headers),
+                                                      answer.body)
+            return answers.Reply(status, headers + close, payload)
+        if isinstance(answer, answers.Stream):
+            status, headers = fault.out_start(request, answer.status, list(answer.headers))
+
+            async def chunks() -> Any:
+                async for chunk in answer.chunks:
+                    yield fault.out_chunk(request, chunk)
+
+            return answers.Stream(status, headers + close, chunks(), answer.close)
+        pending = answer
+
+        async def run() -> answers.Reply:
+            return self._rewrite(request, body, await pending.run())  # type: ignore[return-value]
+
+        return answers.PendingReply(run, pending.close)
 
 
 def _method(body: bytes) -> Optional[str]:
@@ -258,7 +249,7 @@ FAULTS: Dict[str, Fault] = {
     "session.missing": F(intercept=lambda s, r, b: (404, [("Content-Type", "text/plain")], b"no session")
                          if r.headers.get("mcp-session-id") is None and _method(b) != "initialize" else None),
     "jsonrpc.ping": F(setup=lambda s: s.dispatcher.add("ping", lambda p, c: {"pong": True})),
-    "jsonrpc.unknown_method": F(setup=lambda s: setattr(s.dispatcher, "_fallback", lambda p, c: None)),
+    "jsonrpc.unknown_method": F(setup=lambda s: s.dispatcher.set_fallback(lambda p, c: None)),
     "jsonrpc.parse_error": F(intercept=lambda s, r, b: (400, [("Content-Type", "application/json")],
                                                         b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
                                                         b'"message":"Invalid Request"}}')
