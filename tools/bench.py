@@ -840,10 +840,19 @@ def group_throughput(args: argparse.Namespace, log: Callable[[str], None]) -> Di
             order = names[rep % len(names):] + names[:rep % len(names)]
             for conc in (1, 16):
                 for name in order:
-                    runs.setdefault((name, conc), []).append(
-                        run_loadgen(procs[name], conc, args.tp_duration, args.tp_warmup))
+                    if name in result["skipped"]:
+                        continue
+                    try:
+                        runs.setdefault((name, conc), []).append(
+                            run_loadgen(procs[name], conc, args.tp_duration, args.tp_warmup))
+                    except Exception as exc:  # this server is out of the comparison, the run goes on
+                        result["skipped"][name] = "failed in repetition %d: %s" % (rep + 1, exc)
+                        log("  throughput: %s failed: %s" % (name, exc))
             log("  throughput rep %d/%d: %s" % (rep + 1, args.tp_reps, ", ".join(
-                "%s %.0f/%.0f" % (n, runs[(n, 1)][-1]["rps"], runs[(n, 16)][-1]["rps"]) for n in names)))
+                "%s %.0f/%.0f" % (n, runs[(n, 1)][-1]["rps"], runs[(n, 16)][-1]["rps"])
+                for n in names if n not in result["skipped"])))
+        names = [n for n in names if n not in result["skipped"]]
+        runs = {k: v for k, v in runs.items() if k[0] in names}
         for (name, conc), rs in runs.items():
             agg: Dict[str, Any] = {k: median([r[k] for r in rs if isinstance(r.get(k), (int, float))])
                                    for k in ("rps", "p50_us", "p99_us", "server_cpu_util", "server_cpu_us_per_req",
