@@ -9,8 +9,10 @@ from __future__ import annotations
 try:  # vendored: <host>/acp and <host>/ide_protocol
     from ..ide_protocol import rpc  # type: ignore[misc]
     from ..ide_protocol.wire import jsonrpc, ndjson  # type: ignore[misc]
+    from ..ide_protocol.common.terminal_text import safe_text  # type: ignore[misc]
 except (ImportError, ValueError):  # top level (installed, or run from the checkout)
     from ide_protocol import rpc  # type: ignore[no-redef]
     from ide_protocol.wire import jsonrpc, ndjson  # type: ignore[no-redef]
+    from ide_protocol.common.terminal_text import safe_text  # type: ignore[no-redef]
 
-__all__ = ["jsonrpc", "ndjson", "rpc"]
+__all__ = ["jsonrpc", "ndjson", "rpc", "safe_text"]

@@ -33,7 +33,7 @@ from .client import Client, default_agent
 from .endpoints import parse_address, split_command
 from .console import Console, ReadlineConsole, write_stderr
 from .errors import AcpError, AgentExited, AgentNotAcp, AgentStartError, RequestTimeout
-from ._core import jsonrpc
+from ._core import jsonrpc, safe_text
 from .permissions import TerminalAsker
 from .session import FINAL_TOOL_STATUSES, Session, Turn, text_of
 
@@ -105,7 +105,7 @@ class Output:
             self.out.write("\n")
             self.out.flush()
             self.at_line_start = True
-        stream.write(text)
+        stream.write(safe_text(text))  # the agent's text never drives the terminal
         stream.flush()
         if stream is self.out:
             self.at_line_start = text.endswith("\n")
@@ -189,7 +189,7 @@ class App:
     def _ask_write(self, text: str) -> None:
         if self.output is not None:
             self.output.newline()
-        write_stderr(text)
+        write_stderr(safe_text(text))  # the agent's question never drives the terminal
 
     # ------------------------------------------------------------------ signals
 
@@ -288,8 +288,8 @@ class App:
             if self.args.json:
                 print(json.dumps(entry, ensure_ascii=False), flush=True)
             else:
-                print("%s  %s  %s" % (entry.get("sessionId"), entry.get("updatedAt") or "-",
-                                      render.preview(str(entry.get("title") or "(untitled)"))),
+                print(safe_text("%s  %s  %s" % (entry.get("sessionId"), entry.get("updatedAt") or "-",
+                                                render.preview(str(entry.get("title") or "(untitled)")))),
                       flush=True)
         return EXIT_OK
 
@@ -321,7 +321,7 @@ class App:
             print("(resuming session %s: %d earlier %s)"
                   % (session_id, len(lines), "entry" if len(lines) == 1 else "entries"), flush=True)
             for line in lines:
-                print("  " + line, flush=True)
+                print("  " + safe_text(line), flush=True)
             if lines:
                 print("  ---", flush=True)
         return session

@@ -17,6 +17,7 @@ from typing import Any, Awaitable, List, Optional, Tuple
 from .. import __version__
 from ..wire import jsonrpc
 from ..common import tools
+from ..common.terminal_text import safe_text
 from ..client import ClientError, IdeClient, NoIdeFound, discovery
 from .progname import program_name
 
@@ -79,9 +80,12 @@ def _client(args: argparse.Namespace) -> IdeClient:
 
 def _emit(args: argparse.Namespace, obj: Any, text: str) -> None:
     if args.json:
-        print(json.dumps(obj, ensure_ascii=False), flush=True)
+        line = json.dumps(obj, ensure_ascii=False)
+        if safe_text(line) != line:  # control characters JSON leaves raw (C1, bidi): all escaped
+            line = json.dumps(obj)
+        print(line, flush=True)
     else:
-        print(text, flush=True)
+        print(safe_text(text), flush=True)  # what the IDE sent never drives the terminal
 
 
 async def _run(args: argparse.Namespace) -> int:
