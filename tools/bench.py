@@ -1573,9 +1573,10 @@ def render(results: Dict[str, Any]) -> str:
                     "%.2fx" % ratio if ratio else "", r["server_cpu_us_per_req"] or float("nan"),
                     r["gen_ceiling_rps"] or float("nan"), r["gen_cpu_util"] * 100))
             rss = tp["servers"][name].get("rss_kb")
-            lines.append("   %-40s      req/s by repetition: c1 %s, c16 %s; RSS after %s" % (
+            errors = sum(tp["servers"][name][c]["errors"] for c in ("c1", "c16"))
+            lines.append("   %-40s      req/s by repetition: c1 %s, c16 %s; RSS after %s%s" % (
                 "", tp["servers"][name]["c1"]["rep_rps"], tp["servers"][name]["c16"]["rep_rps"],
-                "%.1f MB" % (rss / 1024) if rss else "?"))
+                "%.1f MB" % (rss / 1024) if rss else "?", "; %d answers not 200" % errors if errors else ""))
         lines.append("   versions: %s" % json.dumps(tp.get("versions", {}), sort_keys=True))
         lines.append("   (ours/this: ratio of the medians of req/s; server us: server CPU per request, all its "
                      "threads; gen ceil: generator req/s per CPU-second, its ceiling; gen cpu: its CPU use)")
