@@ -1686,7 +1686,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if g not in GROUPS:
             parser.error("unknown group %r" % g)
     q = args.quick
-    defaults = dict(reps=1 if q else 9, duration=0.2 if q else 1.0, tp_reps=3 if q else 7,
+    defaults = dict(reps=1 if q else 9, duration=0.2 if q else 1.0, tp_reps=3 if q else 9,
                     tp_duration=0.5 if q else 1.5, tp_warmup=0.2 if q else 0.3, tp_prime=1.5 if q else 6.0, push_sessions=10 if q else 100,
                     push_events=10 if q else 60, push_reps=1 if q else 3, diff_mb=1 if q else 10,
                     diff_reps=1 if q else 5, startup_reps=1 if q else 15, settle=0.05 if q else 0.3)
