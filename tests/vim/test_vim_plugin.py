@@ -215,3 +215,21 @@ def _next(client: StreamClient, method: str) -> Any:
                 return message
     except Exception:
         return None
+
+
+def test_cd_moves_the_lock_to_the_new_folder(vim: VimSession, workspace: str, copilot_home: str) -> None:
+    sub = os.path.join(workspace, "sub")
+    os.makedirs(sub)
+    (first,) = locks(copilot_home)
+    vim.ex("cd sub")
+    wait_until(lambda: locks(copilot_home) and first not in locks(copilot_home), what="a new lock")
+    (second,) = locks(copilot_home)
+    assert read_lock(second)["workspaceFolders"] == [sub]
+    vim.quit()
+    assert locks(copilot_home) == []
+
+
+def test_a_block_across_a_wide_character(vim: VimSession, client: StreamClient) -> None:
+    # Screen cells 12-15 of line 1: a space, the emoji (two cells), a space.
+    vim.keys("g", "g", "0", "w", "w", "h", "C-v", "l", "l")
+    client.wait_selection(lambda p: sel(p) == (" 😀 ", (0, 11), (0, 15)))

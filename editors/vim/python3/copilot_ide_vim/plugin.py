@@ -175,8 +175,11 @@ class VimIde:
                 return
             self._last_key = key
             inclusive = vim.eval("&selection") != "exclusive"
-            text, start, end = positions.visual(mode, (key[2], key[3]), (key[4], key[5]),
-                                                lambda n: buf[n - 1], inclusive)
+            if mode == "\x16":
+                text, start, end = self._block(buf, key[2], key[3], key[4], key[5], inclusive)
+            else:
+                text, start, end = positions.visual(mode, (key[2], key[3]), (key[4], key[5]),
+                                                    lambda n: buf[n - 1], inclusive)
         else:
             row, col = vim.current.window.cursor
             key = (path, row, col)
@@ -185,6 +188,21 @@ class VimIde:
             self._last_key = key
             text, start, end = positions.cursor(row, buf[row - 1], col)
         server.set_selection(self.lib.Selection(path, text, start, end), wait=False)
+
+    @staticmethod
+    def _block(buf: Any, l1: int, c1: int, l2: int, c2: int, inclusive: bool) -> Any:
+        """A blockwise selection: its corners' screen cells (Vim's `virtcol()`: the first
+        cell of a corner's character is one past the previous character's last), then
+        the rows of those cells (`positions.block`)."""
+        cells = [int(x) for x in vim.eval(
+            "[%d > 1 ? virtcol([%d, %d]) + 1 : 1, virtcol([%d, %d]), %d > 1 ? virtcol([%d, %d]) + 1 : 1,"
+            " virtcol([%d, %d]), getcurpos()[4], &tabstop]"
+            % (c1, l1, c1 - 1, l1, c1, c2, l2, c2 - 1, l2, c2))]
+        left = min(cells[0], cells[2])
+        right: Optional[int] = max(cells[1], cells[3]) - (0 if inclusive else 1)
+        if cells[4] >= positions.MAXCOL:  # `$`: every row to its end
+            right = None
+        return positions.block(min(l1, l2), max(l1, l2), left, right, lambda n: buf[n - 1], cells[5])
 
     # ------------------------------------------------------------------- commands
 
@@ -216,8 +234,12 @@ class VimIde:
             # :'<,'>: the visual selection itself, to the character.
             v1, v2 = vim.eval("getpos(\"'<\")"), vim.eval("getpos(\"'>\")")
             mode = vim.eval("visualmode()")
-            text, start, end = positions.visual(mode, (int(v1[1]), int(v1[2])), (int(v2[1]), int(v2[2])),
-                                                lambda n: buf[n - 1], vim.eval("&selection") != "exclusive")
+            inclusive = vim.eval("&selection") != "exclusive"
+            if mode == "\x16":
+                text, start, end = self._block(buf, int(v1[1]), int(v1[2]), int(v2[1]), int(v2[2]), inclusive)
+            else:
+                text, start, end = positions.visual(mode, (int(v1[1]), int(v1[2])), (int(v2[1]), int(v2[2])),
+                                                    lambda n: buf[n - 1], inclusive)
         else:
             text, start, end = positions.visual("V", (line1, 1), (line2, 1), lambda n: buf[n - 1])
         count = self.server.add_selection(path, start, end, text)

@@ -7,6 +7,7 @@ UTF-16 units here, in one place.
 """
 from __future__ import annotations
 
+import unicodedata
 from typing import Callable, List, Optional, Tuple
 
 # Vim's `python3` decodes buffer lines with this error handler, so encoding back with it
@@ -31,8 +32,9 @@ def char_index(line: str, byte_col: int) -> int:
     data = line.encode("utf-8", _ERRORS)
     if byte_col >= len(data):
         return len(line)
-    # Count UTF-8 lead bytes (anything but 10xxxxxx continuation bytes) before byte_col.
-    return sum(1 for b in data[:byte_col] if b & 0xC0 != 0x80)
+    # The character holding byte `byte_col` is the last one whose UTF-8 lead byte (any
+    # byte but a 10xxxxxx continuation byte) is at or before it.
+    return sum(1 for b in data[:byte_col + 1] if b & 0xC0 != 0x80) - 1
 
 
 def wire_column(line: str, byte_col: int) -> int:
@@ -50,19 +52,16 @@ def visual(mode: str, start: Tuple[int, int], end: Tuple[int, int], get_line: Ca
            inclusive: bool = True) -> Tuple[str, Position, Position]:
     """The exact text and wire range of a visual selection.
 
-    `mode` is Vim's `mode()` first character (`v`, `V` or CTRL-V), `start` and `end` the
-    two ends as `getpos()` gives them (1-based line, 1-based byte column) in any order,
-    `get_line(n)` the text of 1-based line n, `inclusive` False under
-    `'selection'=exclusive` (the character under the end is then not selected).
-    Linewise: whole lines, ending at the end of the last line. Blockwise: the rectangle's
-    rows joined by newlines, its range from the top-left to the bottom-right corner.
+    `mode` is Vim's `mode()` first character (`v` or `V`; blockwise is `block()`),
+    `start` and `end` the two ends as `getpos()` gives them (1-based line, 1-based byte
+    column) in any order, `get_line(n)` the text of 1-based line n, `inclusive` False
+    under `'selection'=exclusive` (the character under the end is then not selected).
+    Linewise: whole lines, ending at the end of the last line.
     """
     (l1, c1), (l2, c2) = sorted([start, end])
     if mode == "V":
         lines = [get_line(n) for n in range(l1, l2 + 1)]
         return "\n".join(lines), (l1 - 1, 0), (l2 - 1, utf16_units(lines[-1]))
-    if mode == "\x16":
-        return _block(l1, l2, min(c1, c2), max(c1, c2), get_line, inclusive)
     first, last = get_line(l1), get_line(l2)
     i1 = char_index(first, c1 - 1)
     i2 = char_index(last, c2 - 1) + (1 if inclusive else 0)
@@ -76,22 +75,43 @@ def visual(mode: str, start: Tuple[int, int], end: Tuple[int, int], get_line: Ca
     return text, (l1 - 1, utf16_units(first[:i1])), (l2 - 1, utf16_units(last[:i2]))
 
 
-def _block(l1: int, l2: int, c1: int, c2: int, get_line: Callable[[int], str],
-           inclusive: bool) -> Tuple[str, Position, Position]:
-    # Byte columns of the corners, applied to each row: exact for text whose characters
-    # are as wide as their bytes' share of the screen (ASCII, and rows alike).
+def cell_width(ch: str, cell: int, tabstop: int) -> int:
+    """How many screen cells `ch` takes when it starts at 0-based cell `cell`, as Vim
+    draws it: a tab to the next tab stop, East Asian wide and fullwidth characters
+    (CJK, most emoji) two, combining marks none, everything else one."""
+    if ch == "\t":
+        return tabstop - cell % max(tabstop, 1)
+    if unicodedata.combining(ch):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def block(l1: int, l2: int, left: int, right: Optional[int], get_line: Callable[[int], str],
+          tabstop: int = 8) -> Tuple[str, Position, Position]:
+    """A blockwise selection: lines `l1`..`l2` (1-based), screen cells `left`..`right`
+    (1-based, inclusive, as `virtcol()` counts them; `right` None for a block that goes
+    to each line's end, `$`). Each row is the characters that touch those cells; the
+    range runs from the top row's first to the bottom row's last character."""
     rows: List[str] = []
-    first_i = last_i = 0
+    first = last = 0
     for n in range(l1, l2 + 1):
         line = get_line(n)
-        i1 = char_index(line, c1 - 1)
-        i2 = min(char_index(line, c2 - 1) + (1 if inclusive else 0), len(line))
-        rows.append(line[i1:max(i1, i2)])
+        cell, i1, i2 = 0, None, None
+        for i, ch in enumerate(line):
+            width = cell_width(ch, cell, tabstop)
+            start, end = cell + 1, cell + max(width, 1)
+            if end >= left and (right is None or start <= right):
+                i1 = i if i1 is None else i1
+                i2 = i + 1
+            cell += width
+        i1 = len(line) if i1 is None else i1
+        i2 = i1 if i2 is None else i2
+        rows.append(line[i1:i2])
         if n == l1:
-            first_i = utf16_units(line[:i1])
+            first = utf16_units(line[:i1])
         if n == l2:
-            last_i = utf16_units(line[:max(i1, i2)])
-    return "\n".join(rows), (l1 - 1, first_i), (l2 - 1, last_i)
+            last = utf16_units(line[:i2])
+    return "\n".join(rows), (l1 - 1, first), (l2 - 1, last)
 
 
 def lines_of(text: str) -> List[str]:
