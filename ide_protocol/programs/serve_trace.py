@@ -9,6 +9,7 @@ import json
 from typing import Any, Dict
 
 from ..common import tools
+from ..server.answers import PendingReply, Reply, Stream
 from .serve_output import Output
 
 
@@ -45,49 +46,41 @@ def summarize_result(name: Any, result: Dict[str, Any]) -> str:
 
 
 class TracingApp:
-    """`--trace`: prints each HTTP request (Authorization redacted) and its status, then
-    runs the real application with a responder that reports what is sent."""
+    """`--trace`: prints each HTTP request (Authorization redacted) and the status of its
+    answer, around the real application (`server.answers`: an app is a plain function
+    giving a Reply, a Stream or a PendingReply)."""
 
     def __init__(self, app: Any, out: Output) -> None:
         self.app = app
         self.out = out
 
-    def __call__(self, request: Any, body: bytes, responder: Any) -> Any:
-        number = responder.connection_number
+    def __call__(self, request: Any, body: bytes, connection: int) -> Any:
         headers = "; ".join("%s: %s" % (k, "<redacted>" if k.lower() == "authorization" else v)
                             for k, v in request.headers)
-        self.out.line(self.out.paint("  [#%d] %s %s (%d bytes) %s" % (number, request.method, request.target,
+        self.out.line(self.out.paint("  [#%d] %s %s (%d bytes) %s" % (connection, request.method, request.target,
                                                                       len(body), headers), "dim"))
-        # The wrapped application's own answer (None, or what it leaves to wait for).
-        return self.app(request, body, _TracingResponder(responder, self.out, number))
+        return self._traced(self.app(request, body, connection), connection)
 
+    def _status(self, connection: int, status: int, headers: Any, stream: bool) -> None:
+        shown = "; ".join("%s: %s" % (k, v) for k, v in (headers or ()))
+        self.out.line(self.out.paint("  [#%d] -> %d%s %s" % (connection, status, " (stream)" if stream else "", shown),
+                                     "dim"))
 
-class _TracingResponder:
-    """Delegates everything to the real `transport.Responder`, printing the status line
-    of whatever starts a response (any method called with an `int` status first:
-    `send`, `start`, ...) and the end of streams. Generic on purpose, so the trace
-    keeps working when the responder grows new ways to answer."""
+    def _traced(self, answer: Any, connection: int) -> Any:
+        if isinstance(answer, Reply):
+            self._status(connection, answer.status, answer.headers, answer.chunked)
+            return answer
+        if isinstance(answer, Stream):
+            self._status(connection, answer.status, answer.headers, True)
 
-    def __init__(self, inner: Any, out: Output, number: int) -> None:
-        self._inner = inner
-        self._out = out
-        self._number = number
+            def ended() -> None:
+                self.out.line(self.out.paint("  [#%d] -> end of stream" % connection, "dim"))
+                answer.close()
 
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._inner, name)
-        if not callable(value) or name.startswith("_") or name.startswith("chunk"):
-            return value
+            return Stream(answer.status, answer.headers, answer.chunks, ended)
+        if isinstance(answer, PendingReply):
+            async def run() -> Reply:
+                return self._traced(await answer.run(), connection)
 
-        def traced(*args: Any, **kwargs: Any) -> Any:
-            if args and isinstance(args[0], int) and not isinstance(args[0], bool):
-                headers = args[1] if len(args) > 1 else kwargs.get("headers")
-                shown = "; ".join("%s: %s" % (k, v) for k, v in (headers or []))
-                self._out.line(self._out.paint("  [#%d] -> %d%s %s" % (
-                    self._number, args[0], "" if name.startswith("send") and "chunked" not in name else " (stream)",
-                    shown), "dim"))
-            elif name.startswith("end") and getattr(self._inner, "streaming", False) and not self._inner.finished:
-                self._out.line(self._out.paint("  [#%d] -> end of stream" % self._number, "dim"))
-            return value(*args, **kwargs)
-
-        return traced
-
+            return PendingReply(run, answer.close)
+        return answer
