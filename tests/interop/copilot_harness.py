@@ -60,7 +60,17 @@ CLI_VERSION = PINNED_VERSION
 # * Before TRUST_PROMPT_FIRST_SINCE the folder-trust dialog can come a few seconds
 #   after the input box is shown (seen on 0.0.409; 1.0.60 and newer show it first; the
 #   versions between are given the wait too): CopilotTui.start waits LATE_TRUST_WAIT.
+# * Before SELECTION_INDICATOR_SINCE the TUI shows no `@file:line` indicator for the
+#   pushed selection (0.0.410's changelog adds it); its log shows the push arrived.
+# * Before DISCONNECT_NOTICE_SINCE the CLI logs a deleted lock as "IDE disconnected
+#   unexpectedly: NAME (source: lock file deleted)" and shows no "IDE connection lost"
+#   (seen on 0.0.409; 1.0.60 and newer log "Disconnected from IDE MCP server" and show
+#   the notice; the versions between are not asked for the notice).
 IDE_SINCE = "0.0.409"
+SELECTION_INDICATOR_SINCE = "0.0.410"
+DISCONNECT_NOTICE_SINCE = "1.0.60"
+IDE_DISCONNECTED_LOG = (r"(Disconnected from IDE MCP server|IDE disconnected unexpectedly: "
+                        r".*\(source: lock file deleted\))")
 TRUST_PROMPT_FIRST_SINCE = "1.0.60"
 LATE_TRUST_WAIT = 8.0
 COPILOT_HOME_LOCKS_SINCE = "1.0.0"
