@@ -30,7 +30,9 @@ for v in $versions; do
   fi
   venv=".venv-$v"
   [ -x "$venv/bin/python" ] || "$py" -m venv "$venv" || { status=1; summary="$summary\n  $v: venv failed"; continue; }
-  "$venv/bin/python" -c "import pytest" 2>/dev/null || "$venv/bin/python" -m pip install --quiet pytest
+  # pytest of the major version pinned in tests/requirements.txt (as `make test`).
+  "$venv/bin/python" -c "import pytest, sys; sys.exit(pytest.__version__.split('.')[0] != '8')" 2>/dev/null \
+    || "$venv/bin/python" -m pip install --quiet -r tests/requirements.txt
   echo "=== CPython $v ($("$venv/bin/python" -V 2>&1))"
   if "$venv/bin/python" -m pytest -p no:cacheprovider "$@"; then
     summary="$summary\n  $v: passed"
