@@ -740,8 +740,9 @@ def group_rt(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str, 
 
 NODE_DIR = os.path.join(HERE, "bench_node")
 NODE_MODULES = os.path.join(ROOT, ".bench-node", "node_modules")
-TP_SERVERS = ("ours", "vscode", "vscode124", "sdk", "bare")
-TP_LABELS = {"ours": "ours (IdeServer)", "vscode": "VS Code stack (Express 5 + MCP TS SDK)",
+TP_SERVERS = ("ours", "ours_b", "vscode", "vscode124", "sdk", "bare")
+TP_LABELS = {"ours": "ours (IdeServer)", "ours_b": "ours from --compare-root",
+             "vscode": "VS Code stack (Express 5 + MCP TS SDK)",
              "vscode124": "VS Code stack, MCP TS SDK 1.24.3", "sdk": "MCP Python SDK (uvicorn)",
              "bare": "bare node:http"}
 # The VS Code stack's SDK package: the pinned release, and 1.24.3 installed beside it (an
@@ -759,6 +760,8 @@ def _start_tp_server(name: str, args: argparse.Namespace) -> Tuple[Optional[Serv
     env = dict(os.environ, BENCH_SELECTION=json.dumps(SELECTION))
     if name == "ours":
         return ServerProc("ours"), ""  # from --ours-root when given (BENCH_OURS_ROOT)
+    if name == "ours_b":
+        return ServerProc("ours", env=dict(os.environ, BENCH_OURS_ROOT=os.path.abspath(args.compare_root))), ""
     if name == "sdk":
         if not args.sdk:
             return None, "skipped (--no-sdk)"
@@ -802,14 +805,16 @@ def run_loadgen(proc: ServerProc, conc: int, duration: float, warmup: float) -> 
 def group_throughput(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str, Any]:
     result: Dict[str, Any] = {"servers": {}, "skipped": {}, "versions": {}, "loadgen": "tools/bench_node/loadgen.js",
                               "reps": args.tp_reps, "duration_s": args.tp_duration, "warmup_s": args.tp_warmup}
+    servers = [name for name in TP_SERVERS if (name != "ours_b" or args.compare_root)
+               and (not args.servers or name in args.servers.split(","))]
     if not args.node or not _node():
         why = "skipped (--no-node)" if not args.node else "node not found: the load generator is Node.js"
-        result["skipped"] = {name: why for name in TP_SERVERS}
+        result["skipped"] = {name: why for name in servers}
         log("  throughput: %s" % why)
         return result
     procs: Dict[str, ServerProc] = {}
     try:
-        for name in TP_SERVERS:
+        for name in servers:
             try:
                 proc, why = _start_tp_server(name, args)
             except Exception as exc:  # report, do not fail the whole run
@@ -1562,6 +1567,8 @@ def render(results: Dict[str, Any]) -> str:
         lines.append("   %-40s %4s %9s %9s %9s %10s %10s %9s %9s" % (
             "server", "conc", "req/s", "p50 us", "p99 us", "ours/this", "server us", "gen ceil", "gen cpu"))
         for name in TP_SERVERS:
+            if name not in tp["servers"] and name not in tp["skipped"]:
+                continue
             if name not in tp["servers"]:
                 lines.append("   %-40s %s" % (TP_LABELS[name], tp["skipped"].get(name, "not measured")))
                 continue
@@ -1661,6 +1668,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="skip the Node.js servers and load generator (the throughput group)")
     parser.add_argument("--ours-root", default=None, metavar="DIR",
                         help="import our server from another checkout (e.g. a `git worktree` of an older commit)")
+    parser.add_argument("--compare-root", default=None, metavar="DIR",
+                        help="throughput: also our server imported from DIR (another checkout), side by side")
+    parser.add_argument("--servers", default="", metavar="LIST",
+                        help="throughput: only these servers, of %s" % ", ".join(TP_SERVERS))
     parser.add_argument("--tp-reps", type=int, default=None, help="repetitions of the throughput runs")
     parser.add_argument("--tp-duration", type=float, default=None, help="seconds counted per throughput run")
     parser.add_argument("--tp-warmup", type=float, default=None, help="seconds not counted before each run")
