@@ -531,6 +531,24 @@ def test_slow_discover(env: Env, capsys: Any) -> None:
     assert "DELETE" in tiny.methods          # the probe ends its session
 
 
+def test_slow_initialize(env: Env, capsys: Any) -> None:
+    path = os.path.join(env.root, "tiny.sock")
+    tiny = TinyHttp(path, {
+        "server/discover": (0.0, _rpc(0, error={"code": -32601, "message": "Method not found"})),
+        "initialize": (1.3, _rpc(1, result={"protocolVersion": "2025-11-25", "capabilities": {}})),
+        "notifications/initialized": (0.0, _http(202, b"")),
+        "DELETE": (0.0, _http(200, b"")),
+    })
+    try:
+        env.write("t.lock", _tiny_lock(env, path, env.root))
+        result = doctor(capsys, env.root)
+    finally:
+        tiny.close()
+    assert result.rc == 0
+    assert_shown(result, "slow-initialize", "answer initialize at once", "t.lock")
+    assert "slow-discover" not in result.codes("t.lock")
+
+
 def test_no_handshake_option_connects_to_nothing(env: Env, capsys: Any) -> None:
     path = os.path.join(env.root, "tiny.sock")
     tiny = TinyHttp(path, {})

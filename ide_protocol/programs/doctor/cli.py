@@ -78,6 +78,8 @@ def render_text(report: dx.Report, out: TextIO) -> None:
         w("  (you gave %s: the CLI works in its physical path)\n" % one_line(report.given))
     count = len(report.locks)
     w("lock files: %s (%d)\n" % (one_line(report.lock_dir), count))
+    if count:
+        w("  (USE: connects at start-up; list: in /ide only; skip: ignored by the CLI; FAIL: refuses the CLI)\n")
     for lock in report.locks:
         w("\n  %s %s" % (_lock_label(report, lock), one_line(os.path.basename(lock.path))))
         if lock.ide_name is not None:
