@@ -24,7 +24,7 @@ def test_bench_quick_writes_json(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, BENCH, "--quick", "--no-sdk", "--json", str(out),
                            # the throughput group at its shortest: it runs, not what it measures
-                           "--tp-reps", "1", "--tp-duration", "0.2", "--tp-prime", "0.3"], cwd=ROOT,
+                           "--tp-reps", "1", "--tp-duration", "0.5", "--tp-prime", "0.3"], cwd=ROOT,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
     data = json.loads(out.read_text())

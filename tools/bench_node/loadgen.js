@@ -215,28 +215,29 @@ async function main() {
   const countTo = countFrom + durationMs;
   let cpu0 = null, scpu0 = NaN, cpu1 = null, scpu1 = NaN;
   const OK = Buffer.from("HTTP/1.1 200");
+  // The CPU of both processes over the counted window, read when it opens and closes.
+  const openWindow = () => { cpu0 = process.cpuUsage(); scpu0 = cpuSeconds(cfg.serverPid); };
+  const closeWindow = () => {
+    if (cpu1 === null) { cpu1 = process.cpuUsage(cpu0); scpu1 = cpuSeconds(cfg.serverPid); }
+  };
+  if (warmupMs > 0) setTimeout(openWindow, warmupMs); else openWindow();
+  setTimeout(closeWindow, warmupMs + durationMs);
 
   async function loop(conn) {
     for (;;) {
       const start = performance.now();
       if (start >= countTo) return;
-      if (cpu0 === null && start >= countFrom) {
-        cpu0 = process.cpuUsage();
-        scpu0 = cpuSeconds(cfg.serverPid);
-      }
       const raw = await conn.send(getSelection(nextId++));
       const end = performance.now();
-      if (start >= countFrom && end <= countTo) {
+      // Counted: the answers completed inside the window (a closed loop's throughput).
+      if (end >= countFrom && end <= countTo) {
         lat.push(end - start);
         if (raw.compare(OK, 0, OK.length, 0, OK.length) !== 0) errors++;
-      }
-      if (end >= countTo && cpu1 === null) {
-        cpu1 = process.cpuUsage(cpu0 || undefined);
-        scpu1 = cpuSeconds(cfg.serverPid);
       }
     }
   }
   await Promise.all(conns.map(loop));
+  closeWindow();
   stopping = true;
   const del = parseResponse(await first.send(request("DELETE")));
   for (const c of conns) c.sock.destroy();
