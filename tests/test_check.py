@@ -287,6 +287,16 @@ def test_every_check_has_a_fault() -> None:
     assert sorted(FAULTS) == sorted(c.name for c in check.CHECKS)
 
 
+def test_checks_live_in_the_module_of_the_section_they_test() -> None:
+    """One module per contract section; the report follows the contract's order."""
+    modules = {"§1": "discovery", "§2": "transport", "§3": "sessions", "§4": "tools", "§5": "notifications"}
+    misplaced = ["%s (%s) in %s" % (c.name, c.section, c.func.__module__) for c in check.CHECKS
+                 if c.func.__module__ != "ide_protocol.programs.check." + modules.get(c.section, "?")]
+    assert not misplaced, misplaced
+    sections = [c.section for c in check.CHECKS]
+    assert sections == sorted(sections, key=lambda s: int(s[1:]))
+
+
 # ------------------------------------------------------------------ running
 
 
