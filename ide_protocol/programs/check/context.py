@@ -15,7 +15,8 @@ import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ...wire import http11, jsonrpc, sse
-from ...client import DEFAULT_CONNECT_TIMEOUT, ClientConnection, ClientError, ClientResponse, cli_headers
+from ...client import (DEFAULT_CONNECT_TIMEOUT, STREAM_ACCEPT, ClientConnection, ClientError, ClientResponse,
+                        cli_headers)
 from ...common.lockfile import LockInfo
 from .registry import DEFAULT_CHECK_TIMEOUT, Fail, Outcome
 
@@ -115,7 +116,7 @@ class CheckContext:
         if method == "POST":
             h = cli_headers(lock_headers, self.client_session_id, mcp_session_id=session)
         elif method == "GET":
-            h = cli_headers(lock_headers, self.client_session_id, accept="text/event-stream", content_type=None,
+            h = cli_headers(lock_headers, self.client_session_id, accept=STREAM_ACCEPT, content_type=None,
                             mcp_session_id=session)
         else:
             h = cli_headers(lock_headers, self.client_session_id, accept=None, content_type=None,
