@@ -1,4 +1,5 @@
-"""ide_protocol.wire.jsonrpc: codec, classification, dispatcher, outgoing bookkeeping, Peer."""
+"""JSON-RPC: the sans-IO codec and classifier (`ide_protocol.wire.jsonrpc`), and the
+asyncio layer on it (`ide_protocol.rpc`: the dispatcher, outgoing bookkeeping, Peer)."""
 from __future__ import annotations
 
 import asyncio
