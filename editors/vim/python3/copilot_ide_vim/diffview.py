@@ -38,6 +38,7 @@ class DiffView:
         self.tab_name: str = diff.tab_name
         self.path: str = diff.original_file_path
         self.state = "waiting"
+        self.failures = 0  # times Vim refused to open the tab
         self.proposal: Optional[int] = None  # buffer number
         self.file_before = file_state(self.path)  # to notice the CLI's write
 

@@ -318,7 +318,9 @@ class VimIde:
             view.open()
         except vim.error as exc:  # Vim is busy (a textlock): tried again at the next tick
             view.state = "waiting"
-            echo("Copilot IDE: a diff waits: %s" % (exc,), "WarningMsg")
+            view.failures += 1
+            if view.failures == 1:  # said once, not at every tick
+                echo("Copilot IDE: a diff waits: %s" % (exc,), "WarningMsg")
 
     def on_diff_closed(self, diff: Any, answer: Dict[str, Any]) -> None:
         view = self.views.pop(diff.tab_name, None)
