@@ -7,13 +7,21 @@ at start-up and, when nothing matches, says why each lock was passed over.
 from __future__ import annotations
 
 import os
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 from ..common import lockfile
 from ..common.lockfile import LockInfo
 from .errors import NoIdeFound
 
-__all__ = ["choose", "describe_choice", "discover"]
+__all__ = ["Choice", "choose", "describe_choice", "discover"]
+
+
+class Choice(NamedTuple):
+    """The lock the CLI would connect to, and the other live locks listing the same
+    folder that it would pass over."""
+
+    chosen: LockInfo
+    passed_over: List[LockInfo]
 
 
 def discover(folder: Optional[str] = None, lock_dir: Optional[str] = None) -> LockInfo:
@@ -23,10 +31,10 @@ def discover(folder: Optional[str] = None, lock_dir: Optional[str] = None) -> Lo
     reachable socket, exact match of the folder's real path. Raises `NoIdeFound`
     listing the other usable locks and the skipped ones with their reasons.
     """
-    return choose(folder, lock_dir)[0]
+    return choose(folder, lock_dir).chosen
 
 
-def choose(folder: Optional[str] = None, lock_dir: Optional[str] = None) -> Tuple[LockInfo, List[LockInfo]]:
+def choose(folder: Optional[str] = None, lock_dir: Optional[str] = None) -> Choice:
     """`discover`, plus the other live locks that list the same folder and were passed
     over, so a program can say which IDE it picked when several serve one folder
     (`describe_choice`). Raises `NoIdeFound` as `discover` does."""
@@ -35,7 +43,7 @@ def choose(folder: Optional[str] = None, lock_dir: Optional[str] = None) -> Tupl
     match, others = lockfile.find_lock_for_folder(folder, directory)
     if match is not None:
         target = os.path.realpath(folder)
-        return match, [o for o in others if target in o.workspace_folders]
+        return Choice(match, [o for o in others if target in o.workspace_folders])
     usable = {o.path for o in others}
     rejected: List[Tuple[str, str]] = []
     for path, info in lockfile.read_locks(directory):
