@@ -217,6 +217,7 @@ PROGRAMS = [
     ["-m", "ide_protocol", "check", "--help"],
     ["-m", "ide_protocol", "check", "--list"],
     ["-m", "ide_protocol", "trace", "--help"],
+    ["-m", "ide_protocol", "doctor", "--help"],
     ["-m", "acp", "--help"],
 ]
 
