@@ -680,6 +680,29 @@ def test_vscode_xdg_state_dir(env: Env, server: Serve, capsys: Any, monkeypatch:
     assert "COPILOT_HOME=%s" % os.path.join(xdg, ".copilot") in result.text
 
 
+def test_config_dir_option_is_the_clis_flag(env: Env, server: Serve, capsys: Any, monkeypatch: Any) -> None:
+    """`copilot --config-dir DIR` reads DIR/ide, whatever COPILOT_HOME says."""
+    flag_dir = os.path.join(env.root, "flag-config")
+    os.makedirs(os.path.join(flag_dir, "ide"))
+    with open(os.path.join(flag_dir, "ide", "f.lock"), "w") as fh:
+        json.dump(lock_of(server, isTrusted=True), fh)
+    monkeypatch.setenv("COPILOT_HOME", os.path.join(env.root, "elsewhere"))
+    result = doctor(capsys, server.folder, "--config-dir", flag_dir)
+    assert result.rc == 0 and result.report["lock_dir"] == os.path.join(flag_dir, "ide")
+    assert result.report["findings"] == []   # no COPILOT_HOME warning: the flag wins
+
+
+def test_json_has_the_documented_shape(env: Env, server: Serve, capsys: Any) -> None:
+    env.write("a.lock", lock_of(server))
+    report = doctor(capsys, server.folder).report
+    assert {"folder", "would_connect", "ide", "locks"} <= set(report)
+    assert isinstance(report["would_connect"], bool)
+    (lock,) = report["locks"]
+    assert {"path", "usable", "findings"} <= set(lock) and isinstance(lock["usable"], bool)
+    for finding in lock["findings"]:
+        assert {"code", "message"} <= set(finding) and all(isinstance(v, str) for v in finding.values())
+
+
 def test_auto_connect_off(env: Env, server: Serve, capsys: Any) -> None:
     with open(os.path.join(env.config, "settings.json"), "w") as fh:
         json.dump({"ide": {"autoConnect": False}}, fh)
