@@ -113,8 +113,12 @@ def test_a_killed_vim_s_lock_is_cleaned_at_the_next_start(vims: Any, copilot_hom
     wait_until(first.exited, what="the killed Vim gone")
     assert os.path.exists(stale)                    # nobody could remove it ...
     second = vims().start()
-    wait_until(lambda: locks(copilot_home) and stale not in locks(copilot_home),
-               what="the stale lock cleaned")      # ... until the next start
+    try:
+        wait_until(lambda: locks(copilot_home) and stale not in locks(copilot_home),
+                   what="the stale lock cleaned")  # ... until the next start
+    except AssertionError:
+        raise AssertionError("the stale lock %s stays; locks %s; the new Vim shows:\n%s"
+                             % (stale, locks(copilot_home), second.screen()))
     assert len(locks(copilot_home)) == 1
     second.quit()
     assert locks(copilot_home) == []
