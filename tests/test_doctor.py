@@ -549,6 +549,27 @@ def test_slow_initialize(env: Env, capsys: Any) -> None:
     assert "slow-discover" not in result.codes("t.lock")
 
 
+def test_an_answer_on_a_stream_left_open_is_taken_when_it_comes(env: Env, capsys: Any) -> None:
+    event = b"event: message\ndata: " + json.dumps({"jsonrpc": "2.0", "id": 1, "result": {
+        "protocolVersion": "2025-11-25", "capabilities": {}}}).encode() + b"\n\n"
+    open_stream = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                   b"mcp-session-id: s1\r\n\r\n%x\r\n%s\r\n" % (len(event), event))   # no last chunk
+    path = os.path.join(env.root, "tiny.sock")
+    tiny = TinyHttp(path, {
+        "server/discover": (0.0, _http(404, b"")),
+        "initialize": (0.0, open_stream),
+        "notifications/initialized": (0.0, _http(202, b"")),
+        "DELETE": (0.0, _http(200, b"")),
+    })
+    try:
+        env.write("t.lock", _tiny_lock(env, path, env.root))
+        result = doctor(capsys, env.root, "--timeout", "3")
+    finally:
+        tiny.close()
+    assert result.rc == 0, result.text
+    assert result.codes("t.lock") == []
+
+
 def test_no_handshake_option_connects_to_nothing(env: Env, capsys: Any) -> None:
     path = os.path.join(env.root, "tiny.sock")
     tiny = TinyHttp(path, {})

@@ -66,10 +66,16 @@ async def _post(client: IdeClient, request_id: int, method: str, params: Any,
                 timeout: float) -> Tuple[ClientResponse, List[Any]]:
     response = await client.post(jsonrpc.request(request_id, method, params), with_session=False, timeout=timeout)
     messages: List[Any] = []
-    if response.status == 200:
-        messages = await response.messages(timeout)
-    else:
+    if response.status != 200:
         await response.read_body(timeout)
+        return response, messages
+    # Read up to the answer only: a server that leaves the stream open after it is
+    # not made to look slow (the CLI, too, takes the answer when it comes).
+    while _answer(messages, request_id) is None:
+        message = await response.next_message(timeout)
+        if message is None:
+            break
+        messages.append(message)
     return response, messages
 
 
