@@ -24,7 +24,7 @@ TIMEOUT = 30  # only against hangs
 
 
 @pytest.fixture
-def acp(tmp_path):
+def acp(tmp_path, transport):
     """`acp(args, stdin)` runs the command line against one fake agent whose sessions
     outlive each run: over stdio a store file the next child reads, over TCP one agent
     that every run connects to."""
@@ -88,6 +88,7 @@ def test_a_script_starts_lists_and_resumes_a_session(acp, tmp_path):
 def test_resume_shows_tool_calls_and_json_marks_replayed_updates(acp, tmp_path):
     root = workspace(tmp_path)
     status, out, err = acp(["--cwd", root, "--yes", "--json", "EDIT"])
+    assert status == 0, err
     session_id = last_json(out)["sessionId"]
     status, out, err = acp(["--resume", session_id, "--cwd", root, "hi"])
     assert status == 0, err
@@ -104,6 +105,7 @@ def test_resume_shows_tool_calls_and_json_marks_replayed_updates(acp, tmp_path):
 def test_resume_continues_in_the_chat(acp, tmp_path):
     root = workspace(tmp_path)
     status, out, err = acp(["--cwd", root, "--json", "first"])
+    assert status == 0, err
     session_id = last_json(out)["sessionId"]
     status, out, err = acp(["--resume", session_id, "--json", "--quiet"], stdin="second\nthird\n/quit\n")
     assert status == 0, err
