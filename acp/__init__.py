@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
-
 _LAZY = {
+    "__version__": "_core",  # the project's one version, defined in ide_protocol
     "Client": "client",
     "default_agent": "client",
     "Session": "session",
@@ -35,7 +34,7 @@ _LAZY = {
     "JsonRpcError": "errors",
 }
 
-__all__ = sorted(_LAZY) + ["__version__"]
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str) -> Any:  # PEP 562: import the submodule on first use

@@ -330,7 +330,8 @@ class App:
         tty = self.console.isatty()
         if tty:
             agent = info.get("agentInfo") or {}
-            write_stderr("Connected to %s %s (session %s). Type a prompt; /quit leaves.\n"
+            write_stderr("Connected to %s %s (session %s). Type a prompt; /commands lists the "
+                         "agent's commands, /quit leaves.\n"
                          % (agent.get("title") or agent.get("name") or "the agent",
                             agent.get("version") or "", session.session_id))
         status = EXIT_OK

@@ -17,7 +17,7 @@ import logging
 import os
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Union
 
-from ._core import jsonrpc, ndjson, rpc
+from ._core import __version__, jsonrpc, ndjson, rpc
 from . import permissions as _permissions
 from .connection import DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, AgentConnection
 from .endpoints import DEFAULT_AGENT, Argv, parse_address
@@ -29,7 +29,7 @@ from .terminal import Terminals
 log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
-CLIENT_INFO = {"name": "acp-python", "title": "ACP client (Python)", "version": "0.1.0"}
+CLIENT_INFO = {"name": "acp-python", "title": "ACP client (Python)", "version": __version__}
 MAX_EARLY_SESSIONS = 32  # session ids whose updates we hold before their session exists
 MAX_EARLY_UPDATES = 1000
 
