@@ -138,6 +138,16 @@ def test_advertised_commands_are_sent_as_prompts(acp, tmp_path):
     assert status == 0 and out == "Hello from the fake agent.\n"  # advertised ones are prompts
 
 
+def test_a_permission_question_in_the_chat_is_answered_from_a_pipe(acp, tmp_path):
+    root = workspace(tmp_path)
+    status, out, err = acp(["--cwd", root], stdin="EDIT\nallow always\nhello\n")
+    assert status == 0, err
+    assert "[1] allow once  [2] allow always  [3] reject" in err
+    assert "[edit] done" in out and out.endswith("Hello from the fake agent.\n")
+    answers = [m.get("result") for d, m in read_log(acp.log) if d == "C>A" and isinstance(m, dict)]
+    assert {"outcome": {"outcome": "selected", "optionId": "allow_always"}} in answers
+
+
 # --------------------------------------------------------------------- on a terminal
 
 
