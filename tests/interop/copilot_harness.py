@@ -485,11 +485,15 @@ class CopilotTui(object):
             return None
         return int(text) if text.lstrip("-").isdigit() else None
 
-    def wait_exit(self, timeout=20.0):
+    # /exit typed while the CLI still finishes a turn is queued ("Queued (1) /exit") and
+    # runs after it; on a loaded machine that took more than 20 s once.
+    EXIT_TIMEOUT = 60.0
+
+    def wait_exit(self, timeout=EXIT_TIMEOUT):
         wait_until(lambda: self.exit_status() is not None, timeout, message="CLI exit")
         return self.exit_status()
 
-    def exit(self, timeout=20.0):
+    def exit(self, timeout=EXIT_TIMEOUT):
         """``/exit``; returns the CLI's exit status."""
         if self.exit_status() is None:
             self.tmux.submit("/exit")
