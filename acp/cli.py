@@ -38,9 +38,9 @@ from .permissions import TerminalAsker
 from .session import FINAL_TOOL_STATUSES, Session, Turn, text_of
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-# An agent on TCP is already running, so it answers `initialize` at once; waiting the
-# full --timeout for a listener that accepted but never speaks (a half-open socket, or
-# not an ACP agent) would only hide the problem.
+# An agent on TCP (ACP.md §8) is already running, so it answers `initialize` at once;
+# waiting the full --timeout for a listener that accepted but never speaks (a half-open
+# socket, or not an ACP agent) would only hide the problem.
 TCP_INITIALIZE_TIMEOUT = 10.0
 LOCAL_COMMANDS = ("/commands", "/quit", "/exit")  # handled by the chat, never sent
 
