@@ -743,7 +743,7 @@ def test_every_request_is_checked_even_with_a_head_seen_before(tmp_path: Any) ->
                     assert await cli.request("ping", conn=conn) == {}
                 assert checks == [server.nonce.encode()] * 3
             # Byte-identical but for the nonce, the Origin, the path or the version:
-            # refused, on the very connection that sent the accepted head.
+            # refused, each on a connection that sent the accepted head just before.
             wrong = Cli(server.socket_path, "0" * 32, client_session_id=cli.client_session_id)
             wrong.session_id = cli.session_id
             for data, status in ((wrong.encode("POST", jsonrpc.request(90, "ping")), 401),
@@ -751,8 +751,10 @@ def test_every_request_is_checked_even_with_a_head_seen_before(tmp_path: Any) ->
                                  (cli.encode("POST", jsonrpc.request(92, "ping"), target="/other"), 404),
                                  (cli.encode("POST", jsonrpc.request(93, "ping"),
                                              extra=[("mcp-protocol-version", "1999-01-01")]), 400)):
-                conn.send_raw(data, expect="POST")
-                reply = await conn.read_reply()
+                probe = await cli.new_conn()
+                assert await cli.request("ping", conn=probe) == {}
+                probe.send_raw(data, expect="POST")
+                reply = await probe.read_reply()
                 assert reply.status == status and reply.complete
             for _ in range(2):
                 assert await cli.request("ping", conn=conn) == {}

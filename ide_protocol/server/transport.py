@@ -31,7 +31,7 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Any, Callable, Deque, Optional, Set, Tuple, Union
+from typing import Any, Callable, Deque, Dict, Optional, Set, Tuple, Union
 
 from ..wire import http11
 from .answers import Answer, App, Fields, PendingReply, Reply, Stream
@@ -70,6 +70,33 @@ def connection_field(request: http11.Request, fields: Fields) -> Tuple[Fields, b
     return tuple(fields) + (("Connection", "keep-alive" if keep_open else "close"),), keep_open
 
 
+#: Encoded heads of chunked answers, by (status, fields, the request's keep-alive): a
+#: pure function of that key, remembered because the same few repeat on every request
+#: (a session's SSE answer, PROTOCOL.md §2). Bounded; hashable fields of text only.
+_CHUNKED_HEADS: Dict[Tuple[Any, ...], Tuple[bytes, bool]] = {}
+
+
+def chunked_head(request: http11.Request, status: int, fields: Fields) -> Tuple[bytes, bool]:
+    """The head of a chunked answer with `Connection` settled (`connection_field`), and
+    whether the connection stays open after it. Raises ValueError for fields the wire
+    layer refuses."""
+    key: Optional[Tuple[Any, ...]] = (status, fields, request.keep_alive)
+    try:
+        known = _CHUNKED_HEADS.get(key)  # type: ignore[arg-type]
+    except TypeError:  # (a list of fields, an unhashable value)
+        key = known = None
+    if known is not None:
+        return known
+    settled, keep_open = connection_field(request, fields)
+    known = (http11.write_response_head(status, settled), keep_open)
+    if key is not None and all(type(value) is str for _, value in fields):
+        # (Text values only: True, 1 and 1.0 are equal keys but not the same field.)
+        if len(_CHUNKED_HEADS) >= 256:
+            _CHUNKED_HEADS.clear()
+        _CHUNKED_HEADS[key] = known
+    return known
+
+
 if sys.version_info >= (3, 12):
     def _start_task(loop: asyncio.AbstractEventLoop, coro: Any) -> "asyncio.Task[None]":
         # Eager (Python 3.12+): the coroutine's first step runs now, inside
@@ -78,6 +105,15 @@ if sys.version_info >= (3, 12):
 else:
     def _start_task(loop: asyncio.AbstractEventLoop, coro: Any) -> "asyncio.Task[None]":
         return loop.create_task(coro)
+
+
+def _closes(reply: Reply) -> bool:
+    return any(k.lower() == "connection" and v.lower() == "close" for k, v in reply.headers)
+
+
+def _has_body(request: http11.Request) -> bool:
+    headers = request.headers
+    return headers.get("transfer-encoding") is not None or headers.get("content-length") not in (None, "0")
 
 
 class _Answering:
@@ -139,6 +175,10 @@ class HttpConnection(asyncio.Protocol):
         self._writing_paused = False
         self._writable: Optional[asyncio.Event] = None  # made at the first pause_writing
         self._lost = False
+        # The app's judgement of a request by its head alone (`McpApp.judge_head`):
+        # a refused request is answered before its body is read, and never buffered.
+        self._judge_head: Optional[Callable[[http11.Request], Optional[Reply]]] = getattr(app, "judge_head", None)
+        self.last_active = self._loop.time()  # for the idle timeout and the connection limit
 
     # ------------------------------------------------------------ asyncio.Protocol
 
@@ -150,6 +190,7 @@ class HttpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._input_done:
             return  # after an error or a `Connection: close` request nothing more is read
+        self.last_active = self._loop.time()
         for event in self._parser.feed(data):
             kind = type(event)
             if kind is http11.Data:
@@ -160,6 +201,13 @@ class HttpConnection(asyncio.Protocol):
                         self._body = bytearray(self._body)
                     self._body += event.data  # type: ignore[union-attr, operator]
             elif kind is http11.Request:
+                if self._judge_head is not None:
+                    refusal = self._judge_head(event)  # type: ignore[arg-type]
+                    # Refused now when the answer closes the connection (no nonce, an
+                    # Origin) or a body would follow; a bodiless one is answered in turn.
+                    if refusal is not None and (_closes(refusal) or _has_body(event)):  # type: ignore[arg-type]
+                        self._refuse(event, refusal)  # type: ignore[arg-type]
+                        return
                 self._receiving = event  # type: ignore[assignment]
                 self._body = b""
             elif kind is http11.EndOfMessage:
@@ -228,6 +276,29 @@ class HttpConnection(asyncio.Protocol):
         elif not keep_open:
             self.close()
 
+    def _refuse(self, request: http11.Request, refusal: Reply) -> None:
+        """A request refused by its head (no nonce, an Origin, a wrong path or method):
+        answered in turn without reading its body, then the connection closes. Nothing
+        more is read from it, so a peer cannot make us buffer what it sends."""
+        self._input_done = True
+        self._receiving = None
+        self._body = b""
+        closing = refusal if _closes(refusal) else Reply(refusal.status, tuple(refusal.headers) + (
+            ("Connection", "close"),), refusal.body)
+        if self._task is None and not self._queue and not self._writing_paused:
+            self._write_reply(request, closing)
+            self.close()
+            return
+        self._queue.append((request, closing))  # type: ignore[arg-type]  # after what is ahead of it
+        if self._task is None:
+            self._start_handler()
+
+    @property
+    def idle(self) -> bool:
+        """Between requests: nothing received in part, nothing being answered."""
+        return (not self.closed and self._task is None and not self._queue and self._answering is None
+                and self._receiving is None and self._parser.idle)
+
     def _watch_partial(self) -> None:
         """Arm the REQUEST_TIMEOUT timer while a request is partly received, and only
         then: an idle keep-alive connection waits for its next request without a timer
@@ -266,9 +337,8 @@ class HttpConnection(asyncio.Protocol):
         if type(answer) is Reply:
             return self._write_reply(request, answer)  # type: ignore[arg-type]
         if type(answer) is Stream:
-            fields, keep_open = connection_field(request, answer.headers)  # type: ignore[union-attr]
             try:
-                head = http11.write_response_head(answer.status, fields)  # type: ignore[union-attr]
+                head, keep_open = chunked_head(request, answer.status, answer.headers)  # type: ignore[union-attr]
             except ValueError:
                 answer.close()  # type: ignore[union-attr]
                 return self._refuse_encoding()
@@ -285,11 +355,15 @@ class HttpConnection(asyncio.Protocol):
 
     def _write_reply(self, request: http11.Request, reply: Reply) -> bool:
         """Write a complete answer; whether the connection stays open after it."""
-        fields, keep_open = connection_field(request, reply.headers)
         try:
             if reply.chunked:
-                data = http11.write_chunked_response(reply.status, fields, reply.body, request_method=request.method)
+                # The head, the body as one chunk (none when empty), the last chunk; the
+                # head only for HEAD (`http11.has_body`). One write: one system call.
+                data, keep_open = chunked_head(request, reply.status, reply.headers)
+                if http11.has_body(request.method, reply.status):
+                    data = b"".join((data, http11.encode_chunk(reply.body), http11.LAST_CHUNK))
             else:
+                fields, keep_open = connection_field(request, reply.headers)
                 data = http11.write_response(reply.status, fields, reply.body, request_method=request.method)
         except ValueError:
             return self._refuse_encoding()
@@ -366,6 +440,10 @@ class HttpConnection(asyncio.Protocol):
                     self._write_error(item)
                     keep_open = False
                     continue
+                if type(item[1]) is Reply:  # refused by its head (_refuse)
+                    self._write_reply(*item)  # type: ignore[arg-type]
+                    keep_open = False
+                    continue
                 done = self._answer(*item)
                 if done is None:
                     assert self._answering is not None
@@ -386,6 +464,7 @@ class HttpConnection(asyncio.Protocol):
         task = self._task
         if task is not None and (task.done() or task is asyncio.current_task()):
             self._task = None
+        self.last_active = self._loop.time()
         answering, self._answering = self._answering, None
         if answering is not None:
             answering.answer.close()
@@ -525,6 +604,11 @@ class Listener:
         self._server: Any = None
         self._numbers = itertools.count(1)
         self.accepted = 0
+        #: At most this many open connections (None: no limit). At the limit the
+        #: connection idle longest makes room; when none is idle the new one is
+        #: answered 503 and closed (set by IdeServer, README "Limits and safety").
+        self.max_connections: Optional[int] = None
+        self.refused = 0
 
     def _connection(self) -> HttpConnection:
         """The protocol factory given to the loop (Unix socket or named pipe)."""
@@ -532,7 +616,35 @@ class Listener:
 
     def _adopt(self, conn: HttpConnection) -> None:
         self.accepted += 1
+        if self.max_connections is not None and not self._room_for_one():
+            self.refused += 1
+            body = b"Service Unavailable: too many connections (limit %d), none idle\n" % self.max_connections
+            conn.write_nowait(http11.write_response(503, [("Content-Type", "text/plain"), ("Connection", "close")],
+                                                    body))
+            conn.close()
+            return
         self.connections.add(conn)
+
+    def _room_for_one(self) -> bool:
+        """Whether one more connection fits, after closing the one idle longest if needed."""
+        assert self.max_connections is not None
+        live = [c for c in self.connections if not c.closed]
+        if len(live) < self.max_connections:
+            return True
+        idle = [c for c in live if c.idle]
+        if not idle:
+            return False
+        min(idle, key=lambda c: c.last_active).close()
+        return True
+
+    def close_idle(self, timeout: float) -> int:
+        """Close the connections idle (between requests) for `timeout` seconds or more;
+        how many. A client's pooled connection reconnects when it needs to."""
+        now = asyncio.get_event_loop().time()
+        stale = [c for c in self.connections if c.idle and now - c.last_active >= timeout]
+        for conn in stale:
+            conn.close()
+        return len(stale)
 
     def _discard(self, conn: HttpConnection) -> None:
         self.connections.discard(conn)

@@ -14,8 +14,8 @@ testable byte by byte. By concern:
   `chunk_size` (the chunk-size grammar), `check_body_size` (the body limit),
   `keep_alive`.
 * `readers` — `RequestParser` and `ResponseParser`, one state machine applying them.
-* `writers` — `write_request`, `write_response`, `write_response_head`,
-  `write_chunked_response`, `encode_chunk`, `LAST_CHUNK`.
+* `writers` — `write_request`, `write_response`, `write_response_head`, `encode_chunk`,
+  `LAST_CHUNK`.
 
 The readers never raise on input. A malformed message becomes a `ParseError` event with
 the status code the server should answer with (400, 413, 431, 501, 505); after it the
@@ -28,13 +28,13 @@ from .headers import NO_TRAILERS, Headers, HeadersLike
 from .readers import RequestParser, ResponseParser
 from .rules import (DEFAULT_MAX_BODY, DEFAULT_MAX_HEAD, MAX_CHUNK_LINE, REASONS, connection_tokens, has_body,
                     keep_alive)
-from .writers import (LAST_CHUNK, ChunkedWriter, encode_chunk, encode_chunked_body, write_chunked_response,
-                      write_request, write_response, write_response_head)
+from .writers import (LAST_CHUNK, ChunkedWriter, encode_chunk, encode_chunked_body, write_request, write_response,
+                      write_response_head)
 
 __all__ = [
     "ChunkedWriter", "ConnectionClosed", "DEFAULT_MAX_BODY", "DEFAULT_MAX_HEAD", "Data", "EndOfMessage", "Event",
     "Headers", "HeadersLike", "LAST_CHUNK", "MAX_CHUNK_LINE", "NO_TRAILERS", "ParseError", "ParserEvent",
     "REASONS", "Request", "RequestParser", "Response", "ResponseParser", "connection_tokens", "encode_chunk",
-    "encode_chunked_body", "has_body", "keep_alive", "write_chunked_response", "write_request", "write_response",
+    "encode_chunked_body", "has_body", "keep_alive", "write_request", "write_response",
     "write_response_head",
 ]

@@ -47,7 +47,9 @@ class Headers:
         return index[1]
 
     def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
-        values = self.index().get(name.lower())
+        index = self._index
+        table = index[1] if index is not None and index[0] == len(self.raw) else self.index()
+        values = table.get(name.lower())
         return values[0] if values else default
 
     def get_all(self, name: str) -> List[str]:

@@ -9,6 +9,7 @@ One state machine for both directions. Its states, and what moves it on:
     CHUNK_DATA   that many bytes of chunk data
     CHUNK_END    the CRLF after the chunk data -> CHUNK_SIZE
     TRAILERS     trailer fields, then the empty line: the message ends
+                 (the four chunked states are read by one method, `_read_chunked`)
     UNTIL_CLOSE  a response body delimited by the connection closing
     CLOSED       a message said `Connection: close` (`rules.keep_alive`): nothing more
     DEAD         after a ParseError
@@ -20,9 +21,10 @@ and the reader is dead from then on. The outcome never depends on how the bytes 
 split between calls to `feed`.
 
 The parse of a request head is a pure function of its bytes, and Copilot CLI sends the
-same head again and again (PROTOCOL.md §2), so it is remembered by those bytes (the
-head's fields, their index, its framing and keep-alive). What depends on the reader's
-settings, the body limit, is checked on every request.
+same head again and again on a connection (PROTOCOL.md §2), so a request reader keeps
+the last head it parsed with its bytes: when the next head is those bytes again (one
+comparison), its parse is the same (fields, their index, framing, keep-alive). What
+depends on the reader's settings, the body limit, is checked on every request.
 """
 from __future__ import annotations
 
@@ -59,12 +61,6 @@ def _parse_request_head(lines: List[bytes]) -> _RequestHead:
                         body_framing(headers), keep_alive(line.http_version, headers.tokens("connection")))
 
 
-#: Request heads parsed before, by their bytes (bounded; small heads only).
-_REQUEST_HEADS: Dict[bytes, _RequestHead] = {}
-_REMEMBER_HEADS = 256
-_REMEMBER_HEAD_BYTES = 8192
-
-
 class _Reader:
     """The state machine shared by both directions; subclasses read the start line
     and pick the body's framing (`_start_message`)."""
@@ -79,15 +75,16 @@ class _Reader:
         self._remaining = 0      # bytes left in a Content-Length body or the current chunk
         self._body_seen = 0      # body bytes so far in this message (rules.check_body_size)
         self._keep_alive = True  # whether the current message leaves the connection open
+        #: The bytes of the last head whose parse the reader keeps (see the module's doc).
+        self._head_bytes: Optional[bytes] = None
+        #: True between messages with nothing buffered (a clean place to close); set
+        #: at the end of each `feed`/`feed_eof`.
+        self.idle = True
 
     @property
     def state_name(self) -> str:
         return self._state
 
-    @property
-    def idle(self) -> bool:
-        """True between messages with nothing buffered (a clean place to close)."""
-        return self._state == "HEAD" and self._pos == len(self._buf)
 
     @property
     def buffered(self) -> int:
@@ -107,13 +104,32 @@ class _Reader:
                 self._buf += data  # type: ignore[operator]
         events: List[ParserEvent] = []
         try:
-            while self._step(events):
-                pass
+            # One state at a time, for as long as bytes last and a state makes progress.
+            while self._pos < len(self._buf):
+                state = self._state
+                if state == "HEAD":
+                    more = self._read_head(events)
+                elif state == "LENGTH":
+                    more = self._read_length(events)
+                elif state == "UNTIL_CLOSE":
+                    more = self._read_until_close(events)
+                elif state == "CLOSED" or state == "DEAD":
+                    break
+                else:
+                    more = self._read_chunked(events)
+                if not more:
+                    break
         except Refusal as refusal:
             self._die(events, refusal.status, refusal.message)
         except Exception as exc:  # defensive: a reader bug must still look like bad input
             self._die(events, 400, "malformed message (%s)" % type(exc).__name__)
-        self._compact()
+        if self._pos:
+            if self._pos == len(self._buf):  # all consumed (the usual): start afresh
+                self._buf = b""
+                self._pos = self._scan = 0
+            else:
+                self._compact()
+        self.idle = self._state == "HEAD" and not self._buf
         return events
 
     def feed_eof(self) -> List[ParserEvent]:
@@ -134,38 +150,28 @@ class _Reader:
             self._die(events, 400, "connection closed in the middle of a message")
         self._buf = b""
         self._pos = self._scan = 0
+        self.idle = False
         return events
 
     # -- the states
 
-    def _step(self, events: List[ParserEvent]) -> bool:
-        """One step of the state machine; False when it needs more bytes."""
-        if self._pos >= len(self._buf):
-            return False
-        state = self._state
-        if state == "HEAD":
-            return self._read_head(events)
-        if state == "CHUNK_SIZE":
-            return self._read_chunk_size()
-        if state == "CHUNK_DATA" or state == "LENGTH":
-            return self._read_data(events)
-        if state == "CHUNK_END":
-            return self._read_chunk_end()
-        if state == "TRAILERS":
-            return self._read_trailers(events)
-        if state == "UNTIL_CLOSE":
-            return self._read_until_close(events)
-        return False
-
     def _read_head(self, events: List[ParserEvent]) -> bool:
         buf = self._buf
         pos = self._pos
-        # Tolerate empty lines before a start line (RFC 9112 §2.2).
-        while pos < len(buf) and buf[pos] in (_CR, _LF):
-            pos += 1
-        self._pos = pos
-        if pos >= len(buf):
-            return False
+        if buf[pos] == _CR or buf[pos] == _LF:
+            # Tolerate empty lines before a start line (RFC 9112 §2.2).
+            while pos < len(buf) and buf[pos] in (_CR, _LF):
+                pos += 1
+            self._pos = pos
+            if pos >= len(buf):
+                return False
+        self._body_seen = 0
+        last = self._head_bytes
+        if last is not None and buf.startswith(last, pos):
+            # The bytes of the head before: the head ends where that one ended.
+            self._pos = self._scan = pos + len(last)
+            self._start_message(events, last, len(last))
+            return True
         found = head_end(buf, max(pos, self._scan))
         if found is None:
             # The head cannot end before len(buf) - 2 (its end is at most "\n\r\n", two
@@ -179,7 +185,6 @@ class _Reader:
         if end - pos > self.max_head:
             raise Refusal(431, "header block larger than %d bytes" % self.max_head)
         self._pos = self._scan = after
-        self._body_seen = 0
         self._start_message(events, bytes(buf[pos:after]), end - pos)
         return True
 
@@ -198,62 +203,75 @@ class _Reader:
         else:
             self._end_message(events, NO_TRAILERS)
 
-    def _read_chunk_size(self) -> bool:
-        buf = self._buf
-        pos = self._pos
-        lf = buf.find(b"\n", pos, pos + MAX_CHUNK_LINE + 2)
-        if lf < 0:
-            if len(buf) - pos > MAX_CHUNK_LINE + 1:
-                raise Refusal(400, "chunk-size line too long")
-            return False
-        if lf == pos or buf[lf - 1] != _CR:
-            raise Refusal(400, "chunk-size line not ended by CRLF")
-        size = chunk_size(bytes(buf[pos:lf - 1]))
-        self._pos = lf + 1
-        if size == 0:
-            self._state = "TRAILERS"
-            self._scan = self._pos
-            return True
-        self._body_seen += size
-        check_body_size(self._body_seen, self.max_body)
-        self._remaining = size
-        self._state = "CHUNK_DATA"
-        return True
-
-    def _read_data(self, events: List[ParserEvent]) -> bool:
+    def _read_length(self, events: List[ParserEvent]) -> bool:
         pos = self._pos
         n = min(len(self._buf) - pos, self._remaining)
         events.append(Data(self._take(pos, pos + n)))
         self._pos = pos + n
         self._remaining -= n
         if self._remaining == 0:
-            if self._state == "LENGTH":
-                self._end_message(events, NO_TRAILERS)
-            else:
-                self._state = "CHUNK_END"
+            self._end_message(events, NO_TRAILERS)
         return True
 
-    def _read_chunk_end(self) -> bool:
-        # Chunk data is followed by exactly CRLF (RFC 9112 §7.1): anything else means the
-        # chunk was longer than its size said, or its size was wrong.
+    def _read_chunked(self, events: List[ParserEvent]) -> bool:
+        """The states of a chunked body (RFC 9112 §7.1), in order, for as long as bytes
+        last: a chunk-size line, its data, the CRLF after it, again; the last chunk
+        (size 0), then the trailer section."""
         buf = self._buf
         pos = self._pos
-        if buf[pos] != _CR:
-            raise Refusal(400, "chunk data not followed by CRLF")
-        if pos + 1 >= len(buf):
+        end = len(buf)
+        state = self._state
+        remaining = self._remaining
+        while state != "TRAILERS":
+            if state == "CHUNK_SIZE":
+                found = chunk_size(buf, pos)
+                if found is None:
+                    break
+                remaining, pos = found
+                if not remaining:
+                    state = "TRAILERS"
+                    break
+                self._body_seen += remaining
+                check_body_size(self._body_seen, self.max_body)
+                state = "CHUNK_DATA"
+            if state == "CHUNK_DATA":
+                n = end - pos
+                if n > remaining:
+                    n = remaining
+                if n:
+                    events.append(Data(buf[pos:pos + n] if type(buf) is bytes else bytes(buf[pos:pos + n])))
+                    pos += n
+                    remaining -= n
+                if remaining:
+                    break
+                state = "CHUNK_END"
+            # CHUNK_END: chunk data is followed by exactly CRLF; anything else means the
+            # chunk was longer than its size said, or its size was wrong.
+            if end - pos < 2:
+                if pos < end and buf[pos] != _CR:
+                    raise Refusal(400, "chunk data not followed by CRLF")
+                break
+            if buf[pos] != _CR or buf[pos + 1] != _LF:
+                raise Refusal(400, "chunk data not followed by CRLF")
+            pos += 2
+            state = "CHUNK_SIZE"
+        self._state = state
+        self._pos = pos
+        self._remaining = remaining
+        if state != "TRAILERS" or pos >= end:
             return False
-        if buf[pos + 1] != _LF:
-            raise Refusal(400, "chunk data not followed by CRLF")
-        self._pos = pos + 2
-        self._state = "CHUNK_SIZE"
-        return True
+        if buf.startswith(b"\r\n", pos):  # no trailer fields (the usual)
+            self._pos = pos + 2
+            self._end_message(events, NO_TRAILERS)
+            return True
+        return self._read_trailers(events)
 
     def _read_trailers(self, events: List[ParserEvent]) -> bool:
         buf = self._buf
         pos = self._pos
-        # No trailer fields (the usual): the empty line at once.
-        if buf[pos] == _LF or (buf[pos] == _CR and buf.startswith(b"\r\n", pos)):
-            self._pos = pos + (1 if buf[pos] == _LF else 2)
+        # No trailer fields: the empty line at once (CRLF, or a bare LF as in a head).
+        if buf[pos] == _LF:
+            self._pos = pos + 1
             self._end_message(events, NO_TRAILERS)
             return True
         found = head_end(buf, max(pos, self._scan))
@@ -306,13 +324,10 @@ class _Reader:
         self._pos = self._scan = 0
 
     def _compact(self) -> None:
-        # All consumed: start afresh. Else keep the rest in a bytearray, dropping the
+        # Part of the buffer consumed: keep the rest in a bytearray, dropping the
         # consumed bytes once they are a large share (amortised linear, never quadratic).
         pos = self._pos
-        if pos == len(self._buf):
-            self._buf = b""
-            self._pos = self._scan = 0
-        elif type(self._buf) is bytes or pos > 65536:
+        if type(self._buf) is bytes or pos > 65536:
             self._buf = bytearray(self._buf[pos:])
             self._scan = max(0, self._scan - pos)
             self._pos = 0
@@ -321,16 +336,20 @@ class _Reader:
 class RequestParser(_Reader):
     """Reads requests as a server receives them, back to back on one connection."""
 
+    def __init__(self, max_head: int = DEFAULT_MAX_HEAD, max_body: Optional[int] = DEFAULT_MAX_BODY) -> None:
+        super().__init__(max_head, max_body)
+        self._head: Optional[_RequestHead] = None  # the parse of `_head_bytes`
+
     def _start_message(self, events: List[ParserEvent], head: bytes, lines_end: int) -> None:
-        parsed = _REQUEST_HEADS.get(head)
-        if parsed is None:
+        if head is self._head_bytes:
+            parsed = self._head
+            assert parsed is not None
+        else:
             parsed = _parse_request_head(head[:lines_end].split(b"\n"))
-            if len(head) <= _REMEMBER_HEAD_BYTES:
-                if len(_REQUEST_HEADS) >= _REMEMBER_HEADS:
-                    _REQUEST_HEADS.clear()
-                _REQUEST_HEADS[head] = parsed
+            self._head_bytes, self._head = head, parsed
         framing = parsed.framing
-        check_body_size(framing.length, self.max_body)
+        if framing.kind == "length":
+            check_body_size(framing.length, self.max_body)
         self._keep_alive = parsed.keep_alive
         events.append(Request(parsed.method, parsed.target, Headers.parsed(parsed.fields, parsed.index),
                               parsed.http_version, parsed.keep_alive))

@@ -193,17 +193,27 @@ def has_body(request_method: Optional[str], status: int) -> bool:
     return request_method != "HEAD" and status >= 200 and status != 204 and status != 304
 
 
-#: chunk = chunk-size [ chunk-ext ] CRLF chunk-data CRLF (RFC 9112 §7.1); chunk
-#: extensions are skipped. A line is taken up to its CRLF; a bare LF is refused.
-_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?")
+#: chunk = chunk-size [ chunk-ext ] CRLF chunk-data CRLF (RFC 9112 §7.1): 1 to 16 hex
+#: digits, whitespace before an extension tolerated, extensions skipped, the whole line
+#: at most MAX_CHUNK_LINE bytes, ended by CRLF (a bare LF is refused).
+_CHUNK_SIZE_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?\r\n")
 
 
-def chunk_size(line: bytes) -> int:
-    """The size a chunk-size line (without its CRLF) gives."""
-    m = _CHUNK_SIZE.fullmatch(line)
-    if m is None:
-        raise Refusal(400, "bad chunk-size line %r" % line[:40])
-    return int(m.group(1), 16)
+def chunk_size(buf: bytes, start: int) -> Optional[Tuple[int, int]]:
+    """The chunk-size line at `start`: (the size, the first byte after its CRLF), or
+    None when the line is not complete yet."""
+    m = _CHUNK_SIZE_LINE.match(buf, start, start + MAX_CHUNK_LINE + 2)
+    if m is not None:
+        return int(m.group(1), 16), m.end()
+    lf = buf.find(b"\n", start, start + MAX_CHUNK_LINE + 2)
+    if lf >= 0:
+        line = bytes(buf[start:lf])
+        if line.endswith(b"\r"):
+            raise Refusal(400, "bad chunk-size line %r" % line[:40])
+        raise Refusal(400, "chunk-size line %r not ended by CRLF" % line[:40])
+    if len(buf) - start > MAX_CHUNK_LINE + 1:
+        raise Refusal(400, "chunk-size line too long")
+    return None
 
 
 # ------------------------------------------------------------------------ keep-alive

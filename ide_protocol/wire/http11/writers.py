@@ -4,13 +4,13 @@ says there is none."""
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 from .headers import HeadersLike, pairs_of
 from .rules import REASONS, TOKEN, VALUE_BAD, has_body
 
-__all__ = ["LAST_CHUNK", "ChunkedWriter", "encode_chunk", "encode_chunked_body", "write_chunked_response",
-           "write_request", "write_response", "write_response_head"]
+__all__ = ["LAST_CHUNK", "ChunkedWriter", "encode_chunk", "encode_chunked_body", "write_request", "write_response",
+           "write_response_head"]
 
 #: The last chunk with no trailers: the end of every chunked body (RFC 9112 §7.1).
 LAST_CHUNK = b"0\r\n\r\n"
@@ -106,43 +106,12 @@ def write_response(status: int, headers: HeadersLike = None, body: bytes = b"", 
     return head + body if has_body(request_method, status) else head
 
 
-#: Encoded heads of streamed responses, by (status, reason, fields): a server sends the
-#: same few again and again (a session's SSE answer). Bounded; text values only.
-_HEADS: Dict[Tuple[Any, ...], bytes] = {}
-
-
 def write_response_head(status: int, headers: HeadersLike = None, reason: Optional[str] = None) -> bytes:
     """The head of a chunked (streamed) response: the body follows as `encode_chunk`
     pieces and ends with `LAST_CHUNK`."""
-    key: Optional[Tuple[Any, ...]] = None
-    if type(headers) is tuple or type(headers) is list:
-        try:
-            key = (status, reason, tuple(headers))  # type: ignore[arg-type]
-            cached = _HEADS.get(key)
-        except TypeError:  # an unhashable value
-            key = cached = None
-        if cached is not None:
-            return cached
     if not has_body(None, status):
         raise ValueError("a %d response cannot have a body" % status)
-    data = _head(_status_line(status, reason), _with(headers, "Transfer-Encoding", "chunked"))
-    if key is not None and all(type(v) is str for _, v in headers):  # type: ignore[union-attr]
-        # (Text values only: True, 1 and 1.0 are equal keys but not the same field.)
-        if len(_HEADS) >= 256:
-            _HEADS.clear()
-        _HEADS[key] = data
-    return data
-
-
-def write_chunked_response(status: int, headers: HeadersLike, body: bytes, reason: Optional[str] = None,
-                           *, request_method: Optional[str] = None) -> bytes:
-    """A whole chunked response in one piece: the head, `body` as one chunk (none when
-    empty), the last chunk; only the head for a HEAD request (`rules.has_body`). The SSE
-    answer to a JSON-RPC request is one of these (PROTOCOL.md §2)."""
-    head = write_response_head(status, headers, reason)
-    if not has_body(request_method, status):
-        return head
-    return b"".join((head, encode_chunk(body), LAST_CHUNK))
+    return _head(_status_line(status, reason), _with(headers, "Transfer-Encoding", "chunked"))
 
 
 class ChunkedWriter:
