@@ -24,15 +24,23 @@ from tmux_driver import Tmux, become_subreaper  # noqa: E402
 SAMPLE = "def hello():\n    return x\n"
 
 
+# Fixtures that start the CLI's ACP agent: on a CLI whose agent refuses offline sessions
+# the tests using them are skipped, with the reason (copilot_harness.ACP_OFFLINE_SINCE).
+ACP_AGENT_FIXTURES = ("acp_cli", "tcp_agent")
+
+
 def pytest_collection_modifyitems(config, items):
     here = os.path.dirname(os.path.abspath(__file__))
     binary, reason = H.cli_binary()
+    no_acp = H.no_offline_acp_reason()
     for item in items:
         if not str(item.fspath).startswith(here + os.sep):
             continue
         item.add_marker(pytest.mark.interop)
         if binary is None:
             item.add_marker(pytest.mark.skip(reason=reason))
+        elif no_acp and set(ACP_AGENT_FIXTURES) & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.skip(reason=no_acp))
 
 
 @pytest.hookimpl(hookwrapper=True)

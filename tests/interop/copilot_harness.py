@@ -56,6 +56,11 @@ CLI_VERSION = PINNED_VERSION
 #   COPILOT_PROVIDER_BASE_URL): the CLI wants a login and sends no message to the fake
 #   model, so a test skips (with that reason) where it would ask the model for a turn
 #   (the conftest's fake_model); everything before that point has run and passed.
+# * Before ACP_OFFLINE_SINCE the ACP agent (`copilot --acp`) refuses session/new in
+#   offline mode ("Authentication required", -32000) although the TUI runs offline:
+#   tests that drive the agent skip there, with the reason (the conftest's acp_cli and
+#   tcp_agent users, RawAcp). 1.0.75 refuses, 1.0.78 works (1.0.76/77: no Linux binary
+#   on this registry).
 # * Before REAL_CLIENT_VERSION_SINCE the CLI's MCP clientInfo says version "1.0.0".
 # * Before TRUST_PROMPT_FIRST_SINCE the folder-trust dialog can come a few seconds
 #   after the input box is shown (seen on 0.0.409; 1.0.60 and newer show it first; the
@@ -76,6 +81,7 @@ LATE_TRUST_WAIT = 8.0
 COPILOT_HOME_LOCKS_SINCE = "1.0.0"
 OFFLINE_PROVIDER_SINCE = "1.0.11"
 REAL_CLIENT_VERSION_SINCE = "1.0.30"
+ACP_OFFLINE_SINCE = "1.0.78"
 
 
 def at_least(since, version=None):
@@ -92,6 +98,15 @@ def no_model_reason(version=None):
             "COPILOT_PROVIDER_BASE_URL came in %s): without a login it sends no message "
             "to a model, so the rest of this test cannot run; what came before passed"
             % (version or CLI_VERSION, OFFLINE_PROVIDER_SINCE))
+
+
+def no_offline_acp_reason(version=None):
+    """Why a test that drives the ACP agent cannot run on this CLI, or None."""
+    version = version or CLI_VERSION
+    if at_least(ACP_OFFLINE_SINCE, version):
+        return None
+    return ("Copilot CLI %s's ACP agent refuses session/new offline (\"Authentication "
+            "required\"; offline ACP sessions came in %s)" % (version, ACP_OFFLINE_SINCE))
 
 
 # What the CLI under test puts in its MCP clientInfo (serve prints "copilot-cli X").
@@ -554,6 +569,10 @@ class RawAcp(Proc):
     independent of the project's ``acp`` package."""
 
     def __init__(self, binary, workspace, env, log_dir):
+        reason = no_offline_acp_reason()
+        if reason:
+            import pytest  # only tests build a RawAcp
+            pytest.skip(reason)
         cli_logs = os.path.join(log_dir, "cli")
         os.makedirs(cli_logs, exist_ok=True)
         Proc.__init__(self, acp_agent_argv(binary, cli_logs), cwd=workspace, env=env,
