@@ -171,6 +171,8 @@ class _Reader:
             # The bytes of the head before: the head ends where that one ended.
             self._pos = self._scan = pos + len(last)
             self._start_message(events, last, len(last))
+            if self._state == "CHUNK_SIZE" and self._pos < len(buf):
+                return self._read_chunked(events)  # (its body, in the same step)
             return True
         found = head_end(buf, max(pos, self._scan))
         if found is None:
@@ -343,16 +345,14 @@ class RequestParser(_Reader):
     def _start_message(self, events: List[ParserEvent], head: bytes, lines_end: int) -> None:
         if head is self._head_bytes:
             parsed = self._head
-            assert parsed is not None
         else:
             parsed = _parse_request_head(head[:lines_end].split(b"\n"))
             self._head_bytes, self._head = head, parsed
-        framing = parsed.framing
+        method, target, version, fields, index, framing, keep_alive = parsed  # type: ignore[misc]
         if framing.kind == "length":
             check_body_size(framing.length, self.max_body)
-        self._keep_alive = parsed.keep_alive
-        events.append(Request(parsed.method, parsed.target, Headers.parsed(parsed.fields, parsed.index),
-                              parsed.http_version, parsed.keep_alive))
+        self._keep_alive = keep_alive
+        events.append(Request(method, target, Headers.parsed(fields, index), version, keep_alive))
         self._begin_body(events, framing)
 
 
