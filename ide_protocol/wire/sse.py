@@ -1,9 +1,9 @@
 """Server-sent events (the `text/event-stream` format), sans-IO.
 
 The MCP server answers each request with one event and writes pushes on the GET stream
-as events (PROTOCOL.md §2: `event: message\\ndata: <json>\\n\\n`, no `id:` lines). The
-decoder is the client side, used by our own client, checker and tracer; it follows the
-WHATWG parsing rules (any of CRLF, LF, CR ends a line; one space after the colon is
+as events (PROTOCOL.md §2: `event: message\\ndata: <json>\\n\\n`, no `id:` lines); the
+event format is written once, in `_field` and `_END`. The decoder is the client side,
+used by our own client, checker and tracer; it follows the WHATWG parsing rules (any of CRLF, LF, CR ends a line; one space after the colon is
 dropped; an event is dispatched only when it has data).
 """
 from __future__ import annotations
@@ -12,6 +12,16 @@ import re
 from typing import List, Optional, Union
 
 _NEWLINES = re.compile(r"\r\n|\r|\n")
+
+
+def _field(name: str, value: str) -> str:
+    """One field line of an event: `name: value` and LF, or the bare name for an empty
+    value (the WHATWG format; the CLI's peers write `event: message\ndata: <json>\n`)."""
+    return "%s: %s\n" % (name, value) if value else name + "\n"
+
+
+#: An event ends with an empty line.
+_END = "\n"
 
 
 def encode_event(data: Optional[str] = None, event: Optional[str] = None, id: Optional[str] = None,
@@ -24,33 +34,35 @@ def encode_event(data: Optional[str] = None, event: Optional[str] = None, id: Op
             parts.append(":" + (" " + line if line else "") + "\n")
     if event is not None:
         _single_line("event", event)
-        parts.append("event: %s\n" % event)
+        parts.append(_field("event", event))
     if id is not None:
         _single_line("id", id)
         if "\0" in id:
             raise ValueError("an SSE id cannot contain NUL")
-        parts.append("id: %s\n" % id)
+        parts.append(_field("id", id))
     if retry is not None:
         if isinstance(retry, bool) or not isinstance(retry, int) or retry < 0:
             raise ValueError("retry must be a non-negative integer")
-        parts.append("retry: %d\n" % retry)
+        parts.append(_field("retry", "%d" % retry))
     if data is not None:
         for line in _NEWLINES.split(data):
-            parts.append("data: %s\n" % line if line else "data\n")
-    parts.append("\n")
+            parts.append(_field("data", line))
+    parts.append(_END)
     return "".join(parts).encode("utf-8")
 
 
 def encode_message(json_text: Union[str, bytes]) -> bytes:
-    """The exact event shape Copilot CLI's peers use for a JSON-RPC message
-    (PROTOCOL.md §2). JSON from `jsonrpc.dumps` (bytes) or `dumps_str` has no raw
-    newlines, so this is one `data:` line."""
+    """The event Copilot CLI's peers use for a JSON-RPC message (PROTOCOL.md §2):
+    `encode_event(json_text, event="message")`, for JSON with no raw newlines (from
+    `jsonrpc.dumps`: one `data:` line), joined from bytes without re-encoding."""
     if isinstance(json_text, str):
         json_text = json_text.encode("utf-8")
-    return b"".join((_MESSAGE_START, json_text, b"\n\n"))
+    return b"".join((_MESSAGE_START, json_text, _MESSAGE_END))
 
 
-_MESSAGE_START = b"event: message\ndata: "
+# (The same field lines as encode_event writes, encoded once.)
+_MESSAGE_START = (_field("event", "message") + "data: ").encode("ascii")
+_MESSAGE_END = ("\n" + _END).encode("ascii")
 
 
 def _single_line(field: str, value: str) -> None:
