@@ -3,8 +3,9 @@
 The MCP server answers each request with one event and writes pushes on the GET stream
 as events (PROTOCOL.md §2: `event: message\\ndata: <json>\\n\\n`, no `id:` lines); the
 event format is written once, in `_field` and `_END`. The decoder is the client side,
-used by our own client, checker and tracer; it follows the WHATWG parsing rules (any of CRLF, LF, CR ends a line; one space after the colon is
-dropped; an event is dispatched only when it has data).
+used by our own client, checker and tracer; it follows the WHATWG parsing rules (any
+of CRLF, LF, CR ends a line; one space after the colon is dropped; an event is
+dispatched only when it has data).
 """
 from __future__ import annotations
 
