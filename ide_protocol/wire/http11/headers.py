@@ -11,7 +11,7 @@ class Headers:
     PROTOCOL.md §2), which matters to a tracer and costs nothing.
     """
 
-    __slots__ = ("raw", "_index")
+    __slots__ = ("raw", "_table", "_table_len")
 
     def __init__(self, pairs: Union[None, "Headers", Iterable[Tuple[str, str]], Dict[str, str]] = None) -> None:
         if pairs is None:
@@ -22,7 +22,8 @@ class Headers:
             self.raw = [(str(k), str(v)) for k, v in pairs.items()]
         else:
             self.raw = [(str(k), str(v)) for k, v in pairs]
-        self._index: Optional[Tuple[int, Dict[str, List[str]]]] = None
+        self._table: Optional[Dict[str, List[str]]] = None  # the index, once built
+        self._table_len = 0  # len(raw) when it was built
 
     @classmethod
     def parsed(cls, fields: Tuple[Tuple[str, str], ...], index: Dict[str, List[str]]) -> "Headers":
@@ -30,7 +31,8 @@ class Headers:
         parser gives the requests of one repeated head one shared, read-only index)."""
         headers = cls.__new__(cls)
         headers.raw = list(fields)
-        headers._index = (len(fields), index)
+        headers._table = index
+        headers._table_len = len(fields)
         return headers
 
     def index(self) -> Dict[str, List[str]]:
@@ -38,17 +40,19 @@ class Headers:
         may be shared); change the fields through add/set/remove."""
         # Built at the first lookup (a request's fields are looked up a dozen times) and
         # rebuilt when `raw` changed length.
-        index = self._index
-        if index is None or index[0] != len(self.raw):
-            table: Dict[str, List[str]] = {}
+        table = self._table
+        if table is None or self._table_len != len(self.raw):
+            table = {}
             for key, value in self.raw:
                 table.setdefault(key.lower(), []).append(value)
-            index = self._index = (len(self.raw), table)
-        return index[1]
+            self._table = table
+            self._table_len = len(self.raw)
+        return table
 
     def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
-        index = self._index
-        table = index[1] if index is not None and index[0] == len(self.raw) else self.index()
+        table = self._table
+        if table is None or self._table_len != len(self.raw):
+            table = self.index()
         values = table.get(name.lower())
         return values[0] if values else default
 
@@ -64,17 +68,17 @@ class Headers:
 
     def add(self, name: str, value: str) -> None:
         self.raw.append((name, value))
-        self._index = None
+        self._table = None
 
     def set(self, name: str, value: str) -> None:
         self.remove(name)
         self.raw.append((name, value))
-        self._index = None
+        self._table = None
 
     def remove(self, name: str) -> None:
         lname = name.lower()
         self.raw = [(k, v) for k, v in self.raw if k.lower() != lname]
-        self._index = None
+        self._table = None
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self.get(name) is not None
