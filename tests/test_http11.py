@@ -598,3 +598,19 @@ def test_event_reprs_and_equality():
     assert Data(b"a") != Request("GET", "/")
     assert EndOfMessage() == EndOfMessage(Headers())
     assert http11.REASONS[413] and http11.REASONS[431]
+
+
+@pytest.mark.parametrize("framing", [
+    b"5\nhello\r\n0\r\n\r\n",        # a bare LF ends the chunk-size line
+    b"5\r\nhello\n0\r\n\r\n",        # a bare LF after the chunk data
+    b"6\r\nhello\r\n0\r\n\r\n",      # a size one too large: the data would swallow the CR
+    b"5\r\nhello\r\n0\n\r\n",        # a bare LF ends the last chunk's line
+    b" 5\r\nhello\r\n0\r\n\r\n",     # whitespace before the size
+    b"5;x\nhello\r\n0\r\n\r\n",      # a bare LF after an extension
+], ids=["lf-after-size", "lf-after-data", "size-plus-one", "lf-after-last-chunk", "space-before-size",
+        "lf-after-extension"])
+def test_chunk_framing_takes_crlf_only(framing: bytes) -> None:
+    # RFC 9112 §7.1: chunk-size [ chunk-ext ] CRLF, chunk-data CRLF. However split.
+    events = req(b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + framing)
+    assert isinstance(events[-1], ParseError) and events[-1].status == 400, events
+    assert not any(isinstance(e, EndOfMessage) for e in events)
