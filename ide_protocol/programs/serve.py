@@ -42,6 +42,7 @@ import signal
 import sys
 from typing import List, Optional, Sequence
 
+from ..server import ide_server
 from .serve_commands import CommandError, FileText, format_range, parse_range, split_args
 from .serve_diffs import DEFAULT_SHOWN_LINES, PendingDiffs, display_path, unified_diff
 from .serve_ide import HELP, TerminalIde, color_diff_line
@@ -86,6 +87,21 @@ def build_parser() -> argparse.ArgumentParser:
     limits.add_argument("--output-buffer", type=int, default=DEFAULT_OUTPUT_LIMIT, metavar="BYTES",
                         help="output kept while nobody reads stdout; beyond it lines are dropped and "
                              "counted (default: %(default)s)")
+    limits.add_argument("--max-body", type=int, default=None, metavar="BYTES",
+                        help="largest request body, and largest original file open_diff reads "
+                             "(default: %d)" % ide_server.DEFAULT_MAX_BODY)
+    limits.add_argument("--max-connections", type=int, default=None, metavar="N",
+                        help="open connections at most; the one idle longest makes room, else 503; 0: no limit "
+                             "(default: %d)" % ide_server.DEFAULT_MAX_CONNECTIONS)
+    limits.add_argument("--max-sessions", type=int, default=None, metavar="N",
+                        help="MCP sessions at most; the one idle longest makes room, else 503; 0: no limit "
+                             "(default: %d)" % ide_server.DEFAULT_MAX_SESSIONS)
+    limits.add_argument("--connection-idle-timeout", type=float, default=None, metavar="SECONDS",
+                        help="close a connection idle between requests this long "
+                             "(default: %s)" % ide_server.DEFAULT_CONNECTION_IDLE_TIMEOUT)
+    limits.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS",
+                        help="end a session with no stream and no request this long "
+                             "(default: %s)" % ide_server.DEFAULT_IDLE_TIMEOUT)
     return parser
 
 
@@ -202,9 +218,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.debounce < 0:
         print("%s: --debounce must be >= 0" % PROG, file=sys.stderr)
         return 2
-    for name in ("diff_lines", "output_buffer"):
-        if getattr(args, name) < 1:
-            print("%s: --%s must be at least 1" % (PROG, name.replace("_", "-")), file=sys.stderr)
+    for name in ("max_connections", "max_sessions"):
+        if getattr(args, name) is not None and getattr(args, name) < 0:
+            print("%s: --%s must be >= 0" % (PROG, name.replace("_", "-")), file=sys.stderr)
+            return 2
+    for name in ("diff_lines", "output_buffer", "max_body", "connection_idle_timeout", "idle_timeout"):
+        if getattr(args, name) is not None and getattr(args, name) <= 0:
+            print("%s: --%s must be more than 0" % (PROG, name.replace("_", "-")), file=sys.stderr)
             return 2
     out = Output(color=args.color, limit=args.output_buffer)
     try:

@@ -292,5 +292,11 @@ class TerminalIde:
 
 
 def server_limits(args: argparse.Namespace) -> Dict[str, Any]:
-    """The `IdeServer` limits set on the command line (the others keep their defaults)."""
-    return {}
+    """The `IdeServer` limits given on the command line (`serve --help`, README
+    "Limits and safety"); 0 lifts a count limit."""
+    limits: Dict[str, Any] = {}
+    for name in ("max_body", "max_connections", "max_sessions", "idle_timeout", "connection_idle_timeout"):
+        value = getattr(args, name, None)
+        if value is not None:
+            limits[name] = None if value == 0 and name in ("max_connections", "max_sessions") else value
+    return limits

@@ -53,6 +53,15 @@ class TracingApp:
     def __init__(self, app: Any, out: Output) -> None:
         self.app = app
         self.out = out
+        judge = getattr(app, "judge_head", None)
+        if judge is not None:  # refusals by the head alone stay early under --trace
+            self.judge_head = lambda request: self._judged(judge(request), request)
+
+    def _judged(self, refusal: Any, request: Any) -> Any:
+        if refusal is not None:
+            self.out.line(self.out.paint("  [#?] %s %s refused by its head -> %d"
+                                         % (request.method, request.target, refusal.status), "dim"))
+        return refusal
 
     def __call__(self, request: Any, body: bytes, connection: int) -> Any:
         headers = "; ".join("%s: %s" % (k, "<redacted>" if k.lower() == "authorization" else v)

@@ -32,6 +32,8 @@ from .. import rpc
 from ..wire import jsonrpc
 from ..common import lockfile, tools
 from .diffs import DiffRequest, load_original
+from .limits import (DEFAULT_CONNECTION_IDLE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY,
+                     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, AcceptErrorFilter)
 from .mcp import CallContext, McpApp, Session
 from ..common.paths import path_to_uri, uri_to_path
 from .pushes import Debounced, DiagnosticsWindow
@@ -40,8 +42,6 @@ from .transport import REQUEST_TIMEOUT, Listener
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_BODY = 64 * 1024 * 1024
-DEFAULT_IDLE_TIMEOUT = 300.0
 DEFAULT_DEBOUNCE = 0.2
 
 
@@ -94,6 +94,9 @@ class IdeServer:
                  idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
                  max_body: int = DEFAULT_MAX_BODY,
                  request_timeout: float = REQUEST_TIMEOUT,
+                 max_connections: Optional[int] = DEFAULT_MAX_CONNECTIONS,
+                 max_sessions: Optional[int] = DEFAULT_MAX_SESSIONS,
+                 connection_idle_timeout: Optional[float] = DEFAULT_CONNECTION_IDLE_TIMEOUT,
                  json_response: bool = False,
                  write_lock: bool = True,
                  server_info: Optional[Dict[str, Any]] = None,
@@ -129,6 +132,12 @@ class IdeServer:
                           on_stream_open=self._stream_opened, on_exchange=on_exchange,
                           streams_early=self._blocks)
         self.listener = Listener(self.app, max_body, request_timeout)
+        # Bounded before authentication (README "Limits and safety"): connections (the
+        # one idle longest makes room, else 503), sessions (likewise), idle connections
+        # closed after `connection_idle_timeout`; None lifts a limit.
+        self.listener.max_connections = max_connections
+        self.app.max_sessions = max_sessions
+        self.connection_idle_timeout = connection_idle_timeout
         self.dispatcher.add("tools/list", lambda params, ctx: {"tools": tools.TOOLS})
         self.dispatcher.add("tools/call", self._tools_call)
         self._tool_handlers: Dict[str, Callable[[Dict[str, Any], CallContext], Any]] = {
@@ -149,6 +158,7 @@ class IdeServer:
         self._diagnostics_push: Optional[DiagnosticsWindow] = None
         self._reaper: Optional["asyncio.Task[None]"] = None
         self._signals: List[int] = []
+        self._accept_errors: Optional[AcceptErrorFilter] = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -169,6 +179,8 @@ class IdeServer:
         # run has its own stop to do, so the last run's stop-in-progress flag goes.
         self._stopping = False
         self._stopped = asyncio.Event()
+        self._accept_errors = AcceptErrorFilter(self.loop)  # descriptors running out: no flood (limits.py)
+        self._accept_errors.install()
         self._selection_push = Debounced(self.debounce, self._push_selection, self.loop.call_later)
         self._diagnostics_push = DiagnosticsWindow(self.debounce, self._push_diagnostics, self.loop.call_later,
                                                    self._diagnostics_json)
@@ -185,6 +197,7 @@ class IdeServer:
                 self.lock_path = lockfile.write_lock(self._lock_info(), self.lock_dir)
         except BaseException:
             await self.listener.close()
+            self._accept_errors.remove()
             raise
         self.started = True
         self._reaper = asyncio.ensure_future(self._reap_idle())
@@ -219,6 +232,8 @@ class IdeServer:
         if self._diagnostics_push is not None:
             self._diagnostics_push.cancel()
         await self.listener.close()
+        if self._accept_errors is not None:
+            self._accept_errors.remove()
         self.started = False
         if self._stopped is not None:
             self._stopped.set()
@@ -277,10 +292,13 @@ class IdeServer:
                 lockfile.remove_lock(old)
 
     async def _reap_idle(self) -> None:
-        period = max(0.05, min(self.idle_timeout / 4.0, 30.0))
+        shortest = min(self.idle_timeout, self.connection_idle_timeout or self.idle_timeout)
+        period = max(0.05, min(shortest / 4.0, 30.0))
         while True:
             await asyncio.sleep(period)
             self.expire_idle_sessions()
+            if self.connection_idle_timeout is not None:
+                self.listener.close_idle(self.connection_idle_timeout)
 
     def expire_idle_sessions(self, now: Optional[float] = None) -> int:
         """End sessions abandoned without DELETE (no stream, no request, quiet for

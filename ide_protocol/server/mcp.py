@@ -82,6 +82,10 @@ class McpApp:
         self.on_stream_open = on_stream_open
         self.on_exchange = on_exchange
         self.requests_served = 0
+        #: At most this many sessions (None: no limit); at the limit the session idle
+        #: longest makes room, else initialize is answered 503 (README "Limits and safety").
+        self.max_sessions: Optional[int] = None
+        self._head_passed: Optional[http11.Request] = None  # the head judge_head passed last
         dispatcher.add("initialize", self._initialize_again)
         dispatcher.add("ping", lambda params, ctx: {})
         dispatcher.add("notifications/initialized", self._initialized)
@@ -92,15 +96,11 @@ class McpApp:
     def __call__(self, request: http11.Request, body: bytes, connection: int = 0) -> Answer:
         """The answer to one request (`answers.App`)."""
         self.requests_served += 1
-        headers = request.headers
-        # PROTOCOL.md §2: a browser is the only thing that sends Origin; refuse it first
-        # (DNS-rebinding style attacks), then check the nonce, on every request.
-        if headers.get("origin") is not None:
-            return plain(403, "Forbidden")
-        if not self._authorized(headers.get("authorization")):
-            return plain(401, "Unauthorized")
-        if request.path not in MCP_PATHS:
-            return plain(404, "Not Found")
+        if request is not self._head_passed:  # (the transport judged this very head already)
+            refusal = self.judge_head(request)
+            if refusal is not None:
+                return refusal
+        self._head_passed = None
         method = request.method
         if method == "POST":
             return self._post(request, body)
@@ -109,6 +109,37 @@ class McpApp:
         if method == "DELETE":
             return self._delete(request)
         return plain(405, "Method Not Allowed", ("Allow", ALLOW))
+
+    def judge_head(self, request: http11.Request) -> Optional[Reply]:
+        """The refusal of a request judged by its head alone, or None. The transport
+        asks as soon as a head arrives, before reading the body: a refused request is
+        never buffered. A peer without the nonce (or a browser) gets its answer with
+        `Connection: close`: it has no business keeping a connection."""
+        fields = request.headers.index()  # (lower-cased name -> values)
+        # PROTOCOL.md §2: a browser is the only thing that sends Origin; refuse it first
+        # (DNS-rebinding style attacks), then check the nonce, on every request.
+        if "origin" in fields:
+            return plain(403, "Forbidden", ("Connection", "close"))
+        authorization = fields.get("authorization")
+        if not self._authorized(authorization[0] if authorization else None):
+            return plain(401, "Unauthorized", ("Connection", "close"))
+        if request.target not in MCP_PATHS and request.path not in MCP_PATHS:
+            return plain(404, "Not Found")
+        if request.method not in ("POST", "GET", "DELETE"):
+            return plain(405, "Method Not Allowed", ("Allow", ALLOW))
+        self._head_passed = request
+        return None
+
+    def _make_room(self) -> bool:
+        """Whether one more session fits, after ending the one idle longest if needed
+        (no stream, no request: a client that comes back starts a new handshake)."""
+        if self.max_sessions is None or len(self.sessions) < self.max_sessions:
+            return True
+        idle = [s for s in self.sessions.values() if not s.busy]
+        if not idle:
+            return False
+        self.end_session(min(idle, key=lambda s: s.last_seen), "evicted (session limit)")
+        return True
 
     def _authorized(self, value: Optional[str]) -> bool:
         if value is None:
@@ -123,13 +154,16 @@ class McpApp:
         `mcp-protocol-version` → 400. That header is never required (1.0.102 does not
         send it, PROTOCOL.md §2), but a wrong one is refused, as the MCP transport asks;
         initialize and server/discover have no session yet and negotiate in the body."""
-        session_id = request.headers.get("mcp-session-id")
+        fields = request.headers.index()
+        ids = fields.get("mcp-session-id")
+        session_id = ids[0] if ids else None
         if session_id is None:
             return _json_error(400, jsonrpc.INVALID_REQUEST, "Bad Request: missing mcp-session-id header")
         session = self.sessions.get(session_id)
         if session is None:
             return _json_error(404, jsonrpc.SESSION_NOT_FOUND, "Session not found")
-        version = request.headers.get("mcp-protocol-version")
+        versions = fields.get("mcp-protocol-version")
+        version = versions[0] if versions else None
         if version is not None and version not in SUPPORTED_VERSIONS:
             return _json_error(400, jsonrpc.INVALID_REQUEST, "Bad Request: unsupported MCP-Protocol-Version %s" % version)
         session.touch()
@@ -235,6 +269,9 @@ class McpApp:
             session_id = client_sid
         if session_id is None:
             session_id = uuid4()
+        if not self._make_room():
+            return _json_error(503, jsonrpc.INTERNAL_ERROR, "Service Unavailable: too many sessions (limit %d), "
+                                                            "none idle" % (self.max_sessions or 0), msg.id)
         session = Session(session_id, client_sid, version, params.get("clientInfo"), SSE_HEADERS)
         session.client_pid = request.headers.get("x-copilot-pid")
         self.sessions[session_id] = session
