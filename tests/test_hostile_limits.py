@@ -42,7 +42,7 @@ async def read_all(reader: asyncio.StreamReader, timeout: float = WAIT) -> bytes
     the server reset it (it closed with our unread bytes still in its buffer)."""
     try:
         return await asyncio.wait_for(reader.read(), timeout)
-    except ConnectionResetError:
+    except (ConnectionResetError, BrokenPipeError):
         return b""
 
 
