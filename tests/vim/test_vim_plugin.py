@@ -110,7 +110,7 @@ def test_a_killed_vim_s_lock_is_cleaned_at_the_next_start(vims: Any, copilot_hom
     first = vims().start()
     stale = first.wait_lock()
     os.kill(first.pid, signal.SIGKILL)
-    wait_until(first.exited, what="the killed Vim gone")
+    wait_until(first.gone, what="the killed Vim gone (reaped)")
     assert os.path.exists(stale)                    # nobody could remove it ...
     second = vims().start()
     try:

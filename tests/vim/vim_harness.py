@@ -15,6 +15,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -158,7 +159,33 @@ class VimSession:
         return wait_until(lambda: (locks(self.copilot_home) or [None])[-1], timeout, "a lock file")
 
     def exited(self) -> bool:
+        """Whether tmux shows the pane dead: Vim closed its terminal. Vim may still be
+        a zombie then (see `gone`)."""
         return self.tmux.dead() is not None
+
+    def gone(self) -> bool:
+        """Whether Vim's pid is gone, reaped by its parent (the tmux server).
+
+        A zombie counts as alive for the stale-lock rules (PROTOCOL.md §1: `kill(pid,
+        0)` succeeds on it), so a test of what happens after Vim died must wait for
+        this, not only for `exited`. tmux 3.3a sometimes marks the pane dead (its pty
+        closed) and then misses the SIGCHLD, leaving the zombie for good; a SIGCHLD
+        sent to the tmux server makes it reap its children."""
+        pid = self.pid
+        if not pid:
+            return True
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        if self.tmux.server_pid:
+            try:
+                os.kill(self.tmux.server_pid, signal.SIGCHLD)
+            except OSError:
+                pass
+        return False
 
     def quit(self, command: str = "qa", timeout: float = WAIT) -> None:
         self.ex(command)
