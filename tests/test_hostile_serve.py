@@ -249,6 +249,38 @@ def test_32_mb_open_diff_does_not_stall_other_connections(make_serve: Any, tmp_p
     assert s.wait() == 0
 
 
+def test_medium_diff_is_computed_off_the_loop_and_capped(make_serve: Any, tmp_path: Any) -> None:
+    """A diff of 15 000 lines (over 256 KB) is computed in a thread (the loop answers
+    meanwhile) and printed up to --diff-lines, with a note of what was left out."""
+    folder = os.path.join(str(tmp_path), "ws")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "medium.txt")
+    lines = ["line %06d, a bit longer\n" % i for i in range(15000)]
+    with open(path, "w") as f:
+        f.write("".join(lines))
+    for i in range(0, len(lines), 100):
+        lines[i] = "changed %d\n" % i
+    s = make_serve("--diff-lines", "50")
+
+    async def scenario() -> None:
+        cli = await second_session(s)
+        pending = asyncio.ensure_future(cli.call_tool("open_diff", {
+            "original_file_path": path, "new_file_contents": "".join(lines), "tab_name": "medium"}))
+        await s.aexpect(r"^diff 1 proposed")
+        await ask_selection(cli)
+        await s.aexpect(r"^  \.\.\. \d+ more diff lines not shown \(--diff-lines 50\)", timeout=120)
+        await s.aexpect(r"^diff 1 waits")
+        s.send("accept 1")
+        assert tool_json(await asyncio.wait_for(pending, WAIT))["result"] == "SAVED"
+        cli.close()
+
+    ide_wire.run(scenario(), timeout=240)
+    shown = [line for line in s.seen if line.startswith(("+", "-", " ", "@@")) and not line.startswith("  ")]
+    assert len(shown) <= 50
+    s.send("quit")
+    assert s.wait() == 0
+
+
 # ------------------------------------------------- terminal escape injection (finding 4)
 
 

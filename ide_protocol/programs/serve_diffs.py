@@ -7,8 +7,8 @@ number: a client naming its tab "3" cannot capture `accept 3`. A bare `accept` a
 the only waiting diff; with several waiting it asks which instead of guessing. A diff is
 listed only once it has been shown in full, and leaves the list when it is answered.
 
-The diff itself is computed in a daemon thread (difflib on a large file takes seconds,
-and the loop must keep answering), and at most `max_lines` lines are printed.
+A large diff is computed in a daemon thread (difflib on a large file takes seconds, and
+the loop must keep answering), and at most `max_lines` lines are printed.
 """
 from __future__ import annotations
 
@@ -24,9 +24,14 @@ from .serve_commands import CommandError, split_args
 
 #: Diff lines printed at most per diff (`serve --diff-lines`).
 DEFAULT_SHOWN_LINES = 2000
-#: Above this many characters (both sides together) no line diff is computed: difflib
-#: can take minutes on large or repetitive input, and no one reads such a diff here.
+#: Above this many characters (both sides together), or lines (either side), no line
+#: diff is computed: difflib's time grows with the square of the lines (50 000 lines
+#: took seconds, 200 000 most of a minute), and no one reads such a diff here.
 MAX_DIFFED_CHARS = 8 * 1024 * 1024
+MAX_DIFFED_LINES = 20000
+#: Up to this many characters (both sides) the diff is computed at once: milliseconds,
+#: and the diff is then shown, and answerable, before the next command is read.
+RENDER_AT_ONCE = 256 * 1024
 
 
 def one_line(text: Any) -> str:
@@ -68,6 +73,8 @@ def render(diff: DiffRequest, folder: str, max_lines: int) -> Tuple[List[str], i
     size = len(diff.original_contents) + len(diff.new_file_contents)
     if size > MAX_DIFFED_CHARS:
         return [], 0, False
+    if max(diff.original_contents.count("\n"), diff.new_file_contents.count("\n")) > MAX_DIFFED_LINES:
+        return [], 0, False
     lines = unified_diff(diff, folder)
     if len(lines) > max_lines:
         return lines[:max_lines], len(lines) - max_lines, True
@@ -75,8 +82,11 @@ def render(diff: DiffRequest, folder: str, max_lines: int) -> Tuple[List[str], i
 
 
 async def render_in_thread(diff: DiffRequest, folder: str, max_lines: int) -> Tuple[List[str], int, bool]:
-    """`render` in a daemon thread: the loop goes on, and stopping `serve` never waits
-    for it (the loop's default executor would be waited for at exit)."""
+    """`render`, at once for a small diff, else in a daemon thread: the loop goes on,
+    and stopping `serve` never waits for it (the loop's default executor would be
+    waited for at exit)."""
+    if len(diff.original_contents) + len(diff.new_file_contents) <= RENDER_AT_ONCE:
+        return render(diff, folder, max_lines)
     loop = asyncio.get_event_loop()
     future: "asyncio.Future[Tuple[List[str], int, bool]]" = loop.create_future()
 
