@@ -42,6 +42,7 @@ import signal
 import sys
 from typing import List, Optional, Sequence
 
+from ..common.terminal_text import safe_text
 from ..server import ide_server
 from .serve_commands import CommandError, FileText, format_range, parse_range, split_args
 from .serve_diffs import DEFAULT_SHOWN_LINES, PendingDiffs, display_path, unified_diff
@@ -120,9 +121,10 @@ def warn_if_folder_served(folder: str, own_lock: Optional[str]) -> None:
             continue
         if not lockfile.socket_reachable(info.socket_path):
             continue
-        print("%s: warning: %s (pid %d, lock %s) already serves %s; Copilot CLI started there "
-              "connects to one of the two (the first lock listing the folder), pick the other "
-              "with /ide" % (PROG, json.dumps(info.ide_name, ensure_ascii=False), info.pid, path, folder),
+        print(safe_text("%s: warning: %s (pid %d, lock %s) already serves %s; Copilot CLI started there "
+                        "connects to one of the two (the first lock listing the folder), pick the other "
+                        "with /ide" % (PROG, json.dumps(info.ide_name, ensure_ascii=False), info.pid, path,
+                                       folder)),  # another IDE's name: escaped for the terminal
               file=sys.stderr, flush=True)
 
 

@@ -275,6 +275,8 @@ class TerminalIde:
                 "" if sel.current else ", cached"))
         count = sum(len(d) for d in self.diagnostics.values())
         out.line("diagnostics: %d in %d file%s" % (count, len(self.diagnostics), "" if len(self.diagnostics) == 1 else "s"))
+        if out.writer.dropped:
+            out.line("output dropped while nobody read it: %d lines in all" % out.writer.dropped)
 
     def cmd_help(self, rest: str) -> None:
         self.out.line(HELP)
