@@ -42,9 +42,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def one_line(text: object) -> str:
-    """Untrusted text for one line of a terminal: `safe_text`, and newline and tab
-    shown as escapes too."""
-    return safe_text(text).replace("\n", "\\n").replace("\t", "\\t")
+    """Untrusted text for one line of the report: `safe_text`'s one-line form (a
+    newline would let a lock's author print a finding of their own), and a tab shown
+    as an escape too, so that it cannot push the report's columns about."""
+    return safe_text(text, multiline=False).replace("\t", "\\t")
 
 
 def _lock_label(report: dx.Report, lock: dx.LockReport) -> str:
