@@ -71,17 +71,33 @@ function! copilot_ide#complete(lead, line, pos) abort
   return py3eval('_copilot_ide.complete(vim.eval("g:copilot_ide_complete_lead"))')
 endfunction
 
-" The timer: drains what the server's thread queued for Vim's thread, and hands the
-" selection over when the cursor moved since the last tick. A cursor move itself only
-" sets s:moved (a few microseconds): a burst of moves costs one look at the selection.
+" The timer (every g:copilot_ide_poll_ms): drains what the server's thread queued for
+" Vim's thread, and hands the selection over when the cursor moved since the last tick.
+" A cursor move itself only sets s:moved (a few microseconds): a burst of moves costs
+" one look at the selection. Entering Python costs Vim's thread far more than this
+" function (about 0.15 ms on a loaded machine, against a few microseconds), so an idle
+" tick does not enter it: Python runs when the cursor moved, while it said at its last
+" run that something is pending (queued work, a diff, a file to reload), and on every
+" s:LISTS_EVERY-th tick, which looks at the quickfix/location lists and at what the
+" server's thread queued since. Work queued while idle so waits at most s:LISTS_EVERY
+" ticks (250 ms by default).
+let s:LISTS_EVERY = 5
 let s:moved = 0
+let s:busy = 1
+let s:ticks = 0
 function! copilot_ide#tick(timer) abort
-  if s:moved
+  let s:ticks += 1
+  let l:lists = s:ticks % s:LISTS_EVERY == 0
+  if s:moved || s:busy || l:lists
+    let l:moved = s:moved
     let s:moved = 0
-    py3 _copilot_ide.tick(True)
-  else
-    py3 _copilot_ide.tick(False)
+    let s:busy = py3eval('_copilot_ide.tick(' . l:moved . ', ' . l:lists . ')')
   endif
+endfunction
+
+" Python on Vim's thread queued work or a file to watch: the next tick runs it.
+function! copilot_ide#pending() abort
+  let s:busy = 1
 endfunction
 
 " Autocommands of a running server (on: 1, off: 0).

@@ -4,9 +4,13 @@ with it.
 Threads (the rule that shapes this file): Vim's API may be used only on Vim's thread.
 The server's protocol work stays on its loop thread; its callbacks (`on_diff`,
 `on_diff_closed`, `on_session`) are handed to `call_in_editor`, which here only puts
-them on a queue (`inbox.put`: never waits). A repeating Vim timer (`tick`, every
-`g:copilot_ide_poll_ms`, 50 ms by default) drains that queue on Vim's thread, shows
-waiting diff tabs, notices changed quickfix/location lists and files the CLI wrote.
+them on a queue (`inbox.put`: never waits). A repeating Vim timer (every
+`g:copilot_ide_poll_ms`, 50 ms by default) calls `tick`, which drains that queue on
+Vim's thread, shows waiting diff tabs, notices changed quickfix/location lists and
+files the CLI wrote. Entering Python is what a tick costs Vim most, so the timer's
+Vim-script side calls `tick` only when the cursor moved, while `tick` said something
+is pending, and on every fifth tick (autoload/copilot_ide.vim): work queued while
+Vim idles waits 250 ms at most.
 Cursor moves go the other way: an autocommand only notes that the cursor moved, and
 the next tick reads the selection and hands it over with `set_selection(...,
 wait=False)`, never waiting for the loop. So a move costs Vim's thread a Vim variable
@@ -26,7 +30,6 @@ from .diffview import DiffView, file_state
 from .vimtext import as_int, echo, error, literal
 
 VISUAL = ("v", "V", "\x16")
-DIAGNOSTICS_EVERY = 5  # ticks between looks at the quickfix/location lists' change ticks
 RELOAD_WATCH = 30.0  # seconds a closed diff's file is watched for the CLI's write
 
 
@@ -43,7 +46,6 @@ class VimIde:
         self._files: Dict[int, Tuple[str, Optional[str]]] = {}  # bufnr -> (name, real path or None)
         self._diag_signature: Any = None
         self._diagnostics: Dict[str, List[Any]] = {}
-        self._ticks = 0
         self._failed_once = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -112,27 +114,30 @@ class VimIde:
 
     # ------------------------------------------------------------- Vim's thread
 
-    def tick(self, moved: bool = False) -> None:
+    def tick(self, moved: bool = False, look_at_lists: bool = False) -> bool:
         """The timer: everything the server asked of Vim, on Vim's thread; the
-        selection when the cursor `moved` since the last tick."""
+        selection when the cursor `moved` since the last tick; the quickfix/location
+        lists when `look_at_lists`. Returns whether something is pending, so that the
+        next tick calls again (True) or an idle one may skip Python (False)."""
         try:
             if not self.inbox.empty():
                 self.drain()
-            self._ticks += 1
             if self.views and vim.eval("mode()") == "n":
                 for view in list(self.views.values()):
                     if view.state == "waiting":
                         self._open(view)
-            if self._ticks % DIAGNOSTICS_EVERY == 0:
+            if look_at_lists:
                 self.check_diagnostics()
             if self.watches:
                 self.check_reloads()
             if moved:  # last: the hand-over wakes the server's thread, which wants the GIL
                 self.moved()
         except Exception:
-            if not self._failed_once:  # say it once, not every 50 ms
+            if not self._failed_once:  # say it once, not at every tick
                 self._failed_once = True
                 error("timer failed: " + traceback.format_exc().strip().splitlines()[-1])
+            return False
+        return bool(self.views or self.watches or not self.inbox.empty())
 
     def drain(self) -> None:
         while True:
@@ -339,14 +344,17 @@ class VimIde:
                 self.views.pop(view.tab_name, None)
                 # The rest of its tab goes at the next tick: no window may close in here.
                 self.inbox.put(view.close)
-                self._watch(view)
+                self._watch(view)  # and the next tick runs Python
                 self.server.post(view.diff.reject)
                 echo("Copilot IDE: rejected %s (its tab was closed)" % view.tab_name)
 
     # ------------------------------------------------- files the CLI writes
 
     def _watch(self, view: DiffView) -> None:
+        """Watch a decided diff's file for the CLI's write; the timer's next ticks
+        enter Python to look (`tick`'s answer keeps them coming while it watches)."""
         self.watches.append((view.path, view.file_before, float(vim.eval("reltimefloat(reltime())")) + RELOAD_WATCH))
+        vim.command("call copilot_ide#pending()")
 
     def check_reloads(self) -> None:
         now = float(vim.eval("reltimefloat(reltime())"))
