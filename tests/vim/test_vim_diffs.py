@@ -3,6 +3,7 @@ commands (or the CLI's `close_diff`, or closing the tab) answer it; quickfix and
 lists reach `get_diagnostics`."""
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Any, Dict, List
@@ -126,8 +127,24 @@ def test_a_diff_waits_while_vim_is_in_insert_mode(vim: VimSession, client: Strea
     path = os.path.join(workspace, "hello.txt")
     vim.keys("i")
     pending = client.open_diff(path, NEW, tab())
-    time.sleep(1.0)
-    assert vim.eval("tabpagenr('$')") == 1 or True  # (eval leaves insert mode itself)
+    # Vim's state read without leaving Insert mode (`vim.eval` would): the expression
+    # register evaluates it and inserts nothing; its prompt is not Normal mode either.
+    seen: List[Any] = []
+
+    def waiting_in_insert_mode() -> bool:
+        marker = os.path.join(vim.log_dir, "insert-eval-%d.json" % len(seen))
+        vim.keys("C-r", "=")
+        vim.type("writefile([json_encode([py3eval('[v.state for v in _copilot_ide.views.values()]'),"
+                 " tabpagenr('$')])], '%s') ? '' : ''" % marker)
+        vim.keys("Enter")
+        wait_until(lambda: os.path.exists(marker) and os.path.getsize(marker) > 0, what="Vim evaluating")
+        seen.append(json.loads(read(marker)))
+        return seen[-1][0] == ["waiting"]
+
+    wait_until(waiting_in_insert_mode, what="the diff received and waiting")
+    assert seen[-1] == [["waiting"], 1], seen      # no tab opened in Insert mode
+    assert "-- INSERT --" in vim.screen()
+    assert vim.eval("getline(1)") == read(path).splitlines()[0]   # (leaves Insert mode) nothing typed
     wait_until(lambda: tab() in diff_tabs(vim), what="the diff tab, once back in Normal mode")
     vim.ex("CopilotIdeAccept")
     assert pending.result(WAIT)["result"] == "SAVED"
