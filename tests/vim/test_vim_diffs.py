@@ -204,8 +204,10 @@ def test_quickfix_and_location_lists_reach_get_diagnostics(vim: VimSession, clie
 
 def test_grep_results_are_not_diagnostics(vim: VimSession, client: StreamClient, workspace: str) -> None:
     vim.ex("silent vimgrep /second/j hello.txt")
-    time.sleep(1.0)
     assert vim.eval("len(getqflist())") == 1
+    # The plugin has looked at the lists as they are now (and handed over what it found).
+    wait_until(lambda: vim.eval("py3eval('_copilot_ide._diag_signature == copilot_ide_vim.quickfix.signature()')"),
+               what="the plugin looking at the grep's list")
     assert diagnostics(client) == {}
 
 
