@@ -67,10 +67,11 @@ CLI_VERSION = PINNED_VERSION
 #   versions between are given the wait too): CopilotTui.start waits LATE_TRUST_WAIT.
 # * Before SELECTION_INDICATOR_SINCE the TUI shows no `@file:line` indicator for the
 #   pushed selection (0.0.410's changelog adds it); its log shows the push arrived.
-# * Before DISCONNECT_NOTICE_SINCE the CLI logs a deleted lock as "IDE disconnected
-#   unexpectedly: NAME (source: lock file deleted)" and shows no "IDE connection lost"
-#   (seen on 0.0.409; 1.0.60 and newer log "Disconnected from IDE MCP server" and show
-#   the notice; the versions between are not asked for the notice).
+# * A deleted lock is logged as "IDE disconnected unexpectedly: NAME (source: lock file
+#   deleted)" by 0.0.409 and 1.0.60, as "Disconnected from IDE MCP server" by 1.0.88 and
+#   1.0.102 (IDE_DISCONNECTED_LOG takes both). Before DISCONNECT_NOTICE_SINCE the TUI
+#   shows no "IDE connection lost" (0.0.409; 1.0.60 shows it; the versions between are
+#   not asked for it).
 IDE_SINCE = "0.0.409"
 SELECTION_INDICATOR_SINCE = "0.0.410"
 DISCONNECT_NOTICE_SINCE = "1.0.60"
