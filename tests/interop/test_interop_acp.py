@@ -3,26 +3,14 @@
 import json
 import os
 import signal
-import time
 
 import pytest
 
 import copilot_harness as H
+from acp_output import result_line
 from fake_model import Turn
 
 pytestmark = pytest.mark.interop
-
-
-def _result_line(proc):
-    """The final ``{"result": {...}}`` line printed by ``--json``."""
-    for line in reversed(proc.lines("out")):
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and "result" in obj:
-            return obj["result"]
-    raise AssertionError("no result line in --json output:\n" + proc.output())
 
 
 def test_plain_prompt_streams_the_model_text(acp_cli, fake_model):
@@ -46,7 +34,7 @@ def test_plain_prompt_json_updates(acp_cli, fake_model):
             chunks.append(upd["content"]["text"])
     assert "".join(chunks) == "one two three"
     assert len(chunks) > 1  # streamed, not one block
-    assert _result_line(proc)["stopReason"] == "end_turn"
+    assert result_line(proc)["stopReason"] == "end_turn"
 
 
 def test_text_is_streamed_as_it_comes(acp_cli, fake_model):
@@ -60,7 +48,7 @@ def test_text_is_streamed_as_it_comes(acp_cli, fake_model):
     assert "fifth" not in proc.output("out")
     assert proc.wait(60) == 0, proc.output()
     assert "fifth" in proc.output("out")
-    assert _result_line(proc)["stopReason"] == "end_turn"
+    assert result_line(proc)["stopReason"] == "end_turn"
 
 
 @pytest.mark.parametrize("answer", ["--yes", "--no"])
@@ -126,15 +114,11 @@ def test_create_with_yes(acp_cli, fake_model, workspace):
 def test_cancelled_slow_turn(acp_cli, fake_model):
     fake_model.script(Turn.say("too late", delay=60))
     proc = acp_cli("--json", "Take your time")
-    fake_model.wait_for_chat(1, timeout=60)
-    time.sleep(0.5)
-    t0 = time.monotonic()
+    fake_model.wait_for_chat(1, timeout=60)          # the turn is in flight
     proc.signal(signal.SIGINT)
-    status = proc.wait(20)
-    elapsed = time.monotonic() - t0
-    assert _result_line(proc)["stopReason"] == "cancelled", proc.output()
+    status = proc.wait(20)  # the model would answer after 60 s: ended by the cancel, not by the answer
+    assert result_line(proc)["stopReason"] == "cancelled", proc.output()
     assert status == 130, proc.output()
-    assert elapsed < 10, "cancel took %.1f s" % elapsed
     assert "too late" not in proc.output("out")
 
 
@@ -154,7 +138,7 @@ def test_session_listed_and_resumed_over_stdio(acp_cli, fake_model):
     fake_model.script(Turn.say("Noted: blue."), Turn.say("Blue."), Turn.say("Still blue."))
     first = acp_cli("--json", "My colour is blue.")
     assert first.wait(60) == 0, first.output()
-    result = _result_line(first)
+    result = result_line(first)
     session_id = result["sessionId"]
     assert result["stopReason"] == "end_turn"
     listed = acp_cli("--list-sessions")

@@ -8,11 +8,11 @@ import os
 import signal
 import socket
 import sys
-import time
 
 import pytest
 
 import copilot_harness as H
+from acp_output import result_line
 from fake_model import Turn
 
 pytestmark = pytest.mark.interop
@@ -74,17 +74,6 @@ def connect(tcp_agent, workspace, copilot_home, cli_env, logdir):
         p.stop()
 
 
-def _result_line(proc):
-    for line in reversed(proc.lines("out")):
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and "result" in obj:
-            return obj["result"]
-    raise AssertionError("no result line in --json output:\n" + proc.output())
-
-
 def _text(proc):
     """The message text of a --json run, its chunks joined."""
     return "".join(json.loads(line)["update"]["content"].get("text", "") for line in proc.lines("out")
@@ -98,7 +87,7 @@ def test_streamed_answer_over_tcp(connect, fake_model, tcp_agent):
     assert proc.proc.poll() is None, "the turn ended before its text was streamed"
     assert proc.wait(60) == 0, proc.output()
     assert _text(proc) == "first second third fourth fifth"
-    result = _result_line(proc)
+    result = result_line(proc)
     assert result["stopReason"] == "end_turn" and result["sessionId"]
     assert tcp_agent.proc.poll() is None  # the client left, the agent did not
 
@@ -130,7 +119,7 @@ def test_two_clients_one_after_the_other_on_one_agent(connect, fake_model, tcp_a
     second = connect("--json", "Question two")
     assert second.wait(60) == 0, second.output()
     assert _text(first) == "Answer one." and _text(second) == "Answer two."
-    one, two = _result_line(first)["sessionId"], _result_line(second)["sessionId"]
+    one, two = result_line(first)["sessionId"], result_line(second)["sessionId"]
     assert one != two  # each connection its own session
     listed = connect("--list-sessions")
     assert listed.wait(60) == 0, listed.output()
@@ -143,7 +132,7 @@ def test_session_started_over_stdio_is_listed_and_resumed_over_tcp(acp_cli, conn
     fake_model.script(Turn.say("Nice to meet you, Ada."), Turn.say("Your name is Ada."))
     started = acp_cli("--json", "My name is Ada.")
     assert started.wait(60) == 0, started.output()
-    session_id = _result_line(started)["sessionId"]
+    session_id = result_line(started)["sessionId"]
 
     listed = connect("--list-sessions")
     assert listed.wait(60) == 0, listed.output()
