@@ -36,6 +36,7 @@ import pytest
 from ide_protocol.wire import http11, jsonrpc
 from ide_protocol.common import tools
 from ide_protocol.server import transport
+from ide_protocol.server.listener import Listener
 from ide_protocol.wire.http11 import NO_TRAILERS, Data, EndOfMessage, Headers, ParseError, Request, RequestParser
 from ide_protocol.rpc import Deferred, Dispatcher
 from ide_protocol.wire.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, PARSE_ERROR, JsonRpcError
@@ -76,13 +77,13 @@ def post(target: str, body: bytes = b"", close: bool = False, chunked: bool = Fa
     return data + body
 
 
-async def serve(tmp_path: Any, app: Any) -> transport.Listener:
-    listener = transport.Listener(app, max_body=1 << 20)
+async def serve(tmp_path: Any, app: Any) -> Listener:
+    listener = Listener(app, max_body=1 << 20)
     await listener.start_unix(str(tmp_path))
     return listener
 
 
-def only(listener: transport.Listener) -> transport.HttpConnection:
+def only(listener: Listener) -> transport.HttpConnection:
     conn, = listener.connections
     return conn
 

@@ -26,6 +26,7 @@ import pytest
 
 from ide_protocol.wire import http11
 from ide_protocol.server import transport
+from ide_protocol.server.listener import Listener
 from ide_protocol.server.answers import PendingReply, Reply, Stream
 from ide_wire import Conn, run, until
 
@@ -52,18 +53,18 @@ def request(target: str, body: bytes = b"", close: bool = False, chunked: bool =
     return data + body
 
 
-async def serve(tmp_path: Any, app: Any, **kw: Any) -> transport.Listener:
-    listener = transport.Listener(app, max_body=1 << 20, **kw)
+async def serve(tmp_path: Any, app: Any, **kw: Any) -> Listener:
+    listener = Listener(app, max_body=1 << 20, **kw)
     await listener.start_unix(str(tmp_path))
     return listener
 
 
-def only(listener: transport.Listener) -> transport.HttpConnection:
+def only(listener: Listener) -> transport.HttpConnection:
     conn, = listener.connections
     return conn
 
 
-async def released(listener: transport.Listener) -> None:
+async def released(listener: Listener) -> None:
     await until(lambda: not listener.connections, what="connections released")
     await listener.close()
 

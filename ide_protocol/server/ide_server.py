@@ -37,7 +37,8 @@ from ..common.paths import path_to_uri, uri_to_path
 from .pushes import Debounced, DiagnosticsWindow
 from ..common.tools import Diagnostic, Selection
 from .tool_calls import ToolCalls, _call_hook
-from .transport import REQUEST_TIMEOUT, Listener
+from .listener import Listener
+from .transport import REQUEST_TIMEOUT
 
 log = logging.getLogger(__name__)
 

@@ -18,28 +18,30 @@ answer (a blocking `open_diff`) is noticed at once and the handler task cancelle
 
 Keep-alive (PROTOCOL.md §2): the CLI sends its next request on the connection whose SSE
 answer just ended, so a connection keeps reading until the peer closes it, or until a
-request or answer says `Connection: close`. Windows named pipes are served by
-`common.winpipe` with the same protocol class; everything else here is POSIX.
+request or answer says `Connection: close`. The listening socket and the set of
+connections are `listener.Listener`'s; Windows named pipes are served by
+`common.winpipe` with the same protocol class.
 """
 from __future__ import annotations
 
 import asyncio
 import collections
-import itertools
 import logging
-import os
-import shutil
 import sys
-import tempfile
-from typing import Any, Callable, Deque, Dict, Optional, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Optional, Tuple, Union
 
 from ..wire import http11
 from .answers import Answer, App, Fields, PendingReply, Reply, Stream
+# (The socket helpers, here too for the tracer: `from ..server.transport import listen_unix`.)
+from .sockets import SUN_PATH_MAX, check_sun_path, listen_unix, wait_server_closed  # noqa: F401
+
+if TYPE_CHECKING:
+    from .listener import Listener
 
 log = logging.getLogger(__name__)
 
-__all__ = ["App", "HttpConnection", "Listener", "MAX_PENDING", "REQUEST_TIMEOUT", "check_sun_path",
-           "MAX_WRITE_BUFFER", "listen_unix", "wait_server_closed"]
+__all__ = ["App", "HttpConnection", "MAX_PENDING", "MAX_WRITE_BUFFER", "REQUEST_TIMEOUT", "chunked_head",
+           "connection_field"]
 
 #: A request that has started arriving must finish within this many seconds (a slow
 #: or stuck peer must not hold a connection forever with half a request).
@@ -541,153 +543,3 @@ class HttpConnection(asyncio.Protocol):
     def _release(self) -> None:
         if self._lost and self._task is None and self._owner is not None:
             self._owner._discard(self)
-
-
-# ---------------------------------------------------------------------- listeners
-
-async def wait_server_closed(server: Any, timeout: float = 5.0) -> None:
-    """Wait, bounded, for a closed asyncio server to finish (3.12+ waits for its
-    connections too: the caller must have dropped them first)."""
-    try:
-        await asyncio.wait_for(server.wait_closed(), timeout)
-    except (asyncio.TimeoutError, Exception):
-        pass
-
-
-SUN_PATH_MAX = 103 if sys.platform == "darwin" or "bsd" in sys.platform else 107
-
-
-def check_sun_path(path: str) -> None:
-    """Unix socket paths are limited (107 bytes on Linux, 103 on macOS; PROTOCOL.md §1)."""
-    size = len(os.fsencode(path))
-    if size > SUN_PATH_MAX:
-        raise ValueError("socket path %r is %d bytes, longer than the %d the OS allows for a Unix "
-                         "socket; choose a shorter socket directory" % (path, size, SUN_PATH_MAX))
-
-
-async def listen_unix(protocol_factory: Callable[[], asyncio.BaseProtocol],
-                      directory: Optional[str] = None) -> Tuple[Any, str, str]:
-    """A Unix socket server on `<fresh 0700 dir>/mcp.sock`, socket mode 0600
-    (PROTOCOL.md §1); returns (server, socket directory, socket path). The directory
-    is removed again if listening fails."""
-    parent = directory if directory is not None else tempfile.gettempdir()
-    if directory is None and len(os.fsencode(os.path.join(parent, "mcp-XXXXXXXX", "mcp.sock"))) > SUN_PATH_MAX:
-        parent = "/tmp"  # e.g. a long $TMPDIR on macOS
-    check_sun_path(os.path.join(parent, "mcp-XXXXXXXX", "mcp.sock"))
-    sock_dir = tempfile.mkdtemp(prefix="mcp-", dir=parent)  # mkdtemp creates it 0700
-    path = os.path.join(sock_dir, "mcp.sock")
-    try:
-        check_sun_path(path)
-        server = await asyncio.get_event_loop().create_unix_server(protocol_factory, path=path)
-        os.chmod(path, 0o600)
-    except BaseException:
-        shutil.rmtree(sock_dir, ignore_errors=True)
-        raise
-    return server, sock_dir, path
-
-
-class Listener:
-    """A listening socket plus the connections it accepted; the owner of both.
-
-    Each connection is in `connections` from `connection_made` until its transport is
-    gone and its handler task has finished; `close` ends them all. `app` is read when
-    a connection is accepted (a wrapper set after construction applies to the
-    connections accepted after that)."""
-
-    def __init__(self, app: App, max_body: int, request_timeout: float = REQUEST_TIMEOUT) -> None:
-        self.app = app
-        self.max_body = max_body
-        self.request_timeout = request_timeout
-        self.socket_path = ""
-        self.socket_dir: Optional[str] = None
-        self.connections: Set[HttpConnection] = set()
-        self._server: Any = None
-        self._numbers = itertools.count(1)
-        self.accepted = 0
-        #: At most this many open connections (None: no limit). At the limit the
-        #: connection idle longest makes room; when none is idle the new one is
-        #: answered 503 and closed (set by IdeServer, README "Limits and safety").
-        self.max_connections: Optional[int] = None
-        self.refused = 0
-
-    def _connection(self) -> HttpConnection:
-        """The protocol factory given to the loop (Unix socket or named pipe)."""
-        return HttpConnection(self.app, next(self._numbers), self.max_body, self.request_timeout, owner=self)
-
-    def _adopt(self, conn: HttpConnection) -> None:
-        self.accepted += 1
-        if self.max_connections is not None and not self._room_for_one():
-            self.refused += 1
-            body = b"Service Unavailable: too many connections (limit %d), none idle\n" % self.max_connections
-            conn.write_nowait(http11.write_response(503, [("Content-Type", "text/plain"), ("Connection", "close")],
-                                                    body))
-            conn.close()
-            return
-        self.connections.add(conn)
-
-    def _room_for_one(self) -> bool:
-        """Whether one more connection fits, after closing the one idle longest if needed."""
-        assert self.max_connections is not None
-        live = [c for c in self.connections if not c.closed]
-        if len(live) < self.max_connections:
-            return True
-        idle = [c for c in live if c.idle]
-        if not idle:
-            return False
-        min(idle, key=lambda c: c.last_active).close()
-        return True
-
-    def close_idle(self, timeout: float) -> int:
-        """Close the connections idle (between requests) for `timeout` seconds or more;
-        how many. A client's pooled connection reconnects when it needs to."""
-        now = asyncio.get_event_loop().time()
-        stale = [c for c in self.connections if c.idle and now - c.last_active >= timeout]
-        for conn in stale:
-            conn.close()
-        return len(stale)
-
-    def _discard(self, conn: HttpConnection) -> None:
-        self.connections.discard(conn)
-
-    @property
-    def _tasks(self) -> "Set[asyncio.Task[None]]":
-        """The handler tasks running now (`IdeServer.stats()["connection_tasks"]`); a
-        connection between requests has none."""
-        return {conn._task for conn in self.connections if conn._task is not None}
-
-    async def start_unix(self, directory: Optional[str] = None) -> str:
-        """Listen on `<fresh 0700 dir>/mcp.sock` (socket mode 0600) and return its path."""
-        self._server, self.socket_dir, self.socket_path = await listen_unix(self._connection, directory)
-        return self.socket_path
-
-    async def start_pipe(self, name: Optional[str] = None) -> str:
-        from ..common import winpipe  # Windows only
-
-        self._server, self.socket_path = await winpipe.start_pipe_server(self._connection, name)
-        return self.socket_path
-
-    async def close(self) -> None:
-        """Stop listening, drop every connection, remove the socket and its directory."""
-        if self._server is not None:
-            self._server.close()
-        connections = list(self.connections)
-        for conn in connections:
-            conn.close()  # cancels its handler task; what was written is still sent
-        tasks = [conn._task for conn in connections if conn._task is not None]
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        await asyncio.sleep(0)  # the transports' connection_lost callbacks
-        if self.connections:
-            # Transports still holding bytes their peer does not read: drop them.
-            for conn in list(self.connections):
-                conn.abort()
-            await asyncio.sleep(0)
-        if self._server is not None:
-            await wait_server_closed(self._server)
-            self._server = None
-        self.remove_files()
-
-    def remove_files(self) -> None:
-        if self.socket_dir:
-            shutil.rmtree(self.socket_dir, ignore_errors=True)
-            self.socket_dir = None

@@ -1,0 +1,54 @@
+"""The Unix socket file of a server (PROTOCOL.md §1): a fresh 0700 directory, the socket
+in it with mode 0600, the path within the length the OS allows; and a bounded wait for
+a closed asyncio server. Shared by the IDE server's `listener` and the tracer."""
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+from typing import Any, Callable, Optional, Tuple
+
+__all__ = ["SUN_PATH_MAX", "check_sun_path", "listen_unix", "wait_server_closed"]
+
+
+async def wait_server_closed(server: Any, timeout: float = 5.0) -> None:
+    """Wait, bounded, for a closed asyncio server to finish (3.12+ waits for its
+    connections too: the caller must have dropped them first)."""
+    try:
+        await asyncio.wait_for(server.wait_closed(), timeout)
+    except (asyncio.TimeoutError, Exception):
+        pass
+
+
+SUN_PATH_MAX = 103 if sys.platform == "darwin" or "bsd" in sys.platform else 107
+
+
+def check_sun_path(path: str) -> None:
+    """Unix socket paths are limited (107 bytes on Linux, 103 on macOS; PROTOCOL.md §1)."""
+    size = len(os.fsencode(path))
+    if size > SUN_PATH_MAX:
+        raise ValueError("socket path %r is %d bytes, longer than the %d the OS allows for a Unix "
+                         "socket; choose a shorter socket directory" % (path, size, SUN_PATH_MAX))
+
+
+async def listen_unix(protocol_factory: Callable[[], asyncio.BaseProtocol],
+                      directory: Optional[str] = None) -> Tuple[Any, str, str]:
+    """A Unix socket server on `<fresh 0700 dir>/mcp.sock`, socket mode 0600
+    (PROTOCOL.md §1); returns (server, socket directory, socket path). The directory
+    is removed again if listening fails."""
+    parent = directory if directory is not None else tempfile.gettempdir()
+    if directory is None and len(os.fsencode(os.path.join(parent, "mcp-XXXXXXXX", "mcp.sock"))) > SUN_PATH_MAX:
+        parent = "/tmp"  # e.g. a long $TMPDIR on macOS
+    check_sun_path(os.path.join(parent, "mcp-XXXXXXXX", "mcp.sock"))
+    sock_dir = tempfile.mkdtemp(prefix="mcp-", dir=parent)  # mkdtemp creates it 0700
+    path = os.path.join(sock_dir, "mcp.sock")
+    try:
+        check_sun_path(path)
+        server = await asyncio.get_event_loop().create_unix_server(protocol_factory, path=path)
+        os.chmod(path, 0o600)
+    except BaseException:
+        shutil.rmtree(sock_dir, ignore_errors=True)
+        raise
+    return server, sock_dir, path
