@@ -22,6 +22,15 @@ awaiting is cancelled) or the connection dropped before the answer was started. 
 where the application lets go of what the request holds (a session's stream, a running
 request's place).
 
+An application may also judge a request by its head alone, before the body is read:
+
+    refusal = app.judge_head(request)           # optional: a Reply, or None
+
+The transport asks as soon as a head arrives (`McpApp.judge_head`: Origin, nonce, path,
+method), so a refused request is answered without its body ever being buffered; a
+request it passes is then given to `app(...)` as above, which must still make every
+check itself when called without that step (`McpApp` does).
+
 The `Connection` field and the framing fields (`Content-Length`, `Transfer-Encoding`)
 belong to the transport and the wire layer: an application sets neither, except
 `Connection: close` to ask that the connection close after this answer. Nothing here
