@@ -79,13 +79,19 @@ async def _post(client: IdeClient, request_id: int, method: str, params: Any,
     return response, messages
 
 
+def _auth_refused(method: str, response: ClientResponse) -> Tuple[str, str]:
+    """A 401 at any step: the CLI gives up on this IDE (PROTOCOL.md §3), and the lock's
+    headers are what the server did not accept (§2)."""
+    return ("auth-refused", "%s was refused with HTTP 401 %s: the server does not accept the lock's headers"
+            % (method, response.reason))
+
+
 async def _run(client: IdeClient, result: Handshake, timeout: float) -> None:
     started = time.monotonic()
     response, messages = await _post(client, 0, "server/discover", _discover_params(), timeout)
     result.discover_seconds = time.monotonic() - started
     if response.status == 401:
-        result.failure = ("auth-refused", "server/discover was refused with HTTP 401 %s: the server does not accept "
-                          "the lock's headers" % response.reason)
+        result.failure = _auth_refused("server/discover", response)
         return
     answer = _answer(messages, 0)
     if response.status != 200:
@@ -104,8 +110,7 @@ async def _run(client: IdeClient, result: Handshake, timeout: float) -> None:
     response, messages = await _post(client, 1, "initialize", _initialize_params(), timeout)
     result.initialize_seconds = time.monotonic() - started
     if response.status == 401:
-        result.failure = ("auth-refused", "initialize was refused with HTTP 401 %s: the server does not accept "
-                          "the lock's headers" % response.reason)
+        result.failure = _auth_refused("initialize", response)
         return
     if response.status != 200:
         result.failure = ("handshake-failed", "initialize answered HTTP %d %s" % (response.status, response.reason))
