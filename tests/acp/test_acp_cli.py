@@ -208,7 +208,11 @@ def test_second_ctrl_c_quits_and_leaves_no_agent(tmp_path):
     try:
         shown = wait_for_output(proc, "working...")
         proc.send_signal(signal.SIGINT)  # the agent ignores the cancel...
-        time.sleep(0.2)
+        deadline = time.monotonic() + TIMEOUT
+        while not any(d == "C>A" and isinstance(m, dict) and m.get("method") == "session/cancel"
+                      for d, m in read_log(log)):  # the first Ctrl-C handled: the cancel sent
+            assert time.monotonic() < deadline, "no session/cancel after the first Ctrl-C"
+            time.sleep(0.02)
         proc.send_signal(signal.SIGINT)  # ...so the second Ctrl-C quits
         stdout, stderr = proc.communicate(timeout=TIMEOUT)
     finally:
