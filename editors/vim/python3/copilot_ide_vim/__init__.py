@@ -5,3 +5,4 @@
 finds the `ide_protocol` library. The Vim script in ../../plugin and ../../autoload only
 forwards to these.
 """
+from __future__ import annotations

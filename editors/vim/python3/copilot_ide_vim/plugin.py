@@ -51,6 +51,9 @@ class VimIde:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
+        """Serve Vim's working folder. A stopped server is started again (the same
+        object: its diffs' numbering and callbacks stay), with the folder and the
+        `$COPILOT_HOME` of now, since both may have changed since the last start."""
         if self.server is not None and self.server.running:
             echo("Copilot IDE: already serving %s" % ", ".join(self.server.workspace_folders))
             return
@@ -79,6 +82,8 @@ class VimIde:
         self.moved()
 
     def stop(self, quiet: bool = False) -> None:
+        """Stop serving: the lock goes first (the server's stop), then the callbacks
+        that stop queued run here, so that every pending diff's tab closes now."""
         vim.command("call copilot_ide#autocmds(0)")
         self._stop_timer()
         if self.server is not None:
@@ -140,6 +145,7 @@ class VimIde:
         return bool(self.views or self.watches or not self.inbox.empty())
 
     def drain(self) -> None:
+        """Run what the server's thread queued, on Vim's thread, in the order queued."""
         while True:
             try:
                 work = self.inbox.get_nowait()
@@ -311,6 +317,9 @@ class VimIde:
     # ---------------------------------------------- server callbacks (Vim's thread)
 
     def on_diff(self, diff: Any) -> None:
+        """`open_diff` from the CLI: a tab now when Vim is in Normal mode, else at the
+        first tick back in it (a tab opened in Insert or Command-line mode would take
+        the user's keys away)."""
         self.diff_count += 1
         view = DiffView(diff, self.diff_count)
         self.views[view.tab_name] = view
