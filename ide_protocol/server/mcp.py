@@ -8,10 +8,11 @@ sessions, SSE and JSON-RPC, but no sockets, and nothing of the IDE either: the m
 (`ide_server.IdeServer`). Handlers receive a `sessions.CallContext` naming the session
 and the request.
 
-The way of one `tools/call`: `__call__` runs the checks every request passes (origin,
-nonce, path; then the session and its protocol version), `_post` decodes the JSON-RPC
-message and gives it to the dispatcher, which calls the tool; its response becomes a
-`Reply` (one SSE event, chunked) that the transport writes. A method that has to wait
+The way of one `tools/call`: `judge_head` checks what every request's head must pass
+(Origin, nonce, path, method; the transport asks as soon as the head arrives, else
+`__call__` does), `_session_for` the session and its protocol version; `_post` decodes
+the JSON-RPC message and gives it to the dispatcher, which calls the tool; its response
+becomes a `Reply` (one SSE event, chunked) that the transport writes. A method that has to wait
 becomes a `PendingReply` (or, for one that waits for a person, a `Stream` whose head
 goes first), run by the connection's task.
 """
