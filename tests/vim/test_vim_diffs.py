@@ -64,6 +64,17 @@ def test_open_diff_shows_a_diff_tab_and_accept_answers_saved(vim: VimSession, cl
     assert vim.eval("&modified") == 0
 
 
+def test_a_diff_opens_while_vim_idles(vim: VimSession, client: StreamClient, workspace: str) -> None:
+    """No key reaches Vim (a key would wake the plugin's timer on its own): the diff
+    the server queued is shown by an idle tick, read off the screen."""
+    vim.eval("1")    # start-up's ticks done; then the ticks that Ex command woke go by,
+    time.sleep(0.5)  # so that the diff arrives at a Vim whose ticks skip Python
+    pending = client.open_diff(os.path.join(workspace, "hello.txt"), NEW, tab())
+    vim.wait_screen(r"Copilot proposes an edit of hello\.txt")
+    vim.ex("CopilotIdeReject")
+    assert pending.result(WAIT)["result"] == "REJECTED"
+
+
 def test_reject_answers_rejected_and_leaves_the_file(vim: VimSession, client: StreamClient, workspace: str) -> None:
     path = os.path.join(workspace, "hello.txt")
     before = read(path)
