@@ -21,9 +21,7 @@ deleted: not another program's socket, not a file that is not a socket.
 """
 from __future__ import annotations
 
-import errno
 import os
-import socket
 import stat
 from typing import List, Optional
 
@@ -33,33 +31,12 @@ from . import lockfile
 SOCKET_NAME = "mcp.sock"
 SOCKET_DIR_PREFIX = "mcp-"
 
-# connect() errors that mean nobody listens there.
-_REFUSED = (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK, errno.ENOTDIR)
-
 
 def socket_refuses(path: str, timeout: float = 1.0) -> bool:
     """Whether `path` provably has no server: the connection is refused, or nothing
     (or no socket) is there. False when it accepts, and when the probe cannot tell
     (a timeout, a full backlog, no permission)."""
-    if lockfile._is_pipe_path(path):
-        return not lockfile._pipe_exists(path)
-    family = getattr(socket, "AF_UNIX", None)
-    if family is None:
-        return False
-    try:
-        sock = socket.socket(family, socket.SOCK_STREAM)
-    except OSError:
-        return False
-    try:
-        sock.settimeout(timeout)
-        sock.connect(path)
-        return False  # it accepts: a live server
-    except OSError as exc:
-        return exc.errno in _REFUSED
-    except ValueError:  # a path the OS cannot take (NUL, too long): nobody listens there
-        return True
-    finally:
-        sock.close()
+    return lockfile.probe_socket(path, timeout) == lockfile.REFUSED
 
 
 def _owned(st: os.stat_result) -> bool:

@@ -21,6 +21,7 @@ the wire format only; :func:`write_lock` adds the marker.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -32,7 +33,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 def uuid4() -> str:
     """A random (version 4) UUID, as ``str(uuid.uuid4())`` gives it, without importing
-    ``uuid`` (which imports ``platform``: milliseconds of every start-up, issue 6)."""
+    ``uuid`` (which imports ``platform``: milliseconds of every start-up)."""
     b = bytearray(os.urandom(16))
     b[6] = (b[6] & 0x0F) | 0x40  # version 4
     b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
@@ -411,29 +412,44 @@ def _pipe_exists(path: str) -> bool:
         return False
 
 
-def socket_reachable(path: str, timeout: float = 1.0) -> bool:
-    """Whether a server accepts connections on ``path``, probed like the CLI does.
+#: What a connection attempt can tell: a server accepts, provably nobody is there
+#: (refused, no such file, not a socket), or it cannot tell (a timeout, a full
+#: backlog, no permission).
+ACCEPTS, REFUSED, UNKNOWN = "accepts", "refused", "unknown"
+_REFUSED_ERRNOS = (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK, errno.ENOTDIR)
+
+
+def probe_socket(path: str, timeout: float = 1.0) -> str:
+    """Connect to ``path`` the way the CLI does and say what that showed.
 
     Unix: connect and close at once without sending a byte (PROTOCOL.md §1; servers
-    must tolerate exactly this). Windows pipe names: an existence check.
+    must tolerate exactly this). Windows pipe names: an existence check. A path the OS
+    cannot take (NUL, longer than ``sun_path``) has nobody listening: ``REFUSED``.
     """
     if _is_pipe_path(path):
-        return _pipe_exists(path)
+        return ACCEPTS if _pipe_exists(path) else REFUSED
     family = getattr(socket, "AF_UNIX", None)
     if family is None:
-        return False
+        return UNKNOWN
     try:
         sock = socket.socket(family, socket.SOCK_STREAM)
     except OSError:
-        return False
+        return UNKNOWN
     try:
         sock.settimeout(timeout)
         sock.connect(path)
-        return True
-    except (OSError, ValueError):
-        return False
+        return ACCEPTS
+    except OSError as exc:
+        return REFUSED if exc.errno in _REFUSED_ERRNOS else UNKNOWN
+    except ValueError:
+        return REFUSED
     finally:
         sock.close()
+
+
+def socket_reachable(path: str, timeout: float = 1.0) -> bool:
+    """Whether a server accepts connections on ``path`` (``probe_socket`` says so)."""
+    return probe_socket(path, timeout) == ACCEPTS
 
 
 def _lock_paths(directory: str) -> List[str]:

@@ -200,7 +200,7 @@ def text_result(value: Any) -> Dict[str, Any]:
 def rendered_text_result(value: Any) -> jsonrpc.Encoded:
     """`text_result(value)` made once for many answers, encoded as well: `json.dumps`
     with `indent` runs the pure-Python encoder, and the text must then be escaped into
-    the answer, the costliest steps of a `get_selection` (issue 6)."""
+    the answer, the costliest steps of a `get_selection`."""
     return jsonrpc.Encoded(text_result(value))
 
 

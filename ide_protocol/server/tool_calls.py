@@ -87,7 +87,7 @@ class ToolCalls:
     def _tools_call(self, params: Any, ctx: CallContext) -> Any:
         """`tools/call`: the tool's result at once, or, for a tool that waits (open_diff,
         or a handler that returns an awaitable), a coroutine giving it (the dispatcher
-        runs that in the connection's task, issue 6)."""
+        runs that in the connection's task)."""
         if not isinstance(params, dict) or not isinstance(params.get("name"), str):
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: tools/call needs a tool name")
         name = params["name"]
