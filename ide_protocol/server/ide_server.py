@@ -24,7 +24,7 @@ import os
 import secrets
 import signal
 import sys
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from .. import rpc
 from ..wire import jsonrpc
@@ -36,7 +36,7 @@ from .mcp import CallContext, McpApp, Session
 from ..common.paths import path_to_uri, uri_to_path
 from .pushes import Debounced, DiagnosticsWindow
 from ..common.tools import Diagnostic, Selection
-from .tool_calls import ToolCalls, _call_hook
+from .tool_calls import ToolCalls
 from .listener import Listener
 from .transport import REQUEST_TIMEOUT
 
@@ -94,6 +94,8 @@ class IdeServer(ToolCalls):
         self.started = False
         self._stopping = False
         self._stopped: Optional[asyncio.Event] = None
+        self._stop_task: Optional["asyncio.Task[None]"] = None  # a stop a signal asked for
+        self._hook_tasks: Set["asyncio.Future[Any]"] = set()  # reporting callbacks' coroutines
 
         self.dispatcher = rpc.Dispatcher()
         self.app = McpApp(self.dispatcher, self.nonce, server_info=server_info, json_response=json_response,
@@ -147,6 +149,7 @@ class IdeServer(ToolCalls):
         # A server stopped earlier may start again (an editor's Stop then Start): this
         # run has its own stop to do, so the last run's stop-in-progress flag goes.
         self._stopping = False
+        self._stop_task = None
         self._stopped = asyncio.Event()
         self._accept_errors = AcceptErrorFilter(self.loop)  # descriptors running out: no flood (limits.py)
         self._accept_errors.install()
@@ -201,6 +204,10 @@ class IdeServer(ToolCalls):
         if self._diagnostics_push is not None:
             self._diagnostics_push.cancel()
         await self.listener.close()
+        hooks = list(self._hook_tasks)
+        for task in hooks:
+            task.cancel()
+        await asyncio.gather(*hooks, return_exceptions=True)
         if self._accept_errors is not None:
             self._accept_errors.remove()
         self.started = False
@@ -230,12 +237,19 @@ class IdeServer(ToolCalls):
     async def __aexit__(self, *exc: Any) -> None:
         await self.stop()
 
+    def stop_soon(self) -> None:
+        """Start `stop()` from a callback that cannot await (a signal handler, the loop
+        thread of `ThreadedIdeServer`): one task, owned by this server and kept until
+        the stop has run, however often it is asked for; `wait_stopped()` waits for it."""
+        if self._stop_task is None or self._stop_task.done():
+            self._stop_task = asyncio.ensure_future(self.stop())
+
     def install_signal_handlers(self, signals: Iterable[int] = (signal.SIGINT, signal.SIGTERM)) -> None:
         """Stop cleanly (lock removed) on SIGINT/SIGTERM; for programs that own the loop."""
         assert self.loop is not None
         for sig in signals:
             try:
-                self.loop.add_signal_handler(sig, lambda: asyncio.ensure_future(self.stop()))
+                self.loop.add_signal_handler(sig, self.stop_soon)
                 self._signals.append(sig)
             except (NotImplementedError, RuntimeError, ValueError):
                 pass  # Windows, or not the main thread
@@ -369,7 +383,7 @@ class IdeServer(ToolCalls):
             return
         info = session.info()
         info.update(extra)
-        _call_hook("on_session", self.on_session, event, info)
+        self._report("on_session", self.on_session, event, info)
 
     @property
     def sessions(self) -> List[Dict[str, Any]]:

@@ -88,6 +88,7 @@ class ThreadedIdeServer:
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()  # start/stop against each other
+        self._loop_stop: Optional["asyncio.Task[None]"] = None  # stop() called on the loop thread
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -130,8 +131,9 @@ class ThreadedIdeServer:
         if loop is None:
             return
         if self._on_loop_thread():
-            # Waiting here would wait for ourselves: schedule it and return.
-            asyncio.ensure_future(self._stop_async())
+            # Waiting here would wait for ourselves: a task this object keeps runs it.
+            if self._loop_stop is None or self._loop_stop.done():
+                self._loop_stop = asyncio.ensure_future(self._stop_async())
             return
         with self._lock:
             if self.loop is None:

@@ -13,7 +13,7 @@ import inspect
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set
 
 from .. import rpc
 from ..wire import jsonrpc
@@ -24,18 +24,7 @@ from .sessions import CallContext
 log = logging.getLogger("ide_protocol.server.ide_server")  # (one logger for the server's reports)
 
 
-def _call_hook(name: str, hook: Callable[..., Any], *args: Any) -> None:
-    """Run an IDE callback that reports something (no answer expected): a coroutine it
-    returns is scheduled, and an exception is logged, never raised into the protocol."""
-    try:
-        result = hook(*args)
-        if inspect.isawaitable(result):
-            asyncio.ensure_future(result)
-    except Exception:
-        log.exception("%s callback failed", name)
-
-
-class _BothClose:
+class _ToolCallAwaitable:
     """An awaitable (a tool's wrapper coroutine) whose `close()` also gives up the
     tool's own awaitable it was made with: a call given up before it ran (cancelled
     before its task started) then leaves nothing un-awaited."""
@@ -57,6 +46,25 @@ class _BothClose:
 class ToolCalls:
     """The tool handlers of `IdeServer` (a mixin; see the module doc)."""
 
+    def _report(self, name: str, hook: Callable[..., Any], *args: Any) -> None:
+        """Run an IDE callback that reports something (no answer expected). A coroutine
+        it returns runs as a task this server owns: `stop()` cancels and awaits what is
+        still running. An exception is logged, never raised into the protocol."""
+        try:
+            result = hook(*args)
+        except Exception:
+            log.exception("%s callback failed", name)
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            self._hook_tasks.add(task)
+            task.add_done_callback(lambda done: self._hook_finished(name, done))
+
+    def _hook_finished(self, name: str, task: "asyncio.Future[Any]") -> None:
+        self._hook_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s callback failed", name, exc_info=task.exception())
+
     if TYPE_CHECKING:  # what the mixin reads from the server
         on_tool_call: Any
         on_diff: Any
@@ -67,6 +75,7 @@ class ToolCalls:
         max_body: int
         _stopping: bool
         _diffs: Dict[str, DiffRequest]
+        _hook_tasks: Set["asyncio.Future[Any]"]
         _tool_handlers: Dict[str, Callable[[Dict[str, Any], CallContext], Any]]
         _tool_is_async: Dict[Callable[..., Any], bool]
         _selection: Any
@@ -110,7 +119,7 @@ class ToolCalls:
             if type(value) is jsonrpc.Encoded:
                 result = value  # rendered already (the selection)
             elif not isinstance(value, (dict, list, str)) and inspect.isawaitable(value):  # cheap test first
-                return _BothClose(self._tool_later(name, arguments, ctx, value), value)
+                return _ToolCallAwaitable(self._tool_later(name, arguments, ctx, value), value)
             else:
                 result = tools.text_result(value)
         except Exception as exc:
@@ -140,7 +149,7 @@ class ToolCalls:
 
     def _tool_answer(self, name: str, arguments: Any, ctx: CallContext, result: Dict[str, Any]) -> Dict[str, Any]:
         if self.on_tool_call is not None:
-            _call_hook("on_tool_call", self.on_tool_call, {"name": name, "arguments": arguments},
+            self._report("on_tool_call", self.on_tool_call, {"name": name, "arguments": arguments},
                        ctx.session.id if ctx.session else "", result)
         return result
 
@@ -274,7 +283,7 @@ class ToolCalls:
         if self._diffs.get(diff.tab_name) is diff:
             del self._diffs[diff.tab_name]
         if self.on_diff_closed is not None:
-            _call_hook("on_diff_closed", self.on_diff_closed, diff, answer)
+            self._report("on_diff_closed", self.on_diff_closed, diff, answer)
         return True
 
     def pending_diffs(self) -> List[DiffRequest]:
