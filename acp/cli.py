@@ -169,6 +169,7 @@ class App:
         self.current: Optional[Turn] = None
         self.interrupts = 0
         self.main_task: Optional["asyncio.Task[int]"] = None
+        self.cancelling: Optional["asyncio.Task[None]"] = None  # the turn.cancel() Ctrl-C started
         if args.yes:
             policy: Any = "allow"
         elif args.no:
@@ -198,7 +199,7 @@ class App:
         if turn is not None and not turn.done and self.interrupts == 0:
             self.interrupts = 1
             write_stderr("\n^C: cancelling the turn (press Ctrl-C again to quit)\n")
-            asyncio.ensure_future(turn.cancel())
+            self.cancelling = asyncio.ensure_future(turn.cancel())  # awaited in run()
             return
         write_stderr("\n^C: quitting\n")
         if self.main_task is not None:
@@ -220,6 +221,10 @@ class App:
         except asyncio.CancelledError:
             return EXIT_INTERRUPTED
         finally:
+            if self.cancelling is not None:  # bounded: an agent that stopped reading
+                done, _ = await asyncio.wait([self.cancelling], timeout=3.0)
+                if not done:
+                    self.cancelling.cancel()
             conn = self.client.connection
             # A program that is not an ACP agent will not leave on stdin EOF either.
             grace = 0.5 if conn is not None and isinstance(conn.closed, AgentNotAcp) else 3.0
