@@ -15,7 +15,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set
 
-from .. import rpc
+from .. import __version__, rpc
 from ..wire import jsonrpc
 from ..common import tools
 from .diffs import DiffRequest, load_original
@@ -171,7 +171,7 @@ class ToolCalls:
     def _get_vscode_info(self, arguments: Dict[str, Any], ctx: CallContext) -> Dict[str, Any]:
         self._string_args(arguments, "get_vscode_info", ())
         info = {
-            "version": "0.1.0", "appName": self.ide_name, "appRoot": sys.prefix,
+            "version": __version__, "appName": self.ide_name, "appRoot": sys.prefix,
             "language": (os.environ.get("LANG") or "en").split(".")[0].replace("_", "-") or "en",
             "machineId": self.instance_id, "sessionId": ctx.session.id if ctx.session else self.instance_id,
             "uriScheme": "file", "shell": os.environ.get("SHELL") or os.environ.get("COMSPEC") or "",
