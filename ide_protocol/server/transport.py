@@ -210,21 +210,22 @@ class HttpConnection(asyncio.Protocol):
                     if refusal is not None and (_closes(refusal) or _has_body(event)):  # type: ignore[arg-type]
                         self._refuse(event, refusal)  # type: ignore[arg-type]
                         return
+                # (The body is empty here: each message's end, a parse error and a
+                # refusal empty it, and the parser ends one message before the next.)
                 self._receiving = event  # type: ignore[assignment]
-                self._body = b""
             elif kind is http11.EndOfMessage:
                 request, self._receiving = self._receiving, None
                 body = self._body if type(self._body) is bytes else bytes(self._body)
                 self._body = b""
                 if request is not None:
                     self._received(request, body)
+                    if self.closed:
+                        return  # its answer closed the connection (the only event that answers)
             elif kind is http11.ParseError:
                 self._receiving = None
                 self._body = b""
                 self._input_done = True
                 self._queue.append(event)  # type: ignore[arg-type]
-            if self.closed:
-                return  # an answer given above closed the connection
         if self._timer is not None or self._receiving is not None or not self._parser.idle:
             self._watch_partial()
         if len(self._queue) >= MAX_PENDING and not self._reading_paused:
