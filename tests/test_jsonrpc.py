@@ -585,3 +585,13 @@ def test_peer_handles_notifications_in_order_before_a_later_response():
     result, seen_at_response = run(main())
     assert result == "done"
     assert seen_at_response == [0, 1, 2]
+
+
+def test_answers_finds_the_response_to_an_id_and_nothing_else() -> None:
+    assert jsonrpc.answers({"jsonrpc": "2.0", "id": 3, "result": {}}, 3)
+    assert jsonrpc.answers({"jsonrpc": "2.0", "id": 3, "error": {"code": -1, "message": "x"}}, 3)
+    assert not jsonrpc.answers({"jsonrpc": "2.0", "id": 4, "result": {}}, 3)
+    # A request from the peer that happens to carry the same id is not the answer.
+    assert not jsonrpc.answers({"jsonrpc": "2.0", "id": 3, "method": "ping"}, 3)
+    assert not jsonrpc.answers([{"jsonrpc": "2.0", "id": 3, "result": {}}], 3)
+    assert not jsonrpc.answers(None, 3)

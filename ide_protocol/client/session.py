@@ -169,8 +169,7 @@ class IdeClient:
                 message = await response.next_message(timeout)
                 if message is None:
                     break
-                if isinstance(message, dict) and message.get("id") == request_id and (
-                        "result" in message or "error" in message):
+                if jsonrpc.answers(message, request_id):
                     answer = message
                     # The answer is in; the end of the body must follow promptly.
                     timeout = DEFAULT_TIMEOUT if timeout is None else timeout

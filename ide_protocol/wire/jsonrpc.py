@@ -346,6 +346,15 @@ def _parse_answer(obj: Dict[str, Any], raw_id: Any, msg_id: Optional[Id]) -> Mes
     return Response(obj, msg_id, obj["result"])
 
 
+def answers(message: Any, request_id: Any) -> bool:
+    """Whether a raw decoded `message` is the response to the request `request_id`: an
+    object with that id and a `result` or an `error` (JSON-RPC 2.0, "Response object").
+    A caller reading a stream of messages (an SSE body) uses it to find its answer among
+    notifications and requests the peer sends on the way."""
+    return isinstance(message, dict) and message.get("id") == request_id and (
+        "result" in message or "error" in message)
+
+
 def decode_message(data: Union[bytes, str]) -> Message:
     """`loads` + `parse_message`; unparsable input becomes `Invalid` with `-32700`."""
     try:

@@ -57,10 +57,7 @@ class Reply:
         return self.messages[0] if self.messages else None
 
     def answer(self, request_id: Any) -> Optional[Dict[str, Any]]:
-        for m in self.messages:
-            if isinstance(m, dict) and m.get("id") == request_id and ("result" in m or "error" in m):
-                return m
-        return None
+        return next((m for m in self.messages if jsonrpc.answers(m, request_id)), None)
 
     def evidence(self) -> str:
         lines = ["> " + self.request_line, "< HTTP/%s %d %s" % (self.response.http_version, self.status, self.reason)]

@@ -49,11 +49,7 @@ def _initialize_params() -> Dict[str, Any]:
 
 
 def _answer(messages: List[Any], request_id: int) -> Optional[Dict[str, Any]]:
-    for message in messages:
-        if isinstance(message, dict) and message.get("id") == request_id and (
-                "result" in message or "error" in message):
-            return message
-    return None
+    return next((m for m in messages if jsonrpc.answers(m, request_id)), None)
 
 
 def _error_text(error: Any) -> str:
