@@ -64,6 +64,22 @@ def test_open_diff_shows_a_diff_tab_and_accept_answers_saved(vim: VimSession, cl
     assert vim.eval("&modified") == 0
 
 
+def test_a_file_the_cli_writes_in_steps_is_reloaded_whole(vim: VimSession, client: StreamClient,
+                                                           workspace: str) -> None:
+    """The CLI may empty the file, then write the text (seen with 1.0.60): a tick that
+    reloads the empty file must not be the last look, the buffer ends with the text."""
+    path = os.path.join(workspace, "hello.txt")
+    pending = open_and_wait(vim, client, path, NEW, tab())
+    vim.ex("CopilotIdeAccept")
+    assert pending.result(WAIT)["result"] == "SAVED"
+    open(path, "w").close()                          # step 1: emptied ...
+    wait_until(lambda: vim.eval("[line('$'), getline(1)]") == [1, ""], what="the empty file reloaded")
+    with open(path, "w", encoding="utf-8") as f:    # ... step 2: the text
+        f.write(NEW)
+    wait_until(lambda: vim.eval("getline(1, '$')") == NEW.splitlines(), what="the text reloaded")
+    assert vim.eval("&modified") == 0
+
+
 def test_a_diff_opens_while_vim_idles(vim: VimSession, client: StreamClient, workspace: str) -> None:
     """No key reaches Vim (a key would wake the plugin's timer on its own): the diff
     the server queued is shown by an idle tick, read off the screen."""

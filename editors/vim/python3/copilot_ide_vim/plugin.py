@@ -31,6 +31,9 @@ from .vimtext import as_int, echo, error, literal
 
 VISUAL = ("v", "V", "\x16")
 RELOAD_WATCH = 30.0  # seconds a closed diff's file is watched for the CLI's write
+# Seconds a reloaded file stays watched: the CLI may write in steps (1.0.60 empties the
+# file, then writes the text), and a tick between the steps reloads an empty buffer.
+RELOAD_SETTLE = 3.0
 
 
 class VimIde:
@@ -369,8 +372,10 @@ class VimIde:
         now = float(vim.eval("reltimefloat(reltime())"))
         keep = []
         for path, before, until in self.watches:
-            if file_state(path) != before:
+            state = file_state(path)
+            if state != before:
                 self.reload(path)
+                keep.append((path, state, now + RELOAD_SETTLE))  # a later step reloads too
             elif now < until:
                 keep.append((path, before, until))
         self.watches = keep
