@@ -24,25 +24,11 @@ import pytest
 
 import ide_wire
 from ide_wire import Cli, tool_error, tool_json
-from test_serve import WAIT, Serve, assert_gone, open_diff_args
+from test_serve import WAIT, Serve, assert_gone, make_serve, open_diff_args  # noqa: F401 (make_serve: a fixture)
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets; Windows pipes are untested")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@pytest.fixture
-def make_serve(tmp_path: Any) -> Any:
-    started: List[Serve] = []
-
-    def make(*args: str, **kw: Any) -> Serve:
-        s = Serve(tmp_path, *args, **kw)
-        started.append(s)
-        return s
-
-    yield make
-    for s in started:
-        s.kill()
 
 
 async def second_session(s: Serve) -> Cli:
