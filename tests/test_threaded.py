@@ -9,6 +9,7 @@ hangs.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import queue
@@ -25,7 +26,7 @@ from ide_protocol.server.threaded import ThreadedIdeServer
 from ide_protocol.common.tools import Diagnostic, Selection
 
 import ide_wire
-from ide_wire import Cli, tool_json
+from ide_wire import Cli, Conn, tool_json
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets; Windows pipes are untested")
 
@@ -420,3 +421,139 @@ def test_posted_work_runs_in_order_without_waiting_and_failures_are_logged(tmp_p
     done: List[int] = []
     server.post(done.append, 1)  # stopped: runs at once, here
     assert done == [1]
+
+
+# ------------------------------------------------------ IdeServer's options, through here
+
+
+def test_every_ide_server_keyword_is_a_threaded_keyword() -> None:
+    """`inspect.signature(ThreadedIdeServer)` (what `help()` shows) lists every keyword
+    of `IdeServer.__init__`, with the same default and annotation, and each is accepted
+    at construction; the callbacks are ThreadedIdeServer's own (wrapped)."""
+    from ide_protocol.server.ide_server import IdeServer
+    from ide_protocol.server import threaded
+
+    ide = inspect.signature(IdeServer).parameters
+    ours = inspect.signature(ThreadedIdeServer).parameters
+    options = [name for name, p in ide.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    assert {"max_body", "max_sessions", "connection_idle_timeout", "request_timeout"} <= set(options)
+    for name in options:
+        assert name in ours, "ThreadedIdeServer does not take IdeServer's %r" % name
+        assert ours[name].kind is inspect.Parameter.KEYWORD_ONLY, name
+        if name not in threaded.WRAPPED_CALLBACKS:
+            assert (ours[name].default, ours[name].annotation) == (ide[name].default, ide[name].annotation), name
+    assert set(threaded.SERVER_OPTIONS) == set(options) - set(threaded.WRAPPED_CALLBACKS)
+    assert not [p for p in ours.values() if p.kind is inspect.Parameter.VAR_KEYWORD]
+    for name in threaded.SERVER_OPTIONS:  # each one accepted, at its default
+        server = ThreadedIdeServer(["/nonexistent"], **{name: ide[name].default})
+        assert server.thread is None
+
+
+def test_unknown_keyword_raises_in_the_callers_thread_before_any_thread_or_lock(tmp_path: Any) -> None:
+    folder, path, lock_dir = workspace(tmp_path)
+    before = set(threading.enumerate())
+    with pytest.raises(TypeError) as raised:
+        ThreadedIdeServer([folder], lock_dir=lock_dir, max_bdy=10)
+    message = str(raised.value)
+    assert "ThreadedIdeServer" in message and "'max_bdy'" in message and "did you mean 'max_body'" in message
+    assert raised.traceback[-1].frame.code.name == "_check_options"  # raised here, not on a loop thread
+    assert set(threading.enumerate()) == before
+    assert not os.path.exists(lock_dir)
+
+
+def test_limit_options_reach_the_running_server(tmp_path: Any) -> None:
+    """max_body, max_sessions, connection_idle_timeout, idle_timeout and request_timeout
+    given to ThreadedIdeServer bind the server on its loop thread (each default would
+    let the step wait out its bound and fail)."""
+    folder, path, lock_dir = workspace(tmp_path)
+    server = ThreadedIdeServer([folder], lock_dir=lock_dir, timeout=WAIT, max_body=4096, max_sessions=1,
+                               connection_idle_timeout=0.5, idle_timeout=0.5,
+                               request_timeout=0.5).start()
+    try:
+        async def scenario() -> None:
+            # max_body: a body over 4096 bytes is refused (413) and its connection closed.
+            cli = Cli(server.socket_path, server.nonce)
+            await cli.handshake(probes=0)
+            big = {"jsonrpc": "2.0", "id": 99, "method": "ping", "params": {"pad": "x" * 8192}}
+            reply, conn = await cli.exchange("POST", big, conn=await cli.new_conn())
+            assert reply.status == 413, reply
+            assert await conn.wait_closed()
+            assert await cli.request("ping") == {}  # a small one still goes through
+
+            # max_sessions=1: with the only session busy (its stream open), a second
+            # initialize is refused.
+            _, stream = await cli.open_stream()
+            other = Cli(server.socket_path, server.nonce)
+            reply = await other.send_request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                                            "clientInfo": {"name": "x", "version": "1"}})
+            assert reply.status == 503 and "too many sessions (limit 1)" in reply.message["error"]["message"]
+            other.close()
+
+            # connection_idle_timeout=0.5: a connection that sends nothing is closed.
+            silent = await Conn.open(server.socket_path)
+            assert await silent.wait_closed()
+            silent.close()
+
+            # request_timeout=0.5: a request left half-sent is answered 408.
+            partial = await Conn.open(server.socket_path)
+            partial.send_raw(b"POST /mcp HTTP/1.1\r\nHost: loc", expect="POST")
+            assert (await partial.read_reply()).status == 408
+            partial.close()
+
+            # idle_timeout=0.5: a session with no stream and no request is ended.
+            cli.close()
+            await ide_wire.until(lambda: server.stats()["sessions"] == 0, what="the idle session ended")
+
+        ide_wire.run(scenario(), timeout=90)
+    finally:
+        server.stop()
+    assert os.listdir(lock_dir) == []
+
+
+def test_max_connections_reaches_the_running_server(tmp_path: Any) -> None:
+    """max_connections=2 (idle connections otherwise kept 120 s): a third connection
+    makes the one idle longest close."""
+    folder, path, lock_dir = workspace(tmp_path)
+    with ThreadedIdeServer([folder], lock_dir=lock_dir, timeout=WAIT, max_connections=2) as server:
+        async def scenario() -> None:
+            first = await Conn.open(server.socket_path)
+            second = await Conn.open(server.socket_path)
+            await ide_wire.until(lambda: server.stats()["connections"] == 2, what="two connections")
+            third = await Conn.open(server.socket_path)
+            assert await first.wait_closed()
+            await ide_wire.until(lambda: server.stats()["connections"] == 2, what="room made")
+            for conn in (first, second, third):
+                conn.close()
+
+        ide_wire.run(scenario())
+
+
+def test_wire_options_reach_the_running_server(tmp_path: Any) -> None:
+    """json_response, server_info, socket_dir and write_lock=False through
+    ThreadedIdeServer; on_exchange runs on the loop thread."""
+    folder, path, lock_dir = workspace(tmp_path)
+    socket_dir = os.path.join(str(tmp_path), "sockets")
+    os.makedirs(socket_dir, mode=0o700)
+    seen: List[Tuple[str, Any, threading.Thread]] = []
+    server = ThreadedIdeServer([folder], lock_dir=lock_dir, timeout=WAIT, json_response=True, write_lock=False,
+                               server_info={"name": "threaded-test", "version": "9"}, socket_dir=socket_dir,
+                               on_exchange=lambda way, msg: seen.append((way, msg.get("method"),
+                                                                         threading.current_thread())))
+    server.start()
+    try:
+        assert server.lock_path is None and not os.path.exists(lock_dir)
+        assert server.socket_path is not None and server.socket_path.startswith(socket_dir + os.sep)
+
+        async def scenario() -> None:
+            cli = Cli(server.socket_path, server.nonce)
+            result = await cli.handshake(probes=0)
+            assert result["serverInfo"] == {"name": "threaded-test", "version": "9"}
+            reply = await cli.send_request("ping")
+            assert reply.status == 200 and reply.content_type.startswith("application/json"), reply
+            cli.close()
+
+        ide_wire.run(scenario())
+        assert ("in", "initialize", server.thread) in seen
+        assert {thread for _, _, thread in seen} == {server.thread}
+    finally:
+        server.stop()

@@ -29,7 +29,12 @@ Threading rules (the whole contract):
 * `post(fn)` (and `set_selection(..., wait=False)`, `set_diagnostics(..., wait=False)`)
   hands work to the loop thread without waiting at all, for an editor's hot paths;
   posted work keeps its order with other calls, and its failures are logged.
-* `on_exchange` (a keyword passed through to `IdeServer`) runs on the loop thread.
+* Every other keyword is one of `IdeServer`'s options (`max_body`, `max_sessions`,
+  `connection_idle_timeout`, `socket_dir`, ...) and is passed to it unchanged; the set
+  is read from `IdeServer.__init__`'s signature, so an option it gains is accepted here
+  at once. The `IdeServer` is built in the constructor, on the caller's thread: an
+  unknown keyword or a bad value raises there, before any thread or lock file exists.
+* `on_exchange` (one of those options) runs on the loop thread.
 
 The loop thread is a daemon thread, so it never keeps an editor from exiting.
 """
@@ -38,6 +43,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import difflib
+import inspect
 import logging
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
@@ -53,6 +60,30 @@ CallInEditor = Callable[[Callable[[], None]], Any]
 #: Default bound for one call into the loop (seconds); only a stuck loop reaches it.
 DEFAULT_TIMEOUT = 10.0
 
+#: `IdeServer`'s callbacks that `ThreadedIdeServer` wraps, to deliver them through
+#: `call_in_editor`; its own keywords of the same names take them.
+WRAPPED_CALLBACKS = ("on_diff", "on_diff_closed", "on_session", "on_tool_call")
+
+#: Every other keyword of `IdeServer.__init__`, passed on unchanged. Read from the
+#: signature itself (one place: an option `IdeServer` gains needs no edit here).
+SERVER_OPTIONS: Dict[str, inspect.Parameter] = {
+    name: param for name, param in inspect.signature(IdeServer).parameters.items()
+    if param.kind is inspect.Parameter.KEYWORD_ONLY and name not in WRAPPED_CALLBACKS}
+
+
+def _check_options(options: Dict[str, Any]) -> None:
+    """TypeError naming this class (not `IdeServer.__init__`) for a keyword that is
+    not one of `SERVER_OPTIONS`, with the closest option when there is one."""
+    unknown = sorted(set(options) - set(SERVER_OPTIONS))
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, list(SERVER_OPTIONS), n=1)
+        hints.append("%r%s" % (name, " (did you mean %r?)" % close[0] if close else ""))
+    raise TypeError("ThreadedIdeServer() got unexpected keyword argument%s %s; its IdeServer options are: %s"
+                    % ("s" if len(unknown) > 1 else "", ", ".join(hints), ", ".join(SERVER_OPTIONS)))
+
 
 class ThreadedIdeServer:
     """An `IdeServer` on a background asyncio loop; every method is thread-safe.
@@ -63,8 +94,20 @@ class ThreadedIdeServer:
         server.set_selection(Selection(path, text, (0, 0), (2, 4)))
         server.stop()                        # lock file and socket removed
 
-    Keyword arguments other than those below go to `IdeServer` unchanged (`ide_name`,
-    `is_trusted`, `lock_dir`, `debounce`, `idle_timeout`, `ide_info`, ...).
+    `call_in_editor`, `timeout` and the four callbacks are this class's own; every
+    other keyword is one of `IdeServer`'s options (`SERVER_OPTIONS`: `ide_name`,
+    `is_trusted`, `lock_dir`, `socket_dir`, `debounce`, the limits `max_body`,
+    `request_timeout`, `max_connections`, `max_sessions`, `connection_idle_timeout`,
+    `idle_timeout`, ...) and goes to it unchanged.
+
+    Why `**options` and not a copy of `IdeServer`'s parameter list: a copy falls
+    behind each time `IdeServer` gains an option; forwarding cannot. What a copy
+    gives is kept: `inspect.signature(ThreadedIdeServer)` (so `help()`, a REPL's
+    completion) lists every option with its default and type, built from
+    `IdeServer`'s signature at import; a keyword that is none of them raises
+    TypeError at construction, in the caller's thread, naming the nearest option.
+    Static checkers see `**options: Any` (typing them needs `Unpack[TypedDict]`,
+    Python 3.12).
     """
 
     def __init__(self, workspace_folders: Union[str, Sequence[str]] = (), *,
@@ -74,17 +117,19 @@ class ThreadedIdeServer:
                  on_session: Optional[Callable[[str, Dict[str, Any]], Any]] = None,
                  on_tool_call: Optional[Callable[[Dict[str, Any], str, Any], Any]] = None,
                  timeout: float = DEFAULT_TIMEOUT,
-                 **server_kwargs: Any) -> None:
+                 **options: Any) -> None:
+        _check_options(options)
         self.call_in_editor = call_in_editor
         self.on_diff = on_diff
         self.on_diff_closed = on_diff_closed
         self.on_session = on_session
         self.on_tool_call = on_tool_call
         self.timeout = timeout
-        # IdeServer.__init__ creates no asyncio object, so it may be built here; all
-        # that needs the loop happens in start(), on the loop thread.
+        # IdeServer.__init__ creates no asyncio object, so it is built here, in the
+        # caller's thread (its errors are raised to the caller, before any thread
+        # starts); all that needs the loop happens in start(), on the loop thread.
         self.server = IdeServer(workspace_folders, on_diff=self._on_diff, on_diff_closed=self._on_diff_closed,
-                                on_session=self._on_session, on_tool_call=self._on_tool_call, **server_kwargs)
+                                on_session=self._on_session, on_tool_call=self._on_tool_call, **options)
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()  # start/stop against each other
@@ -374,3 +419,15 @@ class ThreadedIdeServer:
     @property
     def workspace_folders(self) -> List[str]:
         return self.server.workspace_folders
+
+
+def _signature() -> inspect.Signature:
+    """`ThreadedIdeServer.__init__`'s own parameters, then `IdeServer`'s options in
+    place of `**options`: what `inspect.signature` and `help()` show."""
+    own = inspect.signature(ThreadedIdeServer.__init__)
+    params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    params.extend(p for name, p in SERVER_OPTIONS.items() if name not in own.parameters)
+    return own.replace(parameters=params)
+
+
+ThreadedIdeServer.__init__.__signature__ = _signature()  # type: ignore[attr-defined]
