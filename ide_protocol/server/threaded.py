@@ -89,7 +89,7 @@ class ThreadedIdeServer:
     """An `IdeServer` on a background asyncio loop; every method is thread-safe.
 
         server = ThreadedIdeServer(["/home/me/project"], ide_name="Sublime Text",
-                                   call_in_editor=sublime.set_timeout, on_diff=show_diff)
+                                   call_in_editor=lambda fn: sublime.set_timeout(fn, 0), on_diff=show_diff)
         server.start()                       # blocks until the lock file is written
         server.set_selection(Selection(path, text, (0, 0), (2, 4)))
         server.stop()                        # lock file and socket removed
