@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from ide_protocol.common import lockfile
+from ide_protocol.common import lock_rules, lockfile
 from ide_protocol.programs.doctor import cli, rules
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets; Windows pipes are untested")
@@ -387,7 +387,7 @@ def test_socket_refusing_even_for_a_fresh_lock(env: Env, server: Serve, capsys: 
         env.write("k.lock", lock_of(server, socketPath=path, timestamp=time.time() * 1000))
         started = time.monotonic()
         result = doctor(capsys, server.folder, watch=(env.lock_dir,))
-        assert time.monotonic() - started >= 2 * rules.FRESH_PROBE_SECONDS * 0.9   # two runs, retried
+        assert time.monotonic() - started >= 2 * lock_rules.FRESH_PROBE_SECONDS * 0.9   # two runs, retried
     finally:
         sock.close()
     finding = assert_shown(result, "socket-unreachable", "not listening", "k.lock")
@@ -772,19 +772,19 @@ def test_usage_errors_exit_2(tmp_path: Any, capsys: Any) -> None:
 ])
 def test_same_folder_is_the_clis_lexical_comparison(listed: str, equal: bool) -> None:
     cwd = "/tmp/h6/r\u00e9al" if "\u0301" in listed else "/tmp/h6/real"
-    assert rules.same_folder(listed, cwd) is equal
+    assert lock_rules.same_folder(listed, cwd) is equal
 
 
 def test_pid_rules_follow_node() -> None:
-    assert rules.pid_running_for_cli(os.getpid()) == (True, "")
-    assert rules.pid_running_for_cli(0)[0] is True        # kill(0, 0): our own process group
-    assert rules.pid_running_for_cli(dead_pid())[0] is False
-    assert rules.pid_running_for_cli(2.0)[0] is True      # a number equal to an integer is fine
-    assert rules.pid_running_for_cli(float("inf"))[0] is False
+    assert lock_rules.pid_running(os.getpid()) == (True, "")
+    assert lock_rules.pid_running(0)[0] is True        # kill(0, 0): our own process group
+    assert lock_rules.pid_running(dead_pid())[0] is False
+    assert lock_rules.pid_running(2.0)[0] is True      # a number equal to an integer is fine
+    assert lock_rules.pid_running(float("inf"))[0] is False
 
 
 def test_lock_names_in_the_clis_byte_order(tmp_path: Any) -> None:
     for name in ("zz.lock", "b.lock", "Q.lock", "\u00e9.lock", "_x.lock", "1.lock", "a.lock.tmp", "x.LOCK"):
         (tmp_path / name).write_text("{}")
     # The order libuv's scandir gave the CLI here: bytewise.
-    assert rules.lock_names(str(tmp_path)) == ["1.lock", "Q.lock", "_x.lock", "b.lock", "zz.lock", "\u00e9.lock"]
+    assert lock_rules.lock_names(str(tmp_path)) == ["1.lock", "Q.lock", "_x.lock", "b.lock", "zz.lock", "\u00e9.lock"]

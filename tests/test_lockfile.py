@@ -168,8 +168,8 @@ def test_missing_required_field(key: str) -> None:
         ("headers", {"Authorization": 1}),
         ("headers", {"Authorization": None}),
         ("pid", True),
-        ("pid", 12.0),
         ("pid", "12345"),
+        ("pid", float("nan")),
         ("pid", None),
         ("ideName", 1),
         ("timestamp", "1764480000000"),
@@ -189,6 +189,15 @@ def test_wrong_type(key: str, value: Any) -> None:
         LockInfo.from_json(wire(**{key: value}))
     assert err.value.field == key
     assert '"%s"' % key in str(err.value)
+
+
+def test_pid_is_any_number_as_for_the_cli() -> None:
+    # PROTOCOL.md §1: the schema wants a number, and JSON has one number type: 1234.0 is
+    # the pid 1234 (read back as an int); 1234.5 passes the schema but never runs.
+    info = LockInfo.from_json(json.loads(json.dumps(wire(pid=12345.0))))
+    assert info.pid == 12345 and isinstance(info.pid, int)
+    assert LockInfo.from_json(wire(pid=12345.5)).pid == 12345.5
+    assert not pid_alive(12345.5)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("value", [[], "x", None, 3])
@@ -369,18 +378,24 @@ def test_remove_lock(tmp_path) -> None:
 
 
 def test_pid_alive(dead_pid: int) -> None:
+    # The CLI's test (PROTOCOL.md §1): kill(pid, 0) as Node makes it.
     assert pid_alive(os.getpid())
+    assert pid_alive(float(os.getpid()))  # type: ignore[arg-type]
     assert not pid_alive(dead_pid)
-    assert not pid_alive(0)  # kill(0, 0) would probe our own process group
-    assert not pid_alive(-1)
+    assert pid_alive(0)  # Node lets kill(0, 0) through: it signals our own process group
     assert not pid_alive(True)  # type: ignore[arg-type]
     assert not pid_alive(2 ** 70)
+    assert not pid_alive(2 ** 31)  # not a 32-bit integer
+    assert not pid_alive("1")  # type: ignore[arg-type]
 
 
 @posix_only
-def test_pid_alive_other_user_process() -> None:
-    # pid 1 exists on every POSIX system; as non-root kill() raises EPERM: still alive
-    assert pid_alive(1)
+@pytest.mark.skipif(os.name != "nt" and os.geteuid() == 0,
+                    reason="as root kill(1, 0) succeeds; tests/test_lock_rules.py covers EPERM from another uid")
+def test_pid_of_another_user_is_not_running() -> None:
+    # pid 1 exists on every POSIX system and is root's: kill() raises EPERM, which the
+    # CLI counts as "not running" (PROTOCOL.md §1)
+    assert not pid_alive(1)
 
 
 @posix_only

@@ -1,15 +1,17 @@
 """Find the IDE the CLI would connect to, from the lock files (PROTOCOL.md §1).
 
-The rules (strict field types, live pid, a socket that accepts, exact match of the
-folder's real path) live in `common.lockfile`; this module applies them as the CLI does
-at start-up and, when nothing matches, says why each lock was passed over.
+The CLI's rules (its parse and schema, a running pid, a socket that accepts its probe,
+the lexical match of its physical folder, the first lock by file name) live in
+`common.lock_rules`, the same ones `doctor` predicts with; this module applies them as
+the CLI does at start-up (`lockfile.scan_locks`) and, when nothing matches, says why
+each lock was passed over.
 """
 from __future__ import annotations
 
 import os
 from typing import List, NamedTuple, Optional, Tuple
 
-from ..common import lockfile
+from ..common import lock_rules, lockfile
 from ..common.lockfile import LockInfo
 from .errors import NoIdeFound
 
@@ -27,9 +29,10 @@ class Choice(NamedTuple):
 def discover(folder: Optional[str] = None, lock_dir: Optional[str] = None) -> LockInfo:
     """The lock the CLI would auto-connect to from `folder` (default: the cwd).
 
-    PROTOCOL.md §1, through `lockfile.find_lock_for_folder`: strict types, live pid,
-    reachable socket, exact match of the folder's real path. Raises `NoIdeFound`
-    listing the other usable locks and the skipped ones with their reasons.
+    PROTOCOL.md §1, by the CLI's rules (`common.lock_rules`): its parse and schema, a
+    running pid, a socket that accepts the probe, the folder's physical path equal to a
+    listed folder after lexical normalisation. Raises `NoIdeFound` listing the other
+    usable locks and the skipped ones with their reasons.
     """
     return choose(folder, lock_dir).chosen
 
@@ -40,21 +43,15 @@ def choose(folder: Optional[str] = None, lock_dir: Optional[str] = None) -> Choi
     (`describe_choice`). Raises `NoIdeFound` as `discover` does."""
     folder = os.getcwd() if folder is None else folder
     directory = lock_dir if lock_dir is not None else lockfile.lock_dir()
-    match, others = lockfile.find_lock_for_folder(folder, directory)
-    if match is not None:
-        target = os.path.realpath(folder)
-        return Choice(match, [o for o in others if target in o.workspace_folders])
-    usable = {o.path for o in others}
-    rejected: List[Tuple[str, str]] = []
-    for path, info in lockfile.read_locks(directory):
-        if isinstance(info, lockfile.LockFileError):
-            rejected.append((path, info.reason))
-        elif path not in usable:
-            if not lockfile.pid_alive(info.pid):
-                rejected.append((path, "pid %d is not alive" % info.pid))
-            else:
-                rejected.append((path, "socket %s refuses connections" % info.socket_path))
-    raise NoIdeFound(os.path.realpath(folder), directory, others, rejected)
+    cwd = os.path.realpath(folder)  # the CLI compares its physical working folder
+    scanned = lockfile.scan_locks(directory, cwd)
+    usable = [info for _path, info in scanned if isinstance(info, LockInfo)]
+    chosen, passed_over = lock_rules.auto_connect_choice(usable, cwd)
+    if chosen is not None:
+        return Choice(chosen, passed_over)
+    rejected: List[Tuple[str, str]] = [(path, info.reason) for path, info in scanned
+                                       if isinstance(info, lockfile.LockFileError)]
+    raise NoIdeFound(cwd, directory, usable, rejected)
 
 
 def describe_choice(chosen: LockInfo, passed_over: List[LockInfo]) -> str:

@@ -8,7 +8,7 @@ socket. So a lock is stale only when all of these hold:
 
 * it is valid and carries our writer marker (other IDEs' locks are never touched), and
   on POSIX the file belongs to our user;
-* its pid is not alive here;
+* its pid is not running here, by the CLI's own test (`lock_rules.pid_running`);
 * its socket refuses a connection or is missing. A socket that accepts is a live
   server, whatever its pid says; a probe that times out proves nothing and keeps the
   lock too.
@@ -25,7 +25,7 @@ import os
 import stat
 from typing import List, Optional
 
-from . import lockfile
+from . import lock_rules, lockfile
 
 #: The file name of the socket inside its private directory (server.transport).
 SOCKET_NAME = "mcp.sock"
@@ -36,7 +36,7 @@ def socket_refuses(path: str, timeout: float = 1.0) -> bool:
     """Whether `path` provably has no server: the connection is refused, or nothing
     (or no socket) is there. False when it accepts, and when the probe cannot tell
     (a timeout, a full backlog, no permission)."""
-    return lockfile.probe_socket(path, timeout) == lockfile.REFUSED
+    return lock_rules.probe_socket(path, timeout) == lock_rules.REFUSED
 
 
 def _owned(st: os.stat_result) -> bool:
@@ -58,7 +58,7 @@ def _private_socket_dir(directory: str) -> bool:
 def remove_socket_leftovers(socket_path: str) -> bool:
     """Remove a dead server's socket and its private directory, when both are of the
     shape this project creates (see the module doc); True when the socket went."""
-    if lockfile._is_pipe_path(socket_path) or not os.path.isabs(socket_path):
+    if lock_rules.is_pipe_path(socket_path) or not os.path.isabs(socket_path):
         return False
     if os.path.basename(socket_path) != SOCKET_NAME:
         return False
@@ -91,15 +91,17 @@ def remove_stale_locks(directory: Optional[str] = None) -> List[str]:
         directory = lockfile.lock_dir()
     removed = []
     for path in lockfile._lock_paths(directory):
-        raw, info = lockfile._load(path)
-        if not isinstance(info, lockfile.LockInfo) or raw.get(lockfile.WRITER_KEY) != lockfile.WRITER_VALUE:
+        # One read: our locks are written atomically, never seen half written.
+        raw, problems = lock_rules.read_lock(path, attempts=1)
+        if problems or raw is None or raw.get(lockfile.WRITER_KEY) != lockfile.WRITER_VALUE:
             continue
+        info = lockfile.LockInfo.from_json(raw, path)
         try:
             if not _owned(os.lstat(path)):
                 continue
         except OSError:
             continue
-        if lockfile.pid_alive(info.pid):
+        if lock_rules.pid_running(info.pid)[0]:
             continue
         if not socket_refuses(info.socket_path):
             continue  # it accepts (another PID namespace?) or cannot be told: keep it

@@ -1,15 +1,17 @@
-"""The discovery lock file: format, strict validation, atomic write, stale cleanup.
+"""The discovery lock file: the record, atomic write and removal, and discovery.
 
 PROTOCOL.md §1: an IDE-side server announces itself with a JSON file
 ``<lock dir>/<uuid4>.lock``; the CLI reads every ``*.lock`` file there, validates each
-strictly, skips the ones whose pid is dead or whose socket refuses a connection, and
-auto-connects to the first whose ``workspaceFolders`` holds exactly its physical cwd.
+strictly, skips the ones whose pid is not running or whose socket refuses a connection,
+and auto-connects to the first whose ``workspaceFolders`` holds its physical cwd.
 
 This module is used from both sides: the server writes and removes its lock
 (:func:`write_lock`, :func:`remove_lock`, :func:`remove_stale_locks`), the client and
 the checker discover servers the way the CLI does (:func:`read_locks`,
-:func:`find_lock_for_folder`). Validation is shared so that a lock this library writes
-is one the CLI accepts.
+:func:`scan_locks`, :func:`find_lock_for_folder`). The CLI's rules themselves (parse,
+schema, pid, socket probe, folder equality, the choice) live in :mod:`.lock_rules`,
+once, so that a lock this library writes is one the CLI accepts and a lock the client
+picks is the one the CLI picks.
 
 Ownership marker: locks written here carry one extra top-level key,
 ``"_writer": "python-ide-protocol"`` (:data:`WRITER_KEY`/:data:`WRITER_VALUE`). The CLI
@@ -21,15 +23,16 @@ the wire format only; :func:`write_lock` adds the marker.
 
 from __future__ import annotations
 
-import errno
 import json
-import math
 import os
-import socket
 import time
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+
+from . import lock_rules
+from .lock_rules import LOCK_SUFFIX, LockFileError
+
 
 def uuid4() -> str:
     """A random (version 4) UUID, as ``str(uuid.uuid4())`` gives it, without importing
@@ -54,32 +57,13 @@ __all__ = [
     "socket_reachable",
     "remove_stale_locks",
     "read_locks",
+    "scan_locks",
     "find_lock_for_folder",
 ]
 
 #: Extra key marking locks written by this library (see the module docstring).
 WRITER_KEY = "_writer"
 WRITER_VALUE = "python-ide-protocol"
-
-LOCK_SUFFIX = ".lock"
-# A lock is a few hundred bytes; refuse to slurp anything absurd from a shared dir.
-_MAX_LOCK_BYTES = 1024 * 1024
-
-
-class LockFileError(ValueError):
-    """A lock file that cannot be read or that the CLI would reject.
-
-    ``path`` is the lock file (``None`` when validating a dict that came from
-    elsewhere), ``field`` the offending wire key when there is one, so that the
-    checker can report exactly what a third-party IDE got wrong.
-    """
-
-    def __init__(self, message: str, path: Optional[str] = None, field: Optional[str] = None):
-        self.path = path
-        self.field = field
-        self.reason = message
-        super().__init__("%s: %s" % (path, message) if path else message)
-
 
 def lock_dir(env: Optional[Mapping[str, str]] = None, home: Optional[str] = None) -> str:
     """Directory of lock files: ``$COPILOT_HOME/ide``, else ``~/.copilot/ide``.
@@ -96,23 +80,6 @@ def lock_dir(env: Optional[Mapping[str, str]] = None, home: Optional[str] = None
     if home is None:
         home = os.path.expanduser("~")
     return os.path.join(home, ".copilot", "ide")
-
-
-def _type_name(value: Any) -> str:
-    """JSON-ish name of a value's type, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 @dataclass
@@ -182,77 +149,27 @@ class LockInfo:
     def from_json(cls, d: Any, path: Optional[str] = None) -> "LockInfo":
         """Validate a decoded lock like the CLI does and build a :class:`LockInfo`.
 
-        PROTOCOL.md §1: every field but ``isTrusted`` is required, with exact types.
-        ``pid`` must be an integer and not a boolean (JSON ``true`` is not a pid),
-        ``timestamp`` any finite number. Unknown keys (our ``_writer`` marker, other
-        IDEs' extras) are ignored, as the CLI ignores them. Raises
-        :class:`LockFileError` naming the first bad field.
+        The schema is the CLI's (PROTOCOL.md §1), from :func:`.lock_rules.schema_problems`:
+        every field but ``isTrusted`` required, with exact types, unknown keys ignored.
+        Raises :class:`LockFileError` naming the first bad field. JSON has one number
+        type, so a ``pid`` such as ``1234.0`` is the integer 1234 here; a fractional
+        one is kept as it is (the CLI never finds it running).
         """
-        if not isinstance(d, dict):
-            raise LockFileError("lock content must be a JSON object, got %s" % _type_name(d), path)
-
-        def need(key: str) -> Any:
-            if key not in d:
-                raise LockFileError('missing required field "%s"' % key, path, key)
-            return d[key]
-
-        def bad(key: str, expected: str) -> LockFileError:
-            return LockFileError(
-                'field "%s" must be %s, got %s' % (key, expected, _type_name(d[key])), path, key
-            )
-
-        socket_path = need("socketPath")
-        if not isinstance(socket_path, str):
-            raise bad("socketPath", "a string")
-        scheme = need("scheme")
-        if not isinstance(scheme, str):
-            raise bad("scheme", "a string")
-        headers = need("headers")
-        if not isinstance(headers, dict):
-            raise bad("headers", "an object")
-        for name, value in headers.items():
-            if not isinstance(value, str):
-                raise LockFileError(
-                    'field "headers" must map strings to strings; "%s" is %s'
-                    % (name, _type_name(value)),
-                    path,
-                    "headers",
-                )
-        pid = need("pid")
-        if isinstance(pid, bool) or not isinstance(pid, int):
-            raise bad("pid", "an integer")
-        ide_name = need("ideName")
-        if not isinstance(ide_name, str):
-            raise bad("ideName", "a string")
-        timestamp = need("timestamp")
-        if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)):
-            raise bad("timestamp", "a number")
-        if isinstance(timestamp, float) and not math.isfinite(timestamp):
-            raise LockFileError('field "timestamp" must be a finite number', path, "timestamp")
-        folders = need("workspaceFolders")
-        if not isinstance(folders, list):
-            raise bad("workspaceFolders", "an array of strings")
-        for index, folder in enumerate(folders):
-            if not isinstance(folder, str):
-                raise LockFileError(
-                    'field "workspaceFolders" must be an array of strings; item %d is %s'
-                    % (index, _type_name(folder)),
-                    path,
-                    "workspaceFolders",
-                )
-        is_trusted = d.get("isTrusted", False)
-        if "isTrusted" in d and not isinstance(is_trusted, bool):
-            # Optional, but when present a boolean; null is rejected too (PROTOCOL.md §1).
-            raise bad("isTrusted", "a boolean")
+        problems = lock_rules.schema_problems(d, path)
+        if problems:
+            raise problems[0]
+        pid = d["pid"]
+        if isinstance(pid, float) and pid.is_integer():
+            pid = int(pid)
         return cls(
-            socket_path=socket_path,
-            scheme=scheme,
-            headers=dict(headers),
+            socket_path=d["socketPath"],
+            scheme=d["scheme"],
+            headers=dict(d["headers"]),
             pid=pid,
-            ide_name=ide_name,
-            timestamp=timestamp,
-            workspace_folders=list(folders),
-            is_trusted=is_trusted,
+            ide_name=d["ideName"],
+            timestamp=d["timestamp"],
+            workspace_folders=list(d["workspaceFolders"]),
+            is_trusted=d.get("isTrusted", False),
             path=path,
         )
 
@@ -370,133 +287,84 @@ def remove_lock(path: Optional[str]) -> None:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (PROTOCOL.md §1: the CLI skips dead pids).
+    """Whether the CLI would find process ``pid`` running (PROTOCOL.md §1).
 
-    POSIX: ``kill(pid, 0)``; ``EPERM`` means it exists under another user. A pid of 0
-    or below is never alive here: ``kill(0, 0)`` would probe our own process group and
-    always succeed. An unreaped zombie counts as alive, as it does for the CLI.
+    :func:`.lock_rules.pid_running` without the reason: ``kill(pid, 0)`` succeeds; a
+    pid of another user (``EPERM``) or one that is not a 32-bit integer is not running.
     """
-    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
-        return False
-    if os.name == "nt":
-        from . import winpipe  # Windows-only code lives there
-
-        return winpipe.pid_alive(pid)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OverflowError:
-        return False
-    except OSError:
-        return True
-    return True
+    return lock_rules.pid_running(pid)[0]
 
 
-def _is_pipe_path(path: str) -> bool:
-    """Whether ``path`` names a Windows named pipe (``\\\\.\\pipe\\...``)."""
-    return path.replace("/", "\\").lower().startswith("\\\\.\\pipe\\")
+def socket_reachable(path: str, timeout: float = lock_rules.PROBE_TIMEOUT_SECONDS) -> bool:
+    """Whether a server accepts one probe connection on ``path`` (PROTOCOL.md §1; see
+    :func:`.lock_rules.probe_lock_socket` for the CLI's whole probe of a lock)."""
+    return lock_rules.probe_socket(path, timeout) == lock_rules.ACCEPTS
 
 
-def _pipe_exists(path: str) -> bool:
-    """Windows named-pipe reachability, without taking one of its instances.
-
-    Connecting to a pipe would occupy a server instance; existence is what the CLI's
-    probe effectively learns and is cheap (``os.stat`` works on pipe paths).
-    """
-    try:
-        return os.path.exists(path)
-    except (OSError, ValueError):
-        return False
-
-
-#: What a connection attempt can tell: a server accepts, provably nobody is there
-#: (refused, no such file, not a socket), or it cannot tell (a timeout, a full
-#: backlog, no permission).
-ACCEPTS, REFUSED, UNKNOWN = "accepts", "refused", "unknown"
-_REFUSED_ERRNOS = (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK, errno.ENOTDIR)
-
-
-def probe_socket(path: str, timeout: float = 1.0) -> str:
-    """Connect to ``path`` the way the CLI does and say what that showed.
-
-    Unix: connect and close at once without sending a byte (PROTOCOL.md §1; servers
-    must tolerate exactly this). Windows pipe names: an existence check. A path the OS
-    cannot take (NUL, longer than ``sun_path``) has nobody listening: ``REFUSED``.
-    """
-    if _is_pipe_path(path):
-        return ACCEPTS if _pipe_exists(path) else REFUSED
-    family = getattr(socket, "AF_UNIX", None)
-    if family is None:
-        return UNKNOWN
-    try:
-        sock = socket.socket(family, socket.SOCK_STREAM)
-    except OSError:
-        return UNKNOWN
-    try:
-        sock.settimeout(timeout)
-        sock.connect(path)
-        return ACCEPTS
-    except OSError as exc:
-        return REFUSED if exc.errno in _REFUSED_ERRNOS else UNKNOWN
-    except ValueError:
-        return REFUSED
-    finally:
-        sock.close()
-
-
-def socket_reachable(path: str, timeout: float = 1.0) -> bool:
-    """Whether a server accepts connections on ``path`` (``probe_socket`` says so)."""
-    return probe_socket(path, timeout) == ACCEPTS
+#: Kept for callers that test for pipe names through this module.
+_is_pipe_path = lock_rules.is_pipe_path
 
 
 def _lock_paths(directory: str) -> List[str]:
-    """Every ``*.lock`` regular file in ``directory``, sorted by name for determinism."""
-    try:
-        names = os.listdir(directory)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+    """Every ``*.lock`` regular file in ``directory``, in the CLI's order (byte order of
+    the names, PROTOCOL.md §1). A directory or FIFO named ``*.lock`` is no lock: the
+    CLI fails to read it and skips it, so it is left out here."""
     paths = []
-    for name in sorted(names):
-        if not name.endswith(LOCK_SUFFIX):
-            continue
+    for name in lock_rules.lock_names(directory) or []:
         full = os.path.join(directory, name)
         if os.path.isfile(full):
             paths.append(full)
     return paths
 
 
-def _load(path: str) -> Tuple[Any, Union[LockInfo, LockFileError]]:
-    """Read and validate one lock; returns (raw decoded JSON or None, info or error)."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(_MAX_LOCK_BYTES + 1)
-    except OSError as exc:
-        return None, LockFileError("cannot read: %s" % (exc.strerror or exc), path)
-    if len(data) > _MAX_LOCK_BYTES:
-        return None, LockFileError("larger than %d bytes" % _MAX_LOCK_BYTES, path)
-    try:
-        raw = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        return None, LockFileError("not valid JSON: %s" % exc, path)
-    try:
-        return raw, LockInfo.from_json(raw, path=path)
-    except LockFileError as exc:
-        return raw, exc
+def _read(path: str, attempts: int = lock_rules.READ_ATTEMPTS) -> Union[LockInfo, LockFileError]:
+    """One lock read and validated as the CLI does (:func:`.lock_rules.read_lock`)."""
+    raw, problems = lock_rules.read_lock(path, attempts)
+    if problems:
+        return problems[0]
+    return LockInfo.from_json(raw, path=path)
 
 
 def read_locks(directory: Optional[str] = None) -> List[Tuple[str, Union[LockInfo, LockFileError]]]:
-    """Every ``*.lock`` file in the lock directory, parsed and validated.
+    """Every ``*.lock`` file in the lock directory, read and validated as the CLI does.
 
-    For discovery (client, checker): each entry is ``(path, LockInfo)`` or
-    ``(path, LockFileError)`` for one the CLI would skip. Temp files (``*.tmp``) are
-    not listed: they are not locks yet. A missing directory means no locks.
+    Each entry is ``(path, LockInfo)`` or ``(path, LockFileError)`` for one the CLI
+    would skip (a byte-order mark, bad JSON, a schema error; retried as the CLI retries,
+    PROTOCOL.md §1). Temp files (``*.tmp``) are not listed: they are not locks yet. A
+    missing directory means no locks. Pid and socket are not judged: see
+    :func:`scan_locks`.
     """
     if directory is None:
         directory = lock_dir()
-    return [(path, _load(path)[1]) for path in _lock_paths(directory)]
+    return [(path, _read(path)) for path in _lock_paths(directory)]
+
+
+def scan_locks(directory: Optional[str], cwd: str,
+               check_socket: bool = True) -> List[Tuple[str, Union[LockInfo, LockFileError]]]:
+    """Every lock with the CLI's verdict: ``(path, LockInfo)`` for one it can use,
+    ``(path, LockFileError)`` with the reason for one it skips.
+
+    PROTOCOL.md §1, in the CLI's order: read and validate (:func:`read_locks`), the pid
+    must be running (:func:`.lock_rules.pid_running`), the socket must accept the
+    probe (:func:`.lock_rules.probe_lock_socket`, skipped when ``check_socket`` is
+    false). ``cwd`` is the CLI's physical working folder (a relative socket path is
+    relative to it).
+    """
+    now_ms = time.time() * 1000
+    result: List[Tuple[str, Union[LockInfo, LockFileError]]] = []
+    for path, info in read_locks(directory):
+        if isinstance(info, LockInfo):
+            running, why = lock_rules.pid_running(info.pid)
+            if not running:
+                info = LockFileError("pid %s is not running as the CLI sees it (%s)" % (info.pid, why), path,
+                                     "pid", lock_rules.PID_NOT_RUNNING)
+            elif check_socket:
+                reason = lock_rules.probe_lock_socket(info.socket_path, info.timestamp, cwd, now_ms)
+                if reason is not None:
+                    info = LockFileError("socket %s does not accept a connection (%s)" % (info.socket_path, reason),
+                                         path, "socketPath", lock_rules.SOCKET_UNREACHABLE)
+        result.append((path, info))
+    return result
 
 
 def remove_stale_locks(directory: Optional[str] = None) -> List[str]:
@@ -515,25 +383,14 @@ def find_lock_for_folder(
 ) -> Tuple[Optional[LockInfo], List[LockInfo]]:
     """Pick the lock the CLI would auto-connect to for ``folder``, plus the others.
 
-    As the CLI does (PROTOCOL.md §1): skip invalid locks, dead pids and (when
-    ``check_socket``) sockets that refuse a connection; among the rest the first lock
-    (by file name) listing ``os.path.realpath(folder)`` *exactly* in
-    ``workspaceFolders`` matches, no prefix matching, case-sensitive. Returns
-    ``(match or None, other usable locks)``; the others are what the CLI's ``/ide``
-    picker would offer.
+    As the CLI does (PROTOCOL.md §1, :func:`scan_locks` then
+    :func:`.lock_rules.auto_connect_choice`): skip invalid locks, pids not running and
+    (when ``check_socket``) sockets that refuse the probe; among the rest the first
+    lock (by file name) listing the physical ``os.path.realpath(folder)`` after lexical
+    normalisation matches: no prefix matching, case-sensitive. Returns ``(match or
+    None, other usable locks)``; the others are what the CLI's ``/ide`` picker offers.
     """
-    target = os.path.realpath(folder)
-    match: Optional[LockInfo] = None
-    others: List[LockInfo] = []
-    for _path, info in read_locks(directory):
-        if not isinstance(info, LockInfo):
-            continue
-        if not pid_alive(info.pid):
-            continue
-        if check_socket and not socket_reachable(info.socket_path):
-            continue
-        if match is None and target in info.workspace_folders:
-            match = info
-        else:
-            others.append(info)
-    return match, others
+    cwd = os.path.realpath(folder)
+    usable = [info for _path, info in scan_locks(directory, cwd, check_socket) if isinstance(info, LockInfo)]
+    match, _passed_over = lock_rules.auto_connect_choice(usable, cwd)
+    return match, [info for info in usable if info is not match]

@@ -1,7 +1,7 @@
 """Put the CLI's rules together: which locks it would use, why not, and the verdict.
 
 `diagnose` walks the lock files as the CLI does at start-up (PROTOCOL.md §1, the order
-and checks in `rules`), tries each usable lock's server (`probe`), and answers the one
+and checks in `common.lock_rules`, the same the client's discovery uses), tries each usable lock's server (`probe`), and answers the one
 question a user has: would ``copilot`` started in FOLDER connect to an IDE, and to
 which? Every reason for "no" is a `Finding` with a stable code and a fix. The result is
 plain data; `cli` turns it into text or JSON.
@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
+from ...common import lock_rules
 from ...common.lockfile import LockInfo
 from . import rules
 from .probe import Handshake, handshake
@@ -103,7 +104,7 @@ class Report:
 
 
 def _count_locks(directory: str) -> int:
-    names = rules.lock_names(directory)
+    names = lock_rules.lock_names(directory)
     return len(names) if names else 0
 
 
@@ -145,7 +146,7 @@ def _check_lock_dir(report: Report, env: Mapping[str, str], home: str, from_flag
             "lock-dir", "%s %s: no IDE has announced itself to the CLI there"
             % (report.lock_dir, "is not a directory" if exists else "does not exist"),
             "start the IDE with its Copilot CLI integration on, with the same HOME and COPILOT_HOME as the CLI"))
-    elif not rules.lock_names(report.lock_dir):
+    elif not lock_rules.lock_names(report.lock_dir):
         report.findings.append(Finding(
             "lock-dir", "%s holds no *.lock file: no IDE is announcing itself to the CLI" % report.lock_dir,
             "start the IDE with its Copilot CLI integration on, with the same HOME and COPILOT_HOME as the CLI"))
@@ -164,17 +165,17 @@ _READ_FIX = {
 def _scan(lock: LockReport, cwd: str, now_ms: Optional[float]) -> Optional[Dict[str, Any]]:
     """Read, validate, pid and socket: the CLI's scan. Returns the content when the CLI
     would list the lock, else None with the findings added."""
-    raw, problems = rules.read_lock_as_cli(lock.path)
+    raw, problems = lock_rules.read_lock(lock.path)
     if isinstance(raw, dict):
         name = raw.get("ideName")
         lock.ide_name = name if isinstance(name, str) else None
         lock.pid = raw.get("pid")
     for problem in problems:
-        if problem.code == "invalid-json":
-            fix = _READ_FIX["bom" if "byte-order mark" in problem.message else "invalid-json"]
-            lock.add("invalid-json", "the CLI skips this file: %s" % problem.message, fix)
+        if problem.code == lock_rules.INVALID_JSON:
+            fix = _READ_FIX["bom" if "byte-order mark" in problem.reason else "invalid-json"]
+            lock.add("invalid-json", "the CLI skips this file: %s" % problem.reason, fix)
         else:
-            lock.add("schema", "the CLI skips this lock: %s" % problem.message,
+            lock.add("schema", "the CLI skips this lock: %s" % problem.reason,
                      "the IDE's plugin must write %s (PROTOCOL.md §1); until then the CLI ignores this IDE"
                      % ('"%s" as the CLI wants it' % problem.field if problem.field else "a JSON object"))
     if problems:
@@ -182,14 +183,14 @@ def _scan(lock: LockReport, cwd: str, now_ms: Optional[float]) -> Optional[Dict[
     assert raw is not None
     lock.folders = list(raw["workspaceFolders"])
     lock.is_trusted = raw.get("isTrusted") is True
-    alive, why = rules.pid_running_for_cli(raw["pid"])
+    alive, why = lock_rules.pid_running(raw["pid"])
     if not alive:
         lock.add("pid-not-running", "the CLI skips this lock: pid %s is not running as the CLI sees it (%s)"
                  % (raw["pid"], why),
                  "restart the IDE (its lock is stale); an IDE in a container, Flatpak or Snap must write a pid "
                  "the CLI's PID namespace can see")
         return None
-    reason = rules.probe_socket_as_cli(raw["socketPath"], raw["timestamp"], cwd, now_ms)
+    reason = lock_rules.probe_lock_socket(raw["socketPath"], raw["timestamp"], cwd, now_ms)
     if reason is not None:
         lock.add("socket-unreachable", "the CLI skips this lock: its socket %s does not accept a connection (%s)"
                  % (raw["socketPath"], reason),
@@ -262,13 +263,15 @@ def _judge_handshake(lock: LockReport, hs: Handshake, slow: float) -> None:
 # ---------------------------------------------------------------------- the verdict
 
 
-def _pick(report: Report, env: Mapping[str, str]) -> None:
-    """The CLI's start-up choice: the first usable-by-scan lock, by file name, listing
-    the folder; `several-ides` when more than one does; `not-trusted` on the choice."""
-    candidates = [lock for lock in report.locks if lock.matches]
-    if not candidates:
+def _pick(report: Report, env: Mapping[str, str], scanned: List[LockReport]) -> None:
+    """The CLI's start-up choice (`lock_rules.auto_connect_choice`): the first lock the
+    scan keeps, by file name, listing the folder; `several-ides` when more than one
+    does; `not-trusted` on the choice."""
+    picked, passed_over = lock_rules.auto_connect_choice(scanned, report.folder, lambda lock: lock.folders)
+    if picked is None:
         return
-    report.picked = picked = candidates[0]
+    report.picked = picked
+    candidates = [picked] + passed_over
     if len(candidates) > 1:
         others = ", ".join("%s (%s)" % (c.ide_name, os.path.basename(c.path)) for c in candidates[1:])
         picked.add("several-ides", "%d IDEs list %s; the CLI picks this one, %s, the first by file name, over %s"
@@ -312,14 +315,14 @@ def diagnose(folder: str, env: Optional[Mapping[str, str]] = None, home: Optiona
     _check_lock_dir(report, env, home, bool(cli_config_dir))
     now_ms = time.time() * 1000
     scanned = []
-    for name in rules.lock_names(report.lock_dir) or []:
+    for name in lock_rules.lock_names(report.lock_dir) or []:
         lock = LockReport(path=os.path.join(report.lock_dir, name))
         report.locks.append(lock)
         raw = _scan(lock, cwd, now_ms)
         if raw is None:
             continue
         lock.usable = True
-        lock.matches = any(rules.same_folder(f, cwd) for f in lock.folders)
+        lock.matches = lock_rules.lists_folder(lock.folders, cwd)
         if not lock.matches:
             _folder_finding(lock, cwd)
         scanned.append((lock, raw))
@@ -327,7 +330,7 @@ def diagnose(folder: str, env: Optional[Mapping[str, str]] = None, home: Optiona
         results = _run_async(_handshakes([(lock, raw) for lock, raw in scanned], cwd, timeout))
         for (lock, _raw), hs in zip(scanned, results):
             _judge_handshake(lock, hs, slow)
-    _pick(report, env)
+    _pick(report, env, [lock for lock, _raw in scanned])
     return report
 
 
