@@ -1,0 +1,322 @@
+"""The readers of lock files judge them by the CLI's rules (PROTOCOL.md §1), the same
+for the client's discovery, `check` and `doctor`. Real files, real Unix sockets, a real
+`serve` and real processes; only the public API, so that these tests run against any
+version of the library.
+
+Each rule the client used to bend (a byte-order mark stripped, another user's pid
+counted as alive, an integer-only pid, folders compared without lexical normalisation)
+has a test here that failed before the readers shared `common.lock_rules`.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from contextlib import redirect_stdout
+from typing import Any, Dict, Iterator, List, Optional
+
+import pytest
+
+from ide_protocol.client import NoIdeFound, discovery
+from ide_protocol.common import lockfile
+from ide_protocol.programs import check
+from ide_protocol.programs.doctor.diagnose import diagnose
+from test_serve import Serve
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32" or not hasattr(socket, "AF_UNIX"),
+                                reason="Unix sockets and POSIX pids")
+
+#: Old enough (Nov 2025) that the probe makes its single 250 ms try.
+OLD_TIMESTAMP = 1764480000000
+NOBODY = 65534
+
+
+@pytest.fixture
+def short_dir() -> Iterator[str]:
+    """A short directory under /tmp (sun_path is ~107 bytes), others may traverse it."""
+    d = tempfile.mkdtemp(prefix="lr-", dir="/tmp")
+    os.chmod(d, 0o755)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def listening(short_dir: str) -> Iterator[str]:
+    """A real listening Unix socket anyone may connect to; yields its path."""
+    path = os.path.join(short_dir, "mcp.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    os.chmod(path, 0o777)
+    srv.listen(64)
+    try:
+        yield path
+    finally:
+        srv.close()
+
+
+@pytest.fixture
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.fixture
+def ws(short_dir: str) -> str:
+    """A workspace folder, its physical path (what the CLI's cwd is)."""
+    folder = os.path.join(short_dir, "ws")
+    os.mkdir(folder)
+    os.chmod(folder, 0o755)
+    return os.path.realpath(folder)
+
+
+def lock_json(socket_path: str, folders: List[str], **changes: Any) -> Dict[str, Any]:
+    d: Dict[str, Any] = {"socketPath": socket_path, "scheme": "unix", "headers": {"Authorization": "Nonce x"},
+                         "pid": os.getpid(), "ideName": "Fixture", "timestamp": OLD_TIMESTAMP,
+                         "workspaceFolders": folders, "isTrusted": False}
+    d.update(changes)
+    return d
+
+
+def plant(directory: str, name: str, content: Any, prefix: bytes = b"") -> str:
+    """Write a lock by hand, as another IDE would: JSON text (or the raw text given)."""
+    os.makedirs(directory, exist_ok=True)
+    os.chmod(directory, 0o755)
+    path = os.path.join(directory, name)
+    text = content if isinstance(content, str) else json.dumps(content)
+    with open(path, "wb") as fh:
+        fh.write(prefix + text.encode("utf-8"))
+    os.chmod(path, 0o644)
+    return path
+
+
+def picked(folder: str, directory: str) -> Optional[str]:
+    """The lock file `client` discovery picks for `folder`, or None (NoIdeFound)."""
+    try:
+        return discovery.discover(folder, directory).path
+    except NoIdeFound:
+        return None
+
+
+# ------------------------------------------------------------ the readers' bent rules
+
+
+def test_discover_skips_a_lock_with_a_byte_order_mark(tmp_path: Any) -> None:
+    """A real `serve`, and a copy of its lock with a UTF-8 BOM under a name that sorts
+    first: the CLI's JSON.parse fails on the BOM, so the CLI (and the client) connect
+    through the real lock, and with only the BOM copy there is no IDE at all."""
+    serve = Serve(tmp_path)
+    try:
+        copy = dict(serve.lock, ideName="BOM copy")
+        bom = plant(serve.lock_dir, "0000-bom.lock", copy, prefix=b"\xef\xbb\xbf")
+        choice = discovery.choose(serve.folder, serve.lock_dir)
+        assert choice.chosen.path == serve.lock_path and choice.chosen.ide_name != "BOM copy"
+        assert choice.passed_over == []
+        assert dict(lockfile.read_locks(serve.lock_dir))[bom].code == "invalid-json"
+
+        alone = str(tmp_path / "alone")
+        os.makedirs(alone)
+        shutil.copy(bom, os.path.join(alone, "x.lock"))
+        with pytest.raises(NoIdeFound) as err:
+            discovery.discover(serve.folder, alone)
+        assert "byte-order mark" in str(err.value)
+        serve.send("quit")
+        assert serve.wait() == 0
+    finally:
+        serve.kill()
+
+
+def _discover_as_nobody(folder: str, directory: str) -> str:
+    """Run discovery in a forked child that dropped to uid/gid 65534, so that the
+    lock's pid (ours, root's) is another user's: kill(pid, 0) fails with EPERM."""
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            try:
+                answer = "picked %s" % discovery.discover(folder, directory).path
+            except NoIdeFound as exc:
+                answer = "none %s" % exc
+            os.write(write_end, answer.encode("utf-8", "replace"))
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as fh:
+        answer = fh.read().decode("utf-8")
+    os.waitpid(child, 0)
+    return answer
+
+
+def test_discover_skips_a_pid_of_another_user(ws: str, listening: str, short_dir: str) -> None:
+    """The CLI's kill(pid, 0) fails with EPERM for another user's process, which it
+    counts as not running (PROTOCOL.md §1). Not root: pid 1 (init) is root's. Root:
+    discovery runs in a child that became `nobody`, and the lock names our pid."""
+    directory = os.path.join(short_dir, "ide")
+    if os.geteuid() != 0:
+        plant(directory, "a.lock", lock_json(listening, [ws], pid=1))
+        assert picked(ws, directory) is None
+        with pytest.raises(NoIdeFound, match="EPERM"):
+            discovery.discover(ws, directory)
+        return
+    plant(directory, "a.lock", lock_json(listening, [ws], pid=os.getpid()))
+    assert picked(ws, directory) is not None  # root signals its own pid: running
+    answer = _discover_as_nobody(ws, directory)
+    assert answer.startswith("none ") and "EPERM" in answer, answer
+
+
+def test_a_pid_written_as_a_float_is_a_pid(ws: str, listening: str, short_dir: str) -> None:
+    """The CLI's schema wants a number and Node signals 1234.0 as 1234."""
+    directory = os.path.join(short_dir, "ide")
+    text = json.dumps(lock_json(listening, [ws], pid=float(os.getpid())))
+    assert '"pid": %d.0' % os.getpid() in text
+    path = plant(directory, "a.lock", text)
+    found, _others = lockfile.find_lock_for_folder(ws, directory)
+    assert found is not None and found.path == path and found.pid == os.getpid()
+    assert picked(ws, directory) == path
+    # a fraction is a number too (the schema passes) but no pid: the lock is skipped
+    os.unlink(path)
+    plant(directory, "b.lock", lock_json(listening, [ws], pid=os.getpid() + 0.5))
+    with pytest.raises(NoIdeFound, match="32-bit integer"):
+        discovery.discover(ws, directory)
+
+
+@pytest.mark.parametrize("suffix", ["/", "/.", "//", "/./", "/sub/..", "/./sub/../"])
+def test_a_folder_listed_with_dots_or_slashes_matches(ws: str, listening: str, short_dir: str, suffix: str) -> None:
+    """The CLI normalises the listed folder lexically before comparing (PROTOCOL.md §1)."""
+    directory = os.path.join(short_dir, "ide")
+    path = plant(directory, "a.lock", lock_json(listening, [ws + suffix]))
+    assert picked(ws, directory) == path
+    assert lockfile.find_lock_for_folder(ws, directory)[0] is not None
+
+
+def test_lexical_only_no_prefix_no_symlink(ws: str, listening: str, short_dir: str) -> None:
+    directory = os.path.join(short_dir, "ide")
+    os.mkdir(os.path.join(ws, "sub"))
+    link = os.path.join(short_dir, "link")
+    os.symlink(ws, link)
+    plant(directory, "a.lock", lock_json(listening, [os.path.join(ws, "sub"), link, ws.upper()]))
+    assert picked(ws, directory) is None                       # none of them is the CLI's folder
+    assert picked(os.path.join(ws, "sub"), directory) is not None
+    assert picked(link, directory) is None  # the CLI's cwd is physical; the listed link is not resolved
+
+
+# ----------------------------------------------------------------- check, too
+
+
+def _check(argv: List[str]) -> Dict[str, Any]:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        rc = check.main(argv + ["--json"])
+    report = json.loads(out.getvalue())
+    report["rc"] = rc
+    return report
+
+
+def test_check_fails_a_lock_the_cli_cannot_parse(listening: str, ws: str, short_dir: str) -> None:
+    directory = os.path.join(short_dir, "ide")
+    bom = plant(directory, "6f9619ff-8b86-4d11-b42d-00c04fc964ff.lock", lock_json(listening, [ws]),
+                prefix=b"\xef\xbb\xbf")
+    report = _check(["--lock", bom, "--only", "lock.fields"])
+    (result,) = report["results"]
+    assert result["status"] == "FAIL" and "byte-order mark" in result["message"], result
+
+
+def test_check_takes_a_lexically_equal_folder(listening: str, ws: str, short_dir: str) -> None:
+    directory = os.path.join(short_dir, "ide")
+    path = plant(directory, "6f9619ff-8b86-4d11-b42d-00c04fc964ff.lock", lock_json(listening, [ws + "/"]))
+    report = _check(["--lock", path, "--only", "lock.folders"])
+    (result,) = report["results"]
+    assert result["status"] == "PASS", result
+
+
+# ------------------------------------------------------- doctor and discovery agree
+
+
+def _fixtures(listening: str, refusing: str, ws: str, link: str, dead: int) -> Dict[str, Any]:
+    """Lock files (name -> content, bytes for raw text) covering each rule."""
+    good = lock_json(listening, [ws])
+    text = json.dumps(good)
+    return {
+        "a-valid.lock": good,
+        "b-bom.lock": b"\xef\xbb\xbf" + text.encode(),
+        "c-float-pid.lock": text.replace('"pid": %d' % os.getpid(), '"pid": %d.0' % os.getpid()).encode(),
+        "d-fraction-pid.lock": lock_json(listening, [ws], pid=os.getpid() + 0.25),
+        "e-dead-pid.lock": lock_json(listening, [ws], pid=dead),
+        "f-pid-one.lock": lock_json(listening, [ws], pid=1),     # EPERM unless we are root
+        "g-refusing.lock": lock_json(refusing, [ws]),
+        "h-trailing-slash.lock": lock_json(listening, [ws + "/"]),
+        "i-nan.lock": text.replace('"timestamp": %d' % OLD_TIMESTAMP, '"timestamp": NaN').encode(),
+        "j-trusted-null.lock": lock_json(listening, [ws], isTrusted=None),
+        "k-symlink.lock": lock_json(listening, [link]),
+        "l-header-number.lock": lock_json(listening, [ws], headers={"Authorization": 1}),
+        "m-pid-string.lock": lock_json(listening, [ws], pid=str(os.getpid())),
+        "n-bad-utf8.lock": text.replace("Fixture", "Fi\udcffture").encode("utf-8", "surrogateescape"),
+        "o-other-folder.lock": lock_json(listening, [os.path.dirname(ws)]),
+        "p-dot-folder.lock": lock_json(listening, [ws + "/./"]),
+    }
+
+
+def _write(directory: str, name: str, content: Any) -> None:
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, name), "wb") as fh:
+        fh.write(content if isinstance(content, bytes) else json.dumps(content).encode())
+
+
+def _doctor(ws: str, home: str) -> Any:
+    return diagnose(ws, env={"COPILOT_HOME": home, "HOME": home}, home=home, try_handshake=False)
+
+
+def test_doctor_and_discovery_give_the_same_verdicts(listening: str, ws: str, short_dir: str,
+                                                     dead_pid: int) -> None:
+    """Every fixture lock alone, then all together: doctor's prediction of the CLI
+    (usable, matching, picked) and `client` discovery's choice are the same."""
+    refusing = os.path.join(short_dir, "refusing.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(refusing)
+    sock.close()
+    link = os.path.join(short_dir, "link")
+    os.symlink(ws, link)
+    fixtures = _fixtures(listening, refusing, ws, link, dead_pid)
+    expected_usable = {"a-valid.lock", "c-float-pid.lock", "h-trailing-slash.lock", "k-symlink.lock",
+                       "n-bad-utf8.lock", "o-other-folder.lock", "p-dot-folder.lock"}
+    if os.geteuid() == 0:
+        expected_usable.add("f-pid-one.lock")  # root may signal init
+    for name, content in sorted(fixtures.items()):
+        home = os.path.join(short_dir, "home-" + name)
+        directory = os.path.join(home, "ide")
+        _write(directory, name, content)
+        report = _doctor(ws, home)
+        (lock,) = report.locks
+        found, others = lockfile.find_lock_for_folder(ws, directory)
+        usable = [info.path for info in ([found] if found else []) + others]
+        assert lock.usable is (usable == [lock.path]) is (name in expected_usable), (name, lock.findings)
+        doctor_pick = report.picked.path if report.would_connect and report.picked else None
+        assert doctor_pick == picked(ws, directory), name
+        assert (found.path if found else None) == doctor_pick, name
+
+    home = os.path.join(short_dir, "home-all")
+    directory = os.path.join(home, "ide")
+    for name, content in fixtures.items():
+        _write(directory, name, content)
+    report = _doctor(ws, home)
+    assert report.would_connect and report.picked is not None
+    assert report.picked.path == picked(ws, directory) == os.path.join(directory, "a-valid.lock")
+    doctor_usable = [lock.path for lock in report.locks if lock.usable]
+    found, others = lockfile.find_lock_for_folder(ws, directory)
+    assert found is not None and sorted(doctor_usable) == sorted([found.path] + [o.path for o in others])
+    choice = discovery.choose(ws, directory)
+    several = [lock.path for lock in report.locks if lock.matches]
+    assert [choice.chosen.path] + [o.path for o in choice.passed_over] == several
+    assert [os.path.basename(p) for p in several] == [
+        n for n in sorted(expected_usable) if n not in ("k-symlink.lock", "o-other-folder.lock")]
