@@ -320,3 +320,28 @@ def test_doctor_and_discovery_give_the_same_verdicts(listening: str, ws: str, sh
     assert [choice.chosen.path] + [o.path for o in choice.passed_over] == several
     assert [os.path.basename(p) for p in several] == [
         n for n in sorted(expected_usable) if n not in ("k-symlink.lock", "o-other-folder.lock")]
+
+
+def test_serve_warns_of_a_live_ide_the_cli_would_see_for_its_folder(tmp_path: Any) -> None:
+    """`serve` warns when another live IDE lists its folder, judged by the CLI's rules:
+    here a planted copy of the first server's lock that lists the folder with a
+    trailing slash (the CLI matches it) and one with a BOM (the CLI skips it)."""
+    first = Serve(tmp_path)
+    second = None
+    try:
+        plant(first.lock_dir, "0-slash.lock", dict(first.lock, ideName="Slash", timestamp=OLD_TIMESTAMP,
+                                                   workspaceFolders=[os.path.realpath(first.folder) + "/"]))
+        plant(first.lock_dir, "0-bom.lock", dict(first.lock, ideName="Bom"), prefix=b"\xef\xbb\xbf")
+        os.unlink(first.lock_path)  # only the planted locks name the first server now
+        second = Serve(tmp_path)
+        second.send("quit")
+        assert second.wait() == 0
+        err = second.stderr()
+        assert '"Slash"' in err and "already serves" in err, err
+        assert '"Bom"' not in err, err
+        first.send("quit")
+        assert first.wait() == 0
+    finally:
+        first.kill()
+        if second is not None:
+            second.kill()

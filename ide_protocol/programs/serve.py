@@ -50,7 +50,7 @@ from .serve_ide import HELP, TerminalIde, color_diff_line
 from .serve_output import DEFAULT_OUTPUT_LIMIT, Output
 from .serve_stdin import StdinReader
 from .progname import program_name
-from ..common import lockfile
+from ..common import lock_rules, lockfile
 
 __all__ = ["main", "run", "build_parser", "TerminalIde", "Output", "PendingDiffs", "CommandError", "FileText",
            "split_args", "parse_range", "format_range", "unified_diff", "display_path", "color_diff_line", "HELP"]
@@ -113,13 +113,14 @@ def warn_if_folder_served(folder: str, own_lock: Optional[str]) -> None:
     not the one the user talks to."""
     if not own_lock:
         return
-    ours = set(lockfile.workspace_folders([folder]))
+    cwd = os.path.realpath(folder)  # the CLI's physical working folder
     for path, info in lockfile.read_locks(os.path.dirname(own_lock)):
         if path == own_lock or not isinstance(info, lockfile.LockInfo):
             continue
-        if not ours.intersection(info.workspace_folders) or not lockfile.pid_alive(info.pid):
+        # The CLI's own rules (common.lock_rules), cheapest first: folder, pid, probe.
+        if not lock_rules.lists_folder(info.workspace_folders, cwd) or not lock_rules.pid_running(info.pid)[0]:
             continue
-        if not lockfile.socket_reachable(info.socket_path):
+        if lock_rules.probe_lock_socket(info.socket_path, info.timestamp, cwd) is not None:
             continue
         print(safe_text("%s: warning: %s (pid %d, lock %s) already serves %s; Copilot CLI started there "
                         "connects to one of the two (the first lock listing the folder), pick the other "
