@@ -114,7 +114,9 @@ export INTEROP_TMUX=$(command -v tmux)
 PY=""
 for cand in "$ROOT/.venv/bin/python" "$PYTHON"; do
   if [ -x "$cand" ] || command -v "$cand" >/dev/null 2>&1; then
-    "$cand" -c "import pytest" 2>/dev/null && { PY=$cand; break; }
+    # the major version pinned in tests/requirements.txt, as `make test` checks it
+    "$cand" -c "import pytest, sys; sys.exit(pytest.__version__.split('.')[0] != '8')" \
+      2>/dev/null && { PY=$cand; break; }
   fi
 done
 if [ -z "$PY" ] && [ $install_only = 0 ]; then

@@ -22,8 +22,10 @@ def ide(serve, tui):
     lock_path, lock = srv.wait_lock()
     tui.start()
     tui.wait_ide_connected()
-    m = srv.wait_output(CONNECTED, timeout=15)
-    srv.session = m.group(1)
+    srv.wait_output(CONNECTED, timeout=15)
+    # The last session: a CLI started again by the harness (CopilotTui, PROBE_SKIPPED)
+    # may have connected before it was stopped.
+    srv.session = re.findall(CONNECTED, srv.output(), re.M)[-1]
     srv.lock_path, srv.lock = lock_path, lock
     return srv, tui
 
@@ -256,3 +258,66 @@ def test_file_reference_and_selection_are_inserted_into_the_input(ide, workspace
     path = os.path.join(workspace, "hello.py")
     assert "<tagged_files>" in user, user
     assert "%s (lines 1-2 of" % path in user and "%s (line 2 of" % path in user, user
+
+
+# The harness's answer to the CLI's start-up probe race (copilot_harness.PROBE_SKIPPED):
+# started again only when the CLI skipped a socket that accepts a connection. A socket
+# moved away from its path while the CLI scans, then put back, is that case made on
+# purpose; a socket that stays away is the case it must not paper over.
+
+def _hide_socket_while_the_cli_scans(srv, tui):
+    if not H.at_least(H.SOCKET_PROBE_SINCE):
+        pytest.skip("Copilot CLI %s lists a lock without probing its socket (the probe "
+                    "is there by %s)" % (H.CLI_VERSION, H.SOCKET_PROBE_SINCE))
+    _, lock = srv.wait_lock()
+    sock = lock["socketPath"]
+    away = sock + ".away"
+    os.rename(sock, away)
+    try:
+        tui.start()
+        tui.wait_log(r"Skipping IDE lock file with unreachable socket \(%s\)" % re.escape(sock))
+        # Its scans are over (1.0.102 scans again once the trust dialog is answered).
+        _wait_scans_over(tui)
+    except BaseException:
+        os.rename(away, sock)
+        raise
+    return sock, away
+
+
+def _wait_scans_over(tui, quiet=3.0, timeout=30.0):
+    """Wait until the CLI has logged no new IDE lock scan for ``quiet`` seconds."""
+    deadline = time.monotonic() + timeout
+    count, since = None, time.monotonic()
+    while True:
+        now = tui.log_text().count("Scanning for IDE lock files")
+        if now != count:
+            count, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("the CLI kept scanning for IDE locks for %.0f s" % timeout)
+        time.sleep(0.2)
+
+
+def test_harness_starts_the_cli_again_when_it_skipped_a_live_socket(serve, tui):
+    srv = serve()
+    sock, away = _hide_socket_while_the_cli_scans(srv, tui)
+    os.rename(away, sock)            # live again: what a busy CLI's timed-out probe missed
+    with pytest.warns(H.ProbeRaceRestart, match=re.escape(sock)):
+        tui.wait_ide_connected()
+    assert tui.attempt == 2 and len(tui.restarts) == 1, tui.restarts
+    srv.wait_output(CONNECTED, timeout=15)
+    assert tui.exit() == 0
+
+
+def test_harness_does_not_restart_for_a_socket_that_refuses(serve, tui):
+    srv = serve()
+    sock, away = _hide_socket_while_the_cli_scans(srv, tui)
+    try:
+        with pytest.raises(AssertionError, match=r"skipped as unreachable: .*%s" % re.escape(sock)):
+            tui.wait_ide_connected(timeout=8)
+        assert tui.attempt == 1 and tui.restarts == []
+    finally:
+        os.rename(away, sock)
+    assert not re.search(CONNECTED, srv.output(), re.M), srv.output()
+    assert tui.exit() == 0
