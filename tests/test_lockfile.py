@@ -391,7 +391,7 @@ def test_pid_alive(dead_pid: int) -> None:
 
 @posix_only
 @pytest.mark.skipif(os.name != "nt" and os.geteuid() == 0,
-                    reason="as root kill(1, 0) succeeds; tests/test_lock_rules.py covers EPERM from another uid")
+                    reason="as root kill(1, 0) succeeds; tests/test_lock_readers.py covers EPERM from another uid")
 def test_pid_of_another_user_is_not_running() -> None:
     # pid 1 exists on every POSIX system and is root's: kill() raises EPERM, which the
     # CLI counts as "not running" (PROTOCOL.md §1)
