@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from ide_protocol.common import lock_rules, lockfile
-from ide_protocol.programs.doctor import cli, rules
+from ide_protocol.programs.doctor import cli
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets; Windows pipes are untested")
 

@@ -8,7 +8,6 @@ directory of ours goes with it, and a socket that accepts is never unlinked.
 """
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import socket
