@@ -55,7 +55,7 @@ class NoIdeFound(ClientError):
         self.directory = directory
         self.others = list(others)
         self.rejected = list(rejected)
-        lines = ["no IDE lock in %s lists the folder %s (exact match on the real path, PROTOCOL.md §1)"
+        lines = ["no IDE lock in %s lists the folder %s (the physical folder, compared lexically with each listed one, PROTOCOL.md §1)"
                  % (directory, folder)]
         for info in self.others:
             lines.append("  other IDE: %s (pid %d) folders %s — lock %s"
