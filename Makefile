@@ -5,19 +5,22 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 VERSIONS ?= 3.8 3.9 3.10 3.11 3.12 3.13
 
-.PHONY: serve test test-all interop interop-matrix dist dist-test distclean bench bench-venv bench-node wire-doc clean vim-plugin vim-deps bench-vim
+.PHONY: serve test test-deps test-all interop interop-matrix dist dist-test distclean bench bench-venv bench-node wire-doc clean vim-plugin vim-deps bench-vim
 
 serve:
 	$(PYTHON) -m ide_protocol serve $(FOLDER)
 
-# Installs pytest (the major version pinned in tests/requirements.txt) into a local
-# virtual environment when it is missing or of another major version, then runs the suite.
+# A local virtual environment; test-deps installs pytest into it (the major version pinned
+# in tests/requirements.txt) when it is missing or of another major version; test runs the
+# suite, and dist-test the unpacked sdist's suite, with it.
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-test: $(PY)
+test-deps: $(PY)
 	@$(PY) -c "import pytest, sys; sys.exit(pytest.__version__.split('.')[0] != '8')" 2>/dev/null \
 	  || $(PY) -m pip install --quiet -r tests/requirements.txt
+
+test: test-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The suite under every CPython 3.8-3.13 that pyenv (or PATH) provides.
@@ -77,7 +80,7 @@ dist:
 	rm -rf dist
 	.venv-build/bin/python -m build --outdir dist .
 
-dist-test: dist $(PY)
+dist-test: dist test-deps
 	rm -rf build/sdist-test && mkdir -p build/sdist-test
 	tar -xzf dist/*.tar.gz -C build/sdist-test
 	cd build/sdist-test/* && $(abspath $(PY)) -m pytest -p no:cacheprovider -q $(PYTEST_ARGS)
