@@ -16,9 +16,8 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 from contextlib import redirect_stdout
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -26,39 +25,13 @@ from ide_protocol.client import NoIdeFound, discovery
 from ide_protocol.common import lockfile
 from ide_protocol.programs import check
 from ide_protocol.programs.doctor.diagnose import diagnose
+from test_lock_rules import OLD_TIMESTAMP, listening, lock_json, short_dir  # noqa: F401 (fixtures)
 from test_serve import Serve
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32" or not hasattr(socket, "AF_UNIX"),
                                 reason="Unix sockets and POSIX pids")
 
-#: Old enough (Nov 2025) that the probe makes its single 250 ms try.
-OLD_TIMESTAMP = 1764480000000
 NOBODY = 65534
-
-
-@pytest.fixture
-def short_dir() -> Iterator[str]:
-    """A short directory under /tmp (sun_path is ~107 bytes), others may traverse it."""
-    d = tempfile.mkdtemp(prefix="lr-", dir="/tmp")
-    os.chmod(d, 0o755)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
-
-@pytest.fixture
-def listening(short_dir: str) -> Iterator[str]:
-    """A real listening Unix socket anyone may connect to; yields its path."""
-    path = os.path.join(short_dir, "mcp.sock")
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(path)
-    os.chmod(path, 0o777)
-    srv.listen(64)
-    try:
-        yield path
-    finally:
-        srv.close()
 
 
 @pytest.fixture
@@ -75,14 +48,6 @@ def ws(short_dir: str) -> str:
     os.mkdir(folder)
     os.chmod(folder, 0o755)
     return os.path.realpath(folder)
-
-
-def lock_json(socket_path: str, folders: List[str], **changes: Any) -> Dict[str, Any]:
-    d: Dict[str, Any] = {"socketPath": socket_path, "scheme": "unix", "headers": {"Authorization": "Nonce x"},
-                         "pid": os.getpid(), "ideName": "Fixture", "timestamp": OLD_TIMESTAMP,
-                         "workspaceFolders": folders, "isTrusted": False}
-    d.update(changes)
-    return d
 
 
 def plant(directory: str, name: str, content: Any, prefix: bytes = b"") -> str:
