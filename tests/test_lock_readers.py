@@ -98,29 +98,30 @@ def test_discover_skips_a_lock_with_a_byte_order_mark(tmp_path: Any) -> None:
         serve.kill()
 
 
+#: Run as a child: import the library, drop to uid/gid 65534, then discover.
+_AS_NOBODY = """
+import os, sys
+from ide_protocol.client import NoIdeFound, discovery
+os.setgroups([])
+os.setgid(%d)
+os.setuid(%d)
+try:
+    print("picked %%s" %% discovery.discover(sys.argv[1], sys.argv[2]).path)
+except NoIdeFound as exc:
+    print("none %%s" %% exc)
+""" % (NOBODY, NOBODY)
+
+
 def _discover_as_nobody(folder: str, directory: str) -> str:
-    """Run discovery in a forked child that dropped to uid/gid 65534, so that the
-    lock's pid (ours, root's) is another user's: kill(pid, 0) fails with EPERM."""
-    read_end, write_end = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child reports through the pipe
-        try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            try:
-                answer = "picked %s" % discovery.discover(folder, directory).path
-            except NoIdeFound as exc:
-                answer = "none %s" % exc
-            os.write(write_end, answer.encode("utf-8", "replace"))
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as fh:
-        answer = fh.read().decode("utf-8")
-    os.waitpid(child, 0)
-    return answer
+    """Run discovery in a child process that dropped to uid/gid 65534, so that the
+    lock's pid (ours, root's) is another user's: kill(pid, 0) fails with EPERM. A new
+    interpreter, not a fork: this process has threads."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(discovery.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(root))
+    done = subprocess.run([sys.executable, "-c", _AS_NOBODY, folder, directory], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    return done.stdout.decode("utf-8", "replace")
 
 
 def test_discover_skips_a_pid_of_another_user(ws: str, listening: str, short_dir: str) -> None:
