@@ -467,7 +467,6 @@ class CopilotTui(object):
         os.makedirs(self.cli_log_dir, exist_ok=True)
         self.args = list(args)
         self.t0 = None
-        self.attempt = 1
         self.restarts = []       # why each restart was made (see PROBE_SKIPPED)
         self._trust = True
         self._prompted = False
@@ -608,6 +607,11 @@ class CopilotTui(object):
             time.sleep(0.2)
 
     # the start-up probe race (PROBE_SKIPPED)
+    @property
+    def attempt(self):
+        """Which start of the CLI this is: 1, then one more per restart."""
+        return len(self.restarts) + 1
+
     def probe_skips(self):
         """``[(socket path, lock file name)]`` the CLI's log says it skipped as unreachable."""
         return PROBE_SKIPPED.findall(self.log_text())
@@ -639,13 +643,12 @@ class CopilotTui(object):
     def _stop_for_restart(self, why):
         """Report ``why``, stop this CLI and give the next one a fresh log folder (the
         evidence and IDE events read so far are the old CLI's)."""
-        self.restarts.append(why)
         warnings.warn(ProbeRaceRestart(why), stacklevel=4)
         with open(os.path.join(self.log_dir, "restarts.txt"), "a", encoding="utf-8") as fh:
             fh.write(why + "\n")
         self.tmux.save_screen("attempt-%d" % self.attempt)
         self.tmux.close()
-        self.attempt += 1
+        self.restarts.append(why)
         self.cli_log_dir = os.path.join(self.log_dir, "cli-attempt-%d" % self.attempt)
         os.makedirs(self.cli_log_dir, exist_ok=True)
 
