@@ -373,7 +373,7 @@ def test_json_report_and_exit_status(tmp_path: Any) -> None:
             def run(args: List[str]) -> Tuple[int, str]:
                 p = subprocess.run([sys.executable, "-m", "ide_protocol", "check"] + args, cwd=ROOT, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
-                                   universal_newlines=True)
+                                   encoding="utf-8")  # the checker writes UTF-8, whatever the locale
                 return p.returncode, p.stdout
             text_rc, text = await loop.run_in_executor(None, run, ["--lock", server.lock_path, "--only", "jsonrpc.ping",
                                                                    "--only", "tools.names"])

@@ -8,7 +8,11 @@ socket. So a lock is stale only when all of these hold:
 
 * it is valid and carries our writer marker (other IDEs' locks are never touched), and
   on POSIX the file belongs to our user;
-* its pid is not running here, by the CLI's own test (`lock_rules.pid_running`);
+* its pid is not running here, by the CLI's own test (`lock_rules.pid_running`); but
+  for a Windows named pipe the pid is not asked: Windows reuses pids at once (a server
+  restarted after a hard kill often gets its predecessor's pid), while a pipe exists
+  exactly as long as a server holds it, so a pipe that is not there is proof enough,
+  for any lock but those this process wrote itself (`lockfile.written_here`);
 * its socket refuses a connection or is missing. A socket that accepts is a live
   server, whatever its pid says; a probe that times out proves nothing and keeps the
   lock too.
@@ -53,6 +57,13 @@ def _private_socket_dir(directory: str) -> bool:
     except OSError:
         return False
     return stat.S_ISDIR(st.st_mode) and _owned(st) and stat.S_IMODE(st.st_mode) == 0o700
+
+
+def _pipe_alone_decides(path: str, info: lockfile.LockInfo) -> bool:
+    """A named pipe's lock that this process did not write: its pipe alone tells
+    whether its server lives (see the module doc), not its pid, which Windows may
+    have given to another process since."""
+    return lock_rules.is_pipe_path(info.socket_path) and not lockfile.written_here(path)
 
 
 def remove_socket_leftovers(socket_path: str) -> bool:
@@ -101,7 +112,7 @@ def remove_stale_locks(directory: Optional[str] = None) -> List[str]:
                 continue
         except OSError:
             continue
-        if lock_rules.pid_running(info.pid)[0]:
+        if lock_rules.pid_running(info.pid)[0] and not _pipe_alone_decides(path, info):
             continue
         if not socket_refuses(info.socket_path):
             continue  # it accepts (another PID namespace?) or cannot be told: keep it

@@ -20,6 +20,7 @@ from ..common import tools
 from ..common.terminal_text import safe_text
 from ..client import ClientError, IdeClient, NoIdeFound, discovery
 from .progname import program_name
+from .stdio import utf8_output
 
 
 def _add_options(p: argparse.ArgumentParser, defaults: bool) -> None:
@@ -158,6 +159,7 @@ def run_command(command: Awaitable[int], label: str, error_status: int,
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    utf8_output()
     args = parse_args(argv)
     return run_command(_run(args), "error", 1, (ClientError, jsonrpc.JsonRpcError, OSError, ValueError))
 

@@ -499,7 +499,9 @@ async def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     from .client_cli import run_command
+    from .stdio import utf8_output
 
+    utf8_output()
     return run_command(_run(_parser().parse_args(argv)), "trace", 2)
 
 

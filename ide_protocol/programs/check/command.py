@@ -11,6 +11,7 @@ from typing import List, Optional
 from ...client import ClientError
 from ...client import discovery as lock_choice  # not the checks of §1 (.discovery)
 from ..progname import program_name
+from ..stdio import utf8_output
 from .registry import CHECKS, DEFAULT_CHECK_TIMEOUT, FAIL, PASS, Result, SKIP, WARN
 from .runner import load_lock, run_checks, summary
 
@@ -31,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    utf8_output()
     args = _parser().parse_args(argv)
     if args.list:
         for c in CHECKS:

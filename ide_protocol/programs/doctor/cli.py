@@ -19,6 +19,7 @@ from typing import List, Optional, TextIO
 
 from ...common.terminal_text import safe_text
 from ..progname import program_name
+from ..stdio import utf8_output
 from . import diagnose as dx
 
 PROG = program_name("doctor")
@@ -128,6 +129,7 @@ def render_json(report: dx.Report) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    utf8_output()
     args = _parser().parse_args(argv)
     if args.timeout <= 0:
         print("%s: --timeout must be positive" % PROG, file=sys.stderr)
