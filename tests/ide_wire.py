@@ -44,6 +44,33 @@ async def open_connection(path: str) -> Tuple[asyncio.StreamReader, asyncio.Stre
     return await asyncio.open_unix_connection(path)
 
 
+async def listen(listener: Any, directory: str) -> str:
+    """Start a `transport.Listener` where its platform's servers listen: a Unix socket
+    in `directory`, a named pipe on Windows (PROTOCOL.md §1). Returns the path."""
+    if os.name == "nt":
+        return await listener.start_pipe()
+    return await listener.start_unix(directory)
+
+
+def send_and_vanish(path: str, data: bytes) -> None:
+    """A peer that connects, sends `data` and is gone before any answer (a Unix
+    socket, or a named pipe opened as a file on Windows)."""
+    from ide_protocol.common import lock_rules
+
+    if lock_rules.is_pipe_path(path):
+        with open(path, "r+b", buffering=0) as pipe:
+            pipe.write(data)
+        return
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+        sock.sendall(data)
+    finally:
+        sock.close()
+
+
 def run(coro: Any, timeout: float = 30.0) -> Any:
     """Run one test coroutine on a fresh loop; a hang fails after `timeout` seconds."""
     return asyncio.run(asyncio.wait_for(coro, timeout))

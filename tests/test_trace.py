@@ -18,6 +18,8 @@ from ide_protocol.server.ide_server import IdeServer
 from ide_protocol.common.tools import Diagnostic, Selection
 from ide_protocol.programs.trace import Tracer, format_block, read_capture
 
+import platforms
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIMIT = 30
 
@@ -114,6 +116,7 @@ def test_a_session_through_the_tracer(tmp_path: Any) -> None:
     assert "--- connected" in text and "--- closed" in text
 
 
+@platforms.unix_sockets
 def test_bytes_that_are_not_http_pass_unchanged(tmp_path: Any) -> None:
     """Exact forwarding does not depend on parsing: arbitrary bytes both ways."""
 

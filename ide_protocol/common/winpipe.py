@@ -12,11 +12,12 @@ pipes with `loop.start_serving_pipe(protocol_factory, address)`. The factory is
 gets an `HttpConnection` protocol, which does not know which transport it runs on.
 
 Nothing Windows-specific is imported at module level: the module imports, and its
-plumbing is tested, on Linux (tests/test_winpipe.py serves a Unix socket through a
-loop whose `start_serving_pipe` is faked). **Not tested**: a real named pipe, the
-Proactor loop, the pipe's default security descriptor (Windows grants read access to
-Everyone on a default-DACL pipe; the nonce still guards every request), and message-
-mode reads by the CLI's Node.js client. See docs/EMBEDDING.md, "Not tested on Windows".
+plumbing is tested, on Linux too (tests/test_winpipe.py serves a Unix socket through a
+loop whose `start_serving_pipe` is faked). Under a Windows CPython (`make
+test-windows`, docs/WINDOWS.md) the suite runs over real named pipes on the Proactor
+loop. **Not tested**: the pipe's default security descriptor (Windows grants read
+access to Everyone on a default-DACL pipe; the nonce still guards every request), and
+the real CLI's Node.js client on a pipe (see docs/WINDOWS.md).
 """
 from __future__ import annotations
 

@@ -302,12 +302,18 @@ class Tracer:
         def streams() -> asyncio.StreamReaderProtocol:  # what start_unix_server builds
             return asyncio.StreamReaderProtocol(asyncio.StreamReader(limit=2 ** 20), self._accept)
 
-        self._server, self._private_dir, self.socket_path = await listen_unix(streams, self.socket_dir)
+        if os.name == "nt":  # Windows: a named pipe, as every server there (PROTOCOL.md §1)
+            from ..common import winpipe
+
+            self._server, self.socket_path = await winpipe.start_pipe_server(streams)
+        else:
+            self._server, self._private_dir, self.socket_path = await listen_unix(streams, self.socket_dir)
+        scheme = "pipe" if lockfile._is_pipe_path(self.socket_path) else "unix"
         try:
             if self.capture_path:
                 self._capture = open(self.capture_path, "w", encoding="utf-8", newline="\n")
                 self._capture.write(CAPTURE_HEADER + "\n")
-            info = LockInfo(socket_path=self.socket_path, scheme="unix", headers=dict(self.target.headers),
+            info = LockInfo(socket_path=self.socket_path, scheme=scheme, headers=dict(self.target.headers),
                             pid=os.getpid(), ide_name=self.target.ide_name + " (traced)",
                             timestamp=int(time.time() * 1000), workspace_folders=list(self.target.workspace_folders),
                             is_trusted=self.target.is_trusted)

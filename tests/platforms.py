@@ -1,0 +1,44 @@
+"""What a test needs of the operating system, as skip markers that say why.
+
+The suite runs on Windows too (`make test-windows`, docs/WINDOWS.md), where the server
+listens on a named pipe. A test that needs what Windows does not have is marked with
+one of these, so that the run lists every such skip with its reason (`-rs`), and a
+test without a marker is expected to pass there.
+"""
+from __future__ import annotations
+
+import signal
+import socket
+import sys
+
+import pytest
+
+WINDOWS = sys.platform == "win32"
+
+#: The test opens a raw Unix socket (AF_UNIX) itself, or serves one.
+unix_sockets = pytest.mark.skipif(
+    WINDOWS or not hasattr(socket, "AF_UNIX"),
+    reason="needs Unix sockets (AF_UNIX), which Python lacks on Windows; the server listens on a named pipe there")
+
+#: The test sends or handles POSIX signals (SIGUSR1, SIGTERM to a process group, ...).
+posix_signals = pytest.mark.skipif(
+    WINDOWS or not hasattr(signal, "SIGUSR1"),
+    reason="needs POSIX signals; Windows has no SIGUSR1/SIGHUP and os.kill there terminates")
+
+#: The test checks POSIX file modes or owners (0600 locks, 0700 directories, uids).
+posix_permissions = pytest.mark.skipif(
+    WINDOWS, reason="POSIX file modes and owners; Windows has ACLs, which Python's chmod does not set")
+
+#: The test passes an environment variable longer than Windows allows.
+huge_environment = pytest.mark.skipif(
+    WINDOWS, reason="an environment variable over 32 767 characters, which Windows refuses")
+
+
+def skip_on_windows(reason: str) -> None:
+    """Skip the running test on Windows, with `reason` (for a parameter of a test)."""
+    if WINDOWS:
+        pytest.skip(reason)
+
+#: The test regenerates docs/WIRE.md, a session recorded with POSIX paths.
+wire_doc_on_posix = pytest.mark.skipif(
+    WINDOWS, reason="regenerates docs/WIRE.md, whose recorded session has POSIX paths and a Unix socket")
