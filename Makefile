@@ -33,7 +33,7 @@ test-all:
 # Where Wine cannot be installed it says why and stops without failing.
 WINDOWS_PYTEST_ARGS ?=
 test-windows:
-	@bash tools/windows/setup.sh; status=$$?; \
+	@PYTHON=$(PYTHON) bash tools/windows/setup.sh; status=$$?; \
 	if [ $$status = 3 ]; then echo "test-windows: SKIPPED (see the reason above)"; exit 0; fi; \
 	[ $$status = 0 ] || exit $$status; \
 	bash tools/windows/run_tests.sh $(WINDOWS_PYTEST_ARGS)

@@ -44,6 +44,7 @@ from ide_protocol.server.answers import PendingReply, Reply, Stream
 from ide_protocol.server.mcp import McpApp
 from ide_protocol.common.tools import Selection
 import ide_wire
+import platforms
 from ide_wire import Cli, Conn, cli_for, make_server, run, tool_error, tool_json, until
 from splitting import feed_all_ways, normalise
 
@@ -692,6 +693,7 @@ def test_cancelled_before_its_task_started_leaves_nothing(tmp_path: Any, starts_
     run(main())
 
 
+@platforms.vanishing_peers_counted
 def test_dropped_before_its_task_started_leaves_nothing(tmp_path: Any, starts_later: bool) -> None:
     diffs: List[str] = []
     closed: List[str] = []

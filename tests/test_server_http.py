@@ -10,6 +10,7 @@ import pytest
 
 from ide_protocol.wire import http11
 import ide_wire
+import platforms
 from ide_wire import Cli, Conn, chunked, cli_for, head, make_server, run, until
 
 
@@ -38,8 +39,10 @@ def test_probe_connections_are_harmless(tmp_path) -> None:
             for _ in range(5):
                 reader, writer = await ide_wire.open_connection(server.socket_path)
                 writer.close()
-            # The server notices each probe and lets go of it.
-            await until(lambda: server.stats()["accepted_connections"] >= 5, what="probes accepted")
+            # The server notices each probe and lets go of it. (A pipe's server may never
+            # accept a probe that is gone at once: nothing to count there.)
+            if not platforms.WINDOWS:
+                await until(lambda: server.stats()["accepted_connections"] >= 5, what="probes accepted")
             await until(lambda: server.stats()["connections"] == 0, what="probes released")
             await still_works(server)
     run(main())

@@ -129,7 +129,8 @@ def test_get_diagnostics_filter_and_severities(tmp_path) -> None:
             everything = tool_json(await cli.call_tool("get_diagnostics"))
             # b was given as a URI: its path comes back as the URI says it (on Windows, VS
             # Code's lower-case drive letter).
-            assert [e["filePath"] for e in everything] == [a, uri_to_path(path_to_uri(b))]
+            b_path = uri_to_path(path_to_uri(b))
+            assert [e["filePath"] for e in everything] == [a, b_path]
             assert [e["uri"] for e in everything] == [path_to_uri(a), path_to_uri(b)]
             assert [d["severity"] for e in everything for d in e["diagnostics"]] == [
                 "Error", "Warning", "Information", "Hint"]
@@ -138,7 +139,7 @@ def test_get_diagnostics_filter_and_severities(tmp_path) -> None:
                 "range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 3}},
                 "source": "lint", "code": "E1"}
             only_b = tool_json(await cli.call_tool("get_diagnostics", {"uri": path_to_uri(b)}))
-            assert [e["filePath"] for e in only_b] == [b]
+            assert [e["filePath"] for e in only_b] == [b_path]
             only_a = tool_json(await cli.call_tool("get_diagnostics", {"uri": path_to_uri(a)}))
             assert [e["filePath"] for e in only_a] == [a]
             none = tool_json(await cli.call_tool("get_diagnostics", {"uri": path_to_uri(str(tmp_path / "clean.py"))}))

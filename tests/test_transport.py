@@ -28,6 +28,7 @@ from ide_protocol.server import transport
 from ide_protocol.server.listener import Listener
 from ide_protocol.server.answers import PendingReply, Reply, Stream
 import ide_wire
+import platforms
 from ide_wire import Conn, run, until
 
 EAGER_TASKS = sys.version_info >= (3, 12)
@@ -286,7 +287,9 @@ def test_a_stream_head_goes_at_once_its_chunks_as_they_come(tmp_path: Any) -> No
         # A stream whose chunks fail after its head went: the connection is cut off.
         conn.send_raw(request("/fails"), expect="POST")
         reply = await conn.read_reply()
-        assert not reply.complete and reply.body == b"half"
+        assert not reply.complete
+        # (On Windows the Proactor loop's abort may drop the chunk still queued.)
+        assert reply.body == b"half" or (platforms.WINDOWS and reply.body == b"")
         assert await conn.wait_closed() and closed == ["/s", "/h", "fails"]
         await released(listener)
     run(main())
@@ -339,6 +342,7 @@ def test_a_vanished_peer_cancels_what_its_answer_waits_for(tmp_path: Any) -> Non
     run(main())
 
 
+@platforms.vanishing_peers_counted
 def test_an_answer_is_closed_unrun_when_its_connection_drops_first(tmp_path: Any, starts_later: bool) -> None:
     log: List[str] = []
 

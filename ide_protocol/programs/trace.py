@@ -420,6 +420,8 @@ class Tracer:
                 try:
                     if writer.can_write_eof():
                         writer.write_eof()  # half-close: the other side may still answer
+                    else:
+                        writer.close()  # a named pipe has no half-close: the end is a close
                 except (OSError, RuntimeError):
                     pass
                 return
