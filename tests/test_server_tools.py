@@ -146,7 +146,7 @@ def test_get_diagnostics_filter_and_severities(tmp_path) -> None:
             assert none == []
             # Clearing drops the file from the answer.
             server.set_diagnostics(a, [])
-            assert [e["filePath"] for e in tool_json(await cli.call_tool("get_diagnostics"))] == [b]
+            assert [e["filePath"] for e in tool_json(await cli.call_tool("get_diagnostics"))] == [b_path]
             cli.close()
     run(main())
 
