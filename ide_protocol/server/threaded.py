@@ -43,7 +43,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
-import difflib
 import inspect
 import logging
 import threading
@@ -77,6 +76,8 @@ def _check_options(options: Dict[str, Any]) -> None:
     unknown = sorted(set(options) - set(SERVER_OPTIONS))
     if not unknown:
         return
+    import difflib  # only for this error's hint
+
     hints = []
     for name in unknown:
         close = difflib.get_close_matches(name, list(SERVER_OPTIONS), n=1)
