@@ -2,6 +2,10 @@
 with it.
 
 Threads (the rule that shapes this file): Vim's API may be used only on Vim's thread.
+The start is the one exception to "everything here runs there": `serve()` uses no
+Vim API, so the boot thread (boot.py) imports this module and calls it, and Vim's
+thread never waits for the import or the server's start; `_started` comes back through
+the queue below.
 The server's protocol work stays on its loop thread; its callbacks (`on_diff`,
 `on_diff_closed`, `on_session`) are handed to `call_in_editor`, which here only puts
 them on a queue (`inbox.put`: never waits). A repeating Vim timer (every
