@@ -207,7 +207,7 @@ class ThreadedIdeServer:
         def run() -> None:
             asyncio.set_event_loop(loop)
             try:
-                loop.run_until_complete(self._serve(loop, ready))
+                loop.run_until_complete(self._serve(ready))
             finally:
                 try:
                     loop.run_until_complete(loop.shutdown_asyncgens())
@@ -222,7 +222,7 @@ class ThreadedIdeServer:
         atexit.register(self._at_exit)  # also an exit during the start removes what it wrote
         self.thread.start()
 
-    async def _serve(self, loop: asyncio.AbstractEventLoop, ready: "concurrent.futures.Future[None]") -> None:
+    async def _serve(self, ready: "concurrent.futures.Future[None]") -> None:
         """The loop thread's one task: start the server, report it, wait for `stop()`,
         stop the server. A stop asked for during the start cancels the start (whose own
         clean-up closes what it opened); one asked for after it is awaited in full."""
@@ -274,7 +274,7 @@ class ThreadedIdeServer:
             self._request_stop()
             return
         with self._lock:
-            loop, thread = self.loop, self.thread
+            loop = self.loop
             if loop is None:
                 return
             try:
@@ -284,8 +284,8 @@ class ThreadedIdeServer:
             self._join(timeout)
 
     def _join(self, timeout: Optional[float]) -> None:
-        """Wait for the loop thread to end, then forget it (once ended: a stuck loop is
-        logged and left to the daemon thread)."""
+        """Wait for the loop thread to end, then forget it (a loop stuck past `timeout`
+        is logged and left to its daemon thread)."""
         thread = self.thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(self._timeout(timeout))

@@ -9,10 +9,11 @@ let s:python3 = expand('<sfile>:p:h:h') . '/python3'
 let s:loaded = 0    " the Python side is imported: _copilot_ide exists
 let s:booting = 0   " a boot thread is at work
 let s:timer = -1
+let s:done_file = ''  " created by the boot thread when it is done (see boot.py)
 
 " What the server needs from Vim, read on Vim's thread (see boot.py).
 function! copilot_ide#settings() abort
-  return {'folder': getcwd(-1), 'copilot_home': $COPILOT_HOME,
+  return {'folder': getcwd(-1), 'copilot_home': $COPILOT_HOME, 'done_file': s:done_file,
         \ 'trusted': get(g:, 'copilot_ide_trusted', 0) ? 1 : 0,
         \ 'version': v:version, 'versionlong': get(v:, 'versionlong', 0)}
 endfunction
@@ -20,6 +21,7 @@ endfunction
 " Python's start, and the boot thread started (nothing else happens on Vim's thread).
 function! s:boot() abort
   let g:copilot_ide_python3_dir = s:python3
+  let s:done_file = tempname()
   try
     py3 import sys, vim
     py3 sys.path.insert(0, vim.eval('g:copilot_ide_python3_dir')) if vim.eval('g:copilot_ide_python3_dir') not in sys.path else None
@@ -32,14 +34,20 @@ function! s:boot() abort
   call s:timer_on()
 endfunction
 
-" Whether the Python side is there (asking the boot thread once when it is at work).
-function! s:ready() abort
+" Whether the Python side is there. While the boot thread works, Python is entered
+" only once it said it is done (its file exists): entering Python meanwhile would wait
+" for the import that thread runs. `ask` (a command, not the timer) asks regardless.
+function! s:ready(...) abort
   if !s:loaded && s:booting
+    if !(a:0 && a:1) && !filereadable(s:done_file)
+      return 0
+    endif
     let l:state = py3eval('_copilot_ide_boot.state()')
     if l:state ==# ''
       return 0
     endif
     let s:booting = 0
+    call delete(s:done_file)
     if l:state ==# 'ok'
       let s:loaded = 1
     elseif l:state !=# 'stopped'
@@ -51,7 +59,7 @@ endfunction
 
 " For the commands: the Python side now, importing it on Vim's thread if no start made it.
 function! s:load() abort
-  if s:ready()
+  if s:ready(1)
     return 1
   endif
   if s:booting
@@ -72,7 +80,7 @@ function! s:load() abort
 endfunction
 
 function! copilot_ide#start() abort
-  if s:ready()
+  if s:ready(1)
     py3 _copilot_ide.start()
   elseif s:booting
     echo 'Copilot IDE: starting'
@@ -82,12 +90,13 @@ function! copilot_ide#start() abort
 endfunction
 
 function! copilot_ide#stop() abort
-  if s:ready()
+  if s:ready(1)
     py3 _copilot_ide.stop()
   elseif s:booting
     " Stopped before its start ended: the boot thread starts nothing, or stops it.
     py3 _copilot_ide_boot.leave()
     let s:booting = 0
+    call delete(s:done_file)
     call copilot_ide#timer(0)
     echo 'Copilot IDE: stopped'
   endif
@@ -148,6 +157,7 @@ function! copilot_ide#timer(on) abort
   elseif !a:on && s:timer >= 0
     call timer_stop(s:timer)
     let s:timer = -1
+let s:done_file = ''  " created by the boot thread when it is done (see boot.py)
   endif
 endfunction
 
@@ -160,7 +170,7 @@ endfunction
 " pending (queued work, a diff, a file to reload), and on every s:LISTS_EVERY-th tick,
 " which looks at the quickfix/location lists and at what the server's thread queued
 " since. Work queued while idle so waits at most s:LISTS_EVERY ticks (250 ms by
-" default). While the boot thread works, a tick only asks it whether it is done.
+" default). While the boot thread works, a tick only looks for its file (s:ready()).
 let s:LISTS_EVERY = 5
 let s:moved = 0
 let s:busy = 1

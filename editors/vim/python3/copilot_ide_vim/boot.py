@@ -4,7 +4,14 @@ Vim's thread does only what must happen there: it reads Vim's state (`settings`:
 working folder, `$COPILOT_HOME`, the options) and makes a `Boot`, which starts a thread
 of its own. That thread imports the plugin and the library and starts the server
 without waiting for it (`ThreadedIdeServer.start(wait=False)`); the lock file is
-written on the server's thread. Vim's timer asks `state()` until the thread is done.
+written on the server's thread.
+
+Vim's thread must not enter Python while that thread works: the import holds Python's
+lock (the GIL) and Vim's thread would wait for it, for milliseconds at each try, more
+on a loaded machine. So the thread says it is done the one way Vim sees without
+Python: it creates the file `settings["done_file"]` (a `tempname()` of Vim's own
+temporary folder), which Vim's timer looks for with `filereadable()`; only then does
+Vim ask `state()`.
 
 This module imports nothing but `_thread` (a built-in, at run time), so that making a `Boot` costs
 Vim's thread next to nothing beyond Python's own start.
@@ -51,6 +58,11 @@ class Boot:
             self.error = "%s: %s" % (type(exc).__name__, exc)
         finally:
             self.done = True
+            try:
+                with open(self.settings["done_file"], "w"):
+                    pass
+            except (KeyError, OSError, TypeError):  # Vim then asks `state()` at every tick
+                pass
 
     def state(self) -> str:
         """For Vim's timer: "" while the thread works, "ok" once done, else the error."""
