@@ -45,7 +45,6 @@ class VimIde:
         self.lib: Optional[loader.Library] = None
         self.server: Any = None
         self.inbox: "queue.SimpleQueue[Callable[[], None]]" = queue.SimpleQueue()
-        self.timer: Optional[int] = None
         self.views: Dict[str, DiffView] = {}  # tab name -> pending diff's view
         self.diff_count = 0
         self.watches: List[Tuple[str, Optional[Tuple[int, int]], float]] = []  # path, state, until
