@@ -97,15 +97,22 @@ def test_qa_bang_during_the_start_leaves_no_lock_and_no_process(vims: Any, tmp_p
     assert pid is not None and not os.path.exists("/proc/%d" % pid)
 
 
-def test_qa_bang_right_after_start_leaves_no_lock_and_no_process(vims: Any, copilot_home: str) -> None:
-    for _ in range(3):
-        vim = vims().start()
+def test_qa_bang_right_after_start_leaves_no_lock_and_no_process(vims: Any, tmp_path: Any,
+                                                                 copilot_home: str) -> None:
+    tmp = str(tmp_path / "tmp")  # Vim's and its Python's temporary folder: the socket's too
+    os.makedirs(tmp)
+    for n in range(3):
+        vim = vims(env={"TMPDIR": tmp}).start()
         vim.wait_screen(r"hello\.txt")
+        if n == 2:
+            vim.wait_lock()  # and once with the server up
+        pid = vim.pid
         vim.quit("qa!")
         wait_until(vim.gone, what="Vim's process gone")
+        assert pid is not None and not os.path.exists("/proc/%d" % pid)
         assert locks(copilot_home) == []
-        sockets: List[str] = [p for p in os.listdir("/tmp") if p.startswith("mcp-") and str(vim.pid) in p]
-        assert sockets == []
+        left: List[str] = [p for p in os.listdir(tmp) if p.startswith("mcp-")]
+        assert left == []
 
 
 def test_stop_during_the_start_then_start_again(vims: Any, tmp_path: Any, copilot_home: str) -> None:
@@ -125,4 +132,19 @@ def test_the_trust_setting_reaches_the_lock(vims: Any, copilot_home: str) -> Non
     vim = vims().start(before=["let g:copilot_ide_trusted = 1"])
     assert read_lock(vim.wait_lock())["isTrusted"] is True
     vim.quit()
+    assert locks(copilot_home) == []
+
+
+def test_a_cd_during_the_start_moves_the_lock_once_it_is_up(vims: Any, tmp_path: Any, workspace: str,
+                                                            copilot_home: str) -> None:
+    sub = os.path.join(workspace, "sub")
+    os.makedirs(sub)
+    vim, open_gate = gated(vims, tmp_path)
+    vim.wait_screen(r"hello\.txt")
+    starting(vim)
+    vim.ex("cd sub")
+    open_gate()
+    wait_until(lambda: [read_lock(p)["workspaceFolders"] for p in locks(copilot_home)] == [[sub]],
+               what="one lock, for the folder Vim is in now")
+    vim.quit("qa!")
     assert locks(copilot_home) == []

@@ -106,6 +106,7 @@ class VimIde:
         self._last_key = None
         self._diag_signature = None
         vim.command("call copilot_ide#autocmds(1)")
+        self.folder_changed()  # a `:cd` made while the server started (DirChanged from now on)
         self.moved()  # the selection of now, kept for the CLI's first stream (PROTOCOL.md §5)
         if self._announce:
             echo("Copilot IDE: serving %s" % ", ".join(self.server.workspace_folders))
@@ -339,8 +340,11 @@ class VimIde:
         return [v.vim_name for v in self.views.values() if lead in v.vim_name]
 
     def folder_changed(self) -> None:
+        """DirChanged: serve the new folder (a new lock file), when it is a new one."""
         if self.server is not None and self.server.running:
-            self.server.set_workspace_folders([os.path.realpath(vim.eval("getcwd(-1)"))])
+            folder = os.path.realpath(vim.eval("getcwd(-1)"))
+            if [folder] != self.server.workspace_folders:
+                self.server.set_workspace_folders([folder])
 
     # ---------------------------------------------- server callbacks (Vim's thread)
 
