@@ -13,14 +13,14 @@ Python: it creates the file `settings["done_file"]` (a `tempname()` of Vim's own
 temporary folder), which Vim's timer looks for with `filereadable()`; only then does
 Vim ask `state()`.
 
-This module imports nothing but `_thread` (a built-in, at run time), so that making a `Boot` costs
+This module imports nothing but `_thread` (a built-in), so that making a `Boot` costs
 Vim's thread next to nothing beyond Python's own start.
 """
-from __future__ import annotations
-
 import _thread
 
-TYPE_CHECKING = False  # not `typing`'s: importing `typing` would cost Vim's thread milliseconds
+# No `from __future__ import annotations` (a module to find and load) and no `typing`
+# (milliseconds): the annotations below are strings, the names for the type checker only.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Optional
 
@@ -32,10 +32,10 @@ class Boot:
     server, the thread then builds nothing; after, the server is stopped (a start still
     under way is cancelled by `ThreadedIdeServer.stop`). One lock orders the two."""
 
-    def __init__(self, settings: Dict[str, Any]) -> None:
+    def __init__(self, settings: "Dict[str, Any]") -> None:
         self.settings = settings
-        self.ide: Any = None  # the plugin (VimIde), once its server is starting
-        self.error: Optional[str] = None
+        self.ide: "Any" = None  # the plugin (VimIde), once its server is starting
+        self.error: "Optional[str]" = None
         self.done = False
         self._lock = _thread.allocate_lock()
         self._quitting = False
