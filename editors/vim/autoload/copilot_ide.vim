@@ -19,12 +19,17 @@ function! copilot_ide#settings() abort
 endfunction
 
 " Python's start, and the boot thread started (nothing else happens on Vim's thread).
-function! s:boot() abort
+" Python's start (the first :py3) and the plugin's folder on sys.path.
+function! s:python() abort
   let g:copilot_ide_python3_dir = s:python3
+  py3 import sys, vim
+  py3 sys.path.insert(0, vim.eval('g:copilot_ide_python3_dir')) if vim.eval('g:copilot_ide_python3_dir') not in sys.path else None
+endfunction
+
+function! s:boot() abort
   let s:done_file = tempname()
   try
-    py3 import sys, vim
-    py3 sys.path.insert(0, vim.eval('g:copilot_ide_python3_dir')) if vim.eval('g:copilot_ide_python3_dir') not in sys.path else None
+    call s:python()
     py3 import copilot_ide_vim.boot; _copilot_ide_boot = copilot_ide_vim.boot.Boot(vim.eval('copilot_ide#settings()'))
   catch
     echohl ErrorMsg | echomsg 'copilot_ide: ' . v:exception | echohl None
@@ -66,10 +71,8 @@ function! s:load() abort
     echo 'Copilot IDE: starting, try again in a moment'
     return 0
   endif
-  let g:copilot_ide_python3_dir = s:python3
   try
-    py3 import sys, vim
-    py3 sys.path.insert(0, vim.eval('g:copilot_ide_python3_dir')) if vim.eval('g:copilot_ide_python3_dir') not in sys.path else None
+    call s:python()
     py3 import copilot_ide_vim.plugin; _copilot_ide = copilot_ide_vim.plugin.instance()
   catch
     echohl ErrorMsg | echomsg 'copilot_ide: ' . v:exception | echohl None
