@@ -320,9 +320,10 @@ class ThreadedIdeServer:
     def call(self, fn: Callable[..., T], *args: Any, timeout: Optional[float] = None, **kwargs: Any) -> T:
         """Run `fn(*args, **kwargs)` on the loop thread and return its result here
         (its exception is raised here). Before start and after stop there is no loop
-        and no concurrency: `fn` runs directly."""
+        and no concurrency: `fn` runs directly. A loop not running yet (its thread is
+        starting) gets the work queued, as a running one does."""
         loop = self.loop
-        if loop is None or self._on_loop_thread() or not loop.is_running():
+        if loop is None or self._on_loop_thread() or loop.is_closed():
             return fn(*args, **kwargs)
         outcome: "concurrent.futures.Future[T]" = concurrent.futures.Future()
 
@@ -364,7 +365,7 @@ class ThreadedIdeServer:
                 log.exception("/ide work posted from another thread failed")
 
         loop = self.loop
-        if loop is None or self._on_loop_thread() or not loop.is_running():
+        if loop is None or self._on_loop_thread() or loop.is_closed():
             run()
             return
         try:
