@@ -169,7 +169,9 @@ class VimIde:
                 self._failed_once = True
                 error("timer failed: " + traceback.format_exc().strip().splitlines()[-1])
             return False
-        return bool(self.views or self.watches or self._starting or not self.inbox.empty())
+        # A start under way is not "pending": its `_started` is queued work, which an
+        # every-fifth tick drains (entering Python meanwhile would contend with the start).
+        return bool(self.views or self.watches or not self.inbox.empty())
 
     def drain(self) -> None:
         """Run what the server's thread queued, on Vim's thread, in the order queued."""
