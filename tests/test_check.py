@@ -8,6 +8,7 @@ responses rewritten on their way out) and swaps dispatcher or tool handlers.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import subprocess
@@ -178,7 +179,7 @@ def _tools_list_with(change: Callable[[List[Dict[str, Any]]], None]) -> Callable
 
 def _tool_handler(name: str, handler: Callable[[Dict[str, Any], Any], Any]) -> Callable[[IdeServer], None]:
     def setup(server: IdeServer) -> None:
-        server._tool_handlers[name] = handler
+        server.tools.add(name, handler)
     return setup
 
 
@@ -189,12 +190,14 @@ def _deleted_twice(server: IdeServer, request: http11.Request, body: bytes) -> A
 
 
 def _replace_without_resolving(server: IdeServer) -> None:
-    real = server._tool_handlers["open_diff"]
+    real = server.tools.handler("open_diff")
+    assert real is not None
 
     async def open_diff(arguments: Dict[str, Any], ctx: Any) -> Any:
-        server._diffs.pop(arguments.get("tab_name"), None)  # forget the first: it never resolves
+        # A broken IDE: it loses the first diff of the tab, which then never resolves.
+        server.diffs._by_tab.pop(arguments.get("tab_name"), None)
         return await real(arguments, ctx)
-    server._tool_handlers["open_diff"] = open_diff
+    server.tools.add("open_diff", open_diff)
 
 
 def _write_then_accept(diff: Any) -> bool:
@@ -204,12 +207,13 @@ def _write_then_accept(diff: Any) -> bool:
 
 
 def _unknown_tool_succeeds(server: IdeServer) -> None:
-    real = server._tools_call
+    real = server.tools.call
 
     async def tools_call(params: Any, ctx: Any) -> Any:
-        if isinstance(params, dict) and params.get("name") not in server._tool_handlers:
+        if isinstance(params, dict) and params.get("name") not in server.tools:
             return tools.text_result({"ok": True})
-        return await real(params, ctx)
+        result = real(params, ctx)
+        return (await result) if inspect.isawaitable(result) else result
     server.dispatcher.add("tools/call", tools_call)
 
 

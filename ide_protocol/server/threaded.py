@@ -313,7 +313,7 @@ class ThreadedIdeServer:
             decision = user(diff)
             if decision is not None:
                 # From the editor's thread: `accept`/`reject` marshal back to the loop.
-                self.server._apply_decision(diff, decision)
+                diff.decide(decision)
 
         self._in_editor(deliver)
         return None
