@@ -46,7 +46,7 @@ bench-node:
 	bash tools/bench_node/install.sh
 
 bench:
-	$(PYTHON) tools/bench.py
+	$(PYTHON) -m tools.bench
 
 wire-doc:
 	$(PYTHON) tools/make_wire_doc.py

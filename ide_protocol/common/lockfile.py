@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from dataclasses import field as dc_field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
-from . import lock_rules
+from . import lock_cleanup, lock_rules
 from .lock_rules import LOCK_SUFFIX, LockFileError
 
 
@@ -372,10 +372,9 @@ def remove_stale_locks(directory: Optional[str] = None) -> List[str]:
 
     PROTOCOL.md §1: clean up stale locks on start, only those this implementation
     wrote. A dead pid alone does not make a lock stale (another PID namespace): the
-    rules live in :mod:`.lock_cleanup`, imported here only when cleaning."""
-    from . import lock_cleanup
-
-    return lock_cleanup.remove_stale_locks(directory)
+    rules live in :mod:`.lock_cleanup`, given the lock files and our writer marker."""
+    return lock_cleanup.remove_stale_locks(_lock_paths(directory if directory is not None else lock_dir()),
+                                           (WRITER_KEY, WRITER_VALUE))
 
 
 def find_lock_for_folder(
