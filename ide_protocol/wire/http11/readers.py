@@ -47,7 +47,7 @@ class _RequestHead(NamedTuple):
     target: str
     http_version: str
     fields: Tuple[Tuple[str, str], ...]
-    index: Dict[str, List[str]]
+    field_index: Dict[str, List[str]]  # (not `index`: that would hide tuple.index)
     framing: Framing
     keep_alive: bool
 
@@ -348,7 +348,7 @@ class RequestParser(_Reader):
         else:
             parsed = _parse_request_head(head[:lines_end].split(b"\n"))
             self._head_bytes, self._head = head, parsed
-        method, target, version, fields, index, framing, keep_alive = parsed  # type: ignore[misc]
+        method, target, version, fields, index, framing, keep_alive = parsed
         if framing.kind == "length":
             check_body_size(framing.length, self.max_body)
         self._keep_alive = keep_alive
