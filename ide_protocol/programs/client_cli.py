@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any, Awaitable, List, Optional, Tuple
+from typing import Any, Awaitable, List, Optional, Tuple, Type
 
 from .. import __version__
 from ..wire import jsonrpc
@@ -141,7 +141,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def run_command(command: Awaitable[int], label: str, error_status: int,
-                errors: Tuple[type, ...] = (ClientError, OSError, ValueError)) -> int:
+                errors: Tuple[Type[BaseException], ...] = (ClientError, OSError, ValueError)) -> int:
     """Run a command-line program's coroutine; its exit status. Ctrl-C is 130, no IDE
     found is 1, an expected failure (`errors`) is `error_status` with one line on
     stderr, never a traceback (shared by `client` and `trace`)."""

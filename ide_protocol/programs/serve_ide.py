@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import json
 import os
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..common import tools
 from ..common.paths import resolve_path
@@ -191,12 +191,14 @@ class TerminalIde:
             raise CommandError("usage: %s" % ("addsel PATH L1[:C1]-L2[:C2]" if need_range else "ref PATH [L1-L2]"))
         path = self.path_arg(words[0])
         text = FileText(path)  # the file must exist and be readable
+        start: Optional[Tuple[int, int]] = None
+        end: Optional[Tuple[int, int]] = None
+        selected: Optional[str] = None
         if len(words) == 2:
             rng = text.resolve(words[1])
             start, end, selected = text.wire(rng[0]), text.wire(rng[1]), text.text_of(rng)
             where = "%s:%s" % (display_path(path, self.folder), format_range(rng))
         else:
-            start = end = selected = None
             where = display_path(path, self.folder)
         if method == "add_selection":
             assert start is not None and end is not None

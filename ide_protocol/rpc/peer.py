@@ -8,6 +8,7 @@ server needs only the dispatcher.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 from typing import Any, Awaitable, Callable, Dict, NamedTuple, Optional
@@ -181,7 +182,10 @@ class Peer:
         key = next(self._task_keys)
         task = asyncio.ensure_future(self._handle(msg))
         self._tasks[key] = task
-        task.add_done_callback(lambda _t, key=key: self._tasks.pop(key, None))
+        task.add_done_callback(functools.partial(self._task_done, key))
+
+    def _task_done(self, key: int, task: "asyncio.Future[Any]") -> None:
+        self._tasks.pop(key, None)
 
     async def receive_error(self, error: JsonRpcError) -> None:
         """The transport could not decode a message: answer -32700 with a null id."""

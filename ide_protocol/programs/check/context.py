@@ -145,9 +145,12 @@ class CheckContext:
     async def rpc(self, method: str, params: Any = None, *, session: Optional[str] = None,
                   notification: bool = False, **kwargs: Any) -> Tuple[Reply, Any]:
         """POST a JSON-RPC request (or notification); returns the reply and its id."""
-        request_id = None if notification else self.next_id()
-        message = (jsonrpc.notification(method, params) if notification
-                   else jsonrpc.request(request_id, method, params))
+        request_id: Optional[int] = None
+        if notification:
+            message = jsonrpc.notification(method, params)
+        else:
+            request_id = new_id = self.next_id()
+            message = jsonrpc.request(new_id, method, params)
         return await self.send("POST", message, session=session, **kwargs), request_id
 
     # -- sessions
@@ -240,7 +243,7 @@ def tool_value(reply: Reply, rid: Any, name: str) -> Any:
     if (not isinstance(content, list) or not content or not isinstance(content[0], dict)
             or content[0].get("type") != "text" or not isinstance(content[0].get("text"), str)):
         raise Fail("%s result is not {\"content\":[{\"type\":\"text\",\"text\":…}]}" % name, reply.evidence())
-    if result.get("isError"):
+    if isinstance(result, dict) and result.get("isError"):
         raise Fail("%s failed: %s" % (name, content[0]["text"][:200]), reply.evidence())
     try:
         return json.loads(content[0]["text"])

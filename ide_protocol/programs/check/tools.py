@@ -39,7 +39,7 @@ async def check_tool_names(ctx: CheckContext) -> Optional[str]:
     names = [t.get("name") for t in listed]
     missing = [n for n in tools.TOOL_NAMES if n not in names]
     extra = [n for n in names if n not in tools.TOOL_NAMES]
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    dupes = sorted({n for n in names if names.count(n) > 1}, key=str)
     if missing or extra or dupes:
         raise Fail("missing %s, unexpected %s, repeated %s" % (missing or "none", extra or "none", dupes or "none"),
                    "listed: %s" % names)

@@ -343,9 +343,8 @@ class RequestParser(_Reader):
         self._head: Optional[_RequestHead] = None  # the parse of `_head_bytes`
 
     def _start_message(self, events: List[ParserEvent], head: bytes, lines_end: int) -> None:
-        if head is self._head_bytes:
-            parsed = self._head
-        else:
+        parsed = self._head
+        if parsed is None or head is not self._head_bytes:
             parsed = _parse_request_head(head[:lines_end].split(b"\n"))
             self._head_bytes, self._head = head, parsed
         method, target, version, fields, index, framing, keep_alive = parsed
