@@ -198,7 +198,7 @@ def test_request_keep_alive_is_decided_at_construction() -> None:
     events = RequestParser().feed(head10 * 2 + b"GET / HTTP/1.0\r\n\r\n" + head10)
     requests = [e for e in events if isinstance(e, Request)]
     assert [r.keep_alive for r in requests] == [True, True, False]  # then the parser stops
-    assert transport.connection_field(requests[2], ())[1] is False  # the transport closes after it
+    assert http11.keeps_alive_after(requests[2].keep_alive, False) is False  # the transport closes after it
 
 
 # ==================================================================== jsonrpc

@@ -81,14 +81,15 @@ class FaultyServer(IdeServer):
 
     def _rewrite(self, request: http11.Request, body: bytes, answer: answers.Answer) -> answers.Answer:
         fault = self.fault
-        close = [("Connection", "close")] if fault.close_after(request) else []
+        close = fault.close_after(request)
         if isinstance(answer, answers.Reply):
             if answer.chunked:  # a chunked body of one chunk: the head, then its one chunk
                 status, headers = fault.out_start(request, answer.status, list(answer.headers))
-                return answers.Reply(status, headers + close, fault.out_chunk(request, answer.body), chunked=True)
+                return answers.Reply(status, headers, fault.out_chunk(request, answer.body), chunked=True,
+                                     close=close or answer.close)
             status, headers, payload = fault.out_send(request, body, answer.status, list(answer.headers),
                                                       answer.body)
-            return answers.Reply(status, headers + close, payload)
+            return answers.Reply(status, headers, payload, close=close or answer.close)
         if isinstance(answer, answers.Stream):
             status, headers = fault.out_start(request, answer.status, list(answer.headers))
 
@@ -96,7 +97,7 @@ class FaultyServer(IdeServer):
                 async for chunk in answer.chunks:
                     yield fault.out_chunk(request, chunk)
 
-            return answers.Stream(status, headers + close, chunks(), answer.close)
+            return answers.Stream(status, headers, chunks(), answer.close, close_after=close or answer.close_after)
         pending = answer
 
         async def run() -> answers.Reply:
