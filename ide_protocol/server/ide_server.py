@@ -123,7 +123,7 @@ class IdeServer(ToolCalls):
 
         self._tool_is_async: Dict[Callable[..., Any], bool] = {}
         self._selection: Optional[Selection] = None
-        self._selection_json: Optional[Tuple[Selection, jsonrpc.Encoded]] = None  # get_selection's result
+        self._selection_json: Optional[Tuple[Selection, tools.RenderedResult]] = None  # get_selection's result
         self._diagnostics: Dict[str, Tuple[str, List[Diagnostic]]] = {}  # uri -> (path, diags)
         self._diffs: Dict[str, DiffRequest] = {}  # tab_name -> pending diff
         self._selection_push: Optional[Debounced] = None
