@@ -77,7 +77,8 @@ class FaultyServer(IdeServer):
 
         def judge(request: http11.Request) -> Optional[answers.Reply]:
             self.fault.head(self, request)
-            return real_judge(request)
+            refusal = real_judge(request)
+            return None if refusal is None else self._rewrite(request, b"", refusal)  # type: ignore[return-value]
 
         def app(request: http11.Request, body: bytes, connection: int) -> answers.Answer:
             early = self.fault.intercept(self, request, body)

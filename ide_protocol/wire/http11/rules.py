@@ -86,8 +86,8 @@ def check_field_count(count: int) -> None:
 
 
 def check_field(name: bytes, value: bytes) -> None:
-    """A field line's name is a token and its value holds no control character but HTAB
-    (RFC 9110 §5.1, §5.5): the rule for reading and for writing one."""
+    """A field line's name is a token (RFC 9110 §5.1) and its value holds no control
+    character but HTAB (RFC 9110 §5.5): the rule for reading and for writing one."""
     if not TOKEN.match(name):
         raise Refusal(400, "invalid header name %r" % name[:40])
     if VALUE_BAD.search(value):
