@@ -21,10 +21,6 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Any, Any], Any]
 
-#: Results that are never awaitable: checked first, so a plain result costs no
-#: `inspect.isawaitable` call.
-_PLAIN = (dict, list, str, int, float, bool, type(None))
-
 
 class Deferred:
     """A call that has to wait: its handler is a coroutine function, or a plain function
@@ -176,7 +172,7 @@ class Dispatcher:
             raise
         except Exception as exc:
             raise internal_error(method, exc) from exc
-        if not isinstance(result, _PLAIN) and inspect.isawaitable(result):
+        if inspect.isawaitable(result):
             return Deferred(method, params, context, None, result, msg)
         return result
 

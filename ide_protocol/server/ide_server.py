@@ -29,6 +29,7 @@ import os
 import secrets
 import signal
 import sys
+import uuid
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from .. import rpc
@@ -38,7 +39,7 @@ from .callbacks import Reports
 from .diffs import DiffRequest, PendingDiffs
 from .editor_state import EditorState
 from .limits import (DEFAULT_CONNECTION_IDLE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY,
-                     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, AcceptErrorFilter)
+                     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS)
 from .mcp import McpApp, Session
 from .pushes import Debounced, DiagnosticsWindow
 from ..common.tools import Diagnostic, Selection
@@ -90,7 +91,7 @@ class IdeServer:
         self.max_body = max_body
         self.write_lock_file = write_lock
         self.nonce = secrets.token_hex(16)  # 128 bits from the OS CSPRNG (PROTOCOL.md §1)
-        self.instance_id = lockfile.uuid4()
+        self.instance_id = str(uuid.uuid4())
         self.lock_path: Optional[str] = None
         self.socket_path: Optional[str] = None
         self.loop: Optional[asyncio.AbstractEventLoop] = None
@@ -111,7 +112,7 @@ class IdeServer:
                           on_session_start=self._session_started, on_session_end=self._session_ended,
                           on_stream_open=self._stream_opened, on_exchange=on_exchange,
                           streams_early=self.tools.blocks)
-        self.listener = Listener(self.app, max_body, request_timeout)
+        self.listener = Listener(self.app, max_body, request_timeout, judge=self.app.judge_head)
         # Bounded before authentication (README "Limits and safety"): connections (the
         # one idle longest makes room, else 503), sessions (likewise), idle connections
         # closed after `connection_idle_timeout`; None lifts a limit.
@@ -124,7 +125,6 @@ class IdeServer:
         self._diagnostics_push: Optional[DiagnosticsWindow] = None
         self._reaper: Optional["asyncio.Task[None]"] = None
         self._signals: List[int] = []
-        self._accept_errors: Optional[AcceptErrorFilter] = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -147,8 +147,6 @@ class IdeServer:
         self.diffs.open = True
         self._stop_task = None
         self._stopped = asyncio.Event()
-        self._accept_errors = AcceptErrorFilter(self.loop)  # descriptors running out: no flood (limits.py)
-        self._accept_errors.install()
         self._selection_push = Debounced(self.debounce, self._push_selection, self.loop.call_later)
         self._diagnostics_push = DiagnosticsWindow(self.debounce, self._push_diagnostics, self.loop.call_later,
                                                    self.editor.diagnostics_json)
@@ -165,7 +163,6 @@ class IdeServer:
                 self.lock_path = lockfile.write_lock(self._lock_info(), self.lock_dir)
         except BaseException:
             await self.listener.close()
-            self._accept_errors.remove()
             raise
         self.started = True
         self._reaper = asyncio.ensure_future(self._reap_idle())
@@ -201,8 +198,6 @@ class IdeServer:
             self._diagnostics_push.cancel()
         await self.listener.close()
         await self.reports.cancel()
-        if self._accept_errors is not None:
-            self._accept_errors.remove()
         self.started = False
         if self._stopped is not None:
             self._stopped.set()
