@@ -101,11 +101,11 @@ class Client:
         if terminal:
             for method, handler in self.terminals.methods().items():
                 self.dispatcher.add(method, handler)
-        for method, handler in (handlers or {}).items():
-            if handler is None:
+        for method, given in (handlers or {}).items():
+            if given is None:
                 self.dispatcher.remove(method)
             else:
-                self.dispatcher.add(method, handler)
+                self.dispatcher.add(method, given)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -301,9 +301,10 @@ def test_file_descriptors_running_out(tmp_path: Any, max_connections: int) -> No
                 assert not result.get("isError")  # the limit kept descriptors free
             for _, writer in flood:
                 writer.close()
-            await asyncio.sleep(1.5)  # (the loop retries accept after a second)
+            # Served again: the handshake waits in the listen backlog until the server,
+            # which retries accepting after a second, takes the connection.
             again = Cli(server.socket_path, server.nonce)
-            await asyncio.wait_for(again.handshake(probes=0), WAIT)  # served again
+            await asyncio.wait_for(again.handshake(probes=0), WAIT)
             again.close()
             cli.close()
 
