@@ -23,7 +23,8 @@ split between calls to `feed`.
 The parse of a request head is a pure function of its bytes, and Copilot CLI sends the
 same head again and again on a connection (PROTOCOL.md §2), so a request reader keeps
 the last head it parsed with its bytes: when the next head is those bytes again (one
-comparison), its parse is the same (fields, their index, framing, keep-alive). What
+comparison), its parse is the same (fields, their index, framing, keep-alive, whether a
+body follows). What
 depends on the reader's settings, the body limit, is checked on every request.
 """
 from __future__ import annotations
@@ -50,6 +51,7 @@ class _RequestHead(NamedTuple):
     field_index: Dict[str, List[str]]  # (not `index`: that would hide tuple.index)
     framing: Framing
     keep_alive: bool
+    body_follows: bool
 
 
 def _parse_request_head(lines: List[bytes]) -> _RequestHead:
@@ -57,8 +59,9 @@ def _parse_request_head(lines: List[bytes]) -> _RequestHead:
     line = parse_request_line(start[:-1] if start.endswith(b"\r") else start)
     headers = parse_fields(lines[1:])
     check_request_fields(line.http_version, headers)
+    framing = body_framing(headers)
     return _RequestHead(line.method, line.target, line.http_version, tuple(headers.raw), headers.index(),
-                        body_framing(headers), keep_alive(line.http_version, headers.tokens("connection")))
+                        framing, keep_alive(line.http_version, headers.tokens("connection")), body_follows(framing))
 
 
 class _Reader:
@@ -349,12 +352,11 @@ class RequestParser(_Reader):
         if parsed is None or head is not self._head_bytes:
             parsed = _parse_request_head(head[:lines_end].split(b"\n"))
             self._head_bytes, self._head = head, parsed
-        method, target, version, fields, index, framing, keep_alive = parsed
+        method, target, version, fields, index, framing, keep_alive, follows = parsed
         if framing.kind == "length":
             check_body_size(framing.length, self.max_body)
         self._keep_alive = keep_alive
-        events.append(Request(method, target, Headers.parsed(fields, index), version, keep_alive,
-                              body_follows(framing)))
+        events.append(Request(method, target, Headers.parsed(fields, index), version, keep_alive, follows))
         self._begin_body(events, framing)
 
 

@@ -89,9 +89,9 @@ def check_field(name: bytes, value: bytes) -> None:
     """A field line's name is a token (RFC 9110 §5.1) and its value holds no control
     character but HTAB (RFC 9110 §5.5): the rule for reading and for writing one."""
     if not TOKEN.match(name):
-        raise Refusal(400, "invalid header name %r" % name[:40])
+        raise Refusal(400, "invalid header name %r" % name[:40].decode("latin-1"))
     if VALUE_BAD.search(value):
-        raise Refusal(400, "invalid character in header %r" % name[:40])
+        raise Refusal(400, "invalid header value for %r" % name[:40].decode("latin-1"))
 
 
 def parse_fields(lines: Sequence[bytes]) -> Headers:
@@ -236,17 +236,16 @@ def body_follows(framing: Framing) -> bool:
 
 
 def body_room(seen: int, limit: Optional[int]) -> Optional[int]:
-    """The body limit: how many more body bytes may come after `seen` (None: no limit;
-    below 0: the limit is passed)."""
+    """How many more body bytes the body limit allows after `seen` (None: no limit;
+    below 0: past it, which `check_body_size` refuses)."""
     return None if limit is None else limit - seen
 
 
 def check_body_size(size: int, limit: Optional[int]) -> None:
-    """A body of more than `limit` bytes (`body_room`) is refused with 413, whether it
-    says so up front (Content-Length) or as its chunks arrive."""
-    room = body_room(size, limit)
-    if room is not None and room < 0:
-        raise Refusal(413, "body larger than %d bytes" % limit)  # type: ignore[str-format]
+    """A body of more than `limit` bytes (None: no limit) is refused with 413, whether
+    it says so up front (Content-Length) or as its chunks arrive."""
+    if limit is not None and size > limit:
+        raise Refusal(413, "body larger than %d bytes" % limit)
 
 
 def has_body(request_method: Optional[str], status: int) -> bool:
