@@ -18,7 +18,7 @@ from .. import __version__
 from ..wire import jsonrpc
 from ..common import tools
 from ..common.terminal_text import safe_text
-from ..client import ClientError, IdeClient, NoIdeFound, discovery
+from ..client import ClientError, IdeClient, NoIdeFound, discovery, program_client_info
 from .progname import program_name
 
 
@@ -70,12 +70,14 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 
 def _client(args: argparse.Namespace) -> IdeClient:
+    me = program_client_info("client")  # who we are in clientInfo (client/identity.py)
     if args.lock:
-        return IdeClient.from_lock_file(args.lock, timeout=args.timeout)
+        return IdeClient.from_lock_file(args.lock, timeout=args.timeout, client_name=me["name"],
+                                        client_version=me["version"])
     lock, passed_over = discovery.choose(args.folder, args.lock_dir)
     if passed_over:  # several IDEs serve this folder: say which one answers, and why
         print(discovery.describe_choice(lock, passed_over), file=sys.stderr, flush=True)
-    return IdeClient(lock, timeout=args.timeout)
+    return IdeClient(lock, timeout=args.timeout, client_name=me["name"], client_version=me["version"])
 
 
 def _emit(args: argparse.Namespace, obj: Any, text: str) -> None:
