@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="colour the diffs: auto = on a terminal unless NO_COLOR is set")
     parser.add_argument("--ignore-eof", action="store_true",
                         help="keep serving at the end of standard input (stop with quit, Ctrl-C or SIGTERM)")
-    limits = parser.add_argument_group("limits (README: Limits and safety)")
+    limits = parser.add_argument_group("limits (docs/LIMITS.md)")
     limits.add_argument("--diff-lines", type=int, default=DEFAULT_SHOWN_LINES, metavar="N",
                         help="diff lines printed at most per diff (default: %(default)s)")
     limits.add_argument("--output-buffer", type=int, default=DEFAULT_OUTPUT_LIMIT, metavar="BYTES",
