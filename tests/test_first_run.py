@@ -46,6 +46,7 @@ class Serve:
                                      stderr=subprocess.STDOUT)
         self.lines: "queue.Queue[Optional[str]]" = queue.Queue()
         self.seen: List[str] = []
+        self.ended = False  # the end of its output was read
         threading.Thread(target=self._pump, daemon=True).start()
         self.lock_path = self.expect(r"^serving .+ lock (.+)$").group(1)
 
@@ -63,6 +64,7 @@ class Serve:
             except queue.Empty:
                 line = None
             if line is None:
+                self.ended = True
                 raise AssertionError("no line matching %r; output:\n%s" % (pattern, "\n".join(self.seen)))
             self.seen.append(line)
             m = rx.search(line)
@@ -82,13 +84,14 @@ class Serve:
             except OSError:
                 pass
         self.proc.wait(WAIT)
-        rest = []
-        while True:
+        rest: List[str] = []
+        while not self.ended:
             try:
                 line = self.lines.get(timeout=WAIT)
             except queue.Empty:
                 break
             if line is None:
+                self.ended = True
                 break
             rest.append(line)
         self.seen.extend(rest)
