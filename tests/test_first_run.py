@@ -187,6 +187,14 @@ def test_no_ide_errors_name_the_program_and_say_what_to_run(argv: List[str], nam
     assert err.rstrip().endswith(no_ide_advice(project).splitlines()[-1])
 
 
+def test_doctor_without_an_ide_says_how_to_start_one(project: str, lock_dir: str) -> None:
+    done = run("doctor", project, "--lock-dir", lock_dir)
+    assert done.returncode == 1
+    assert done.stdout.decode().rstrip().splitlines()[-1] == (
+        "   To start one: `%s serve %s` (or open the folder in an editor with Copilot CLI's IDE integration)."
+        % (MODULE, project))
+
+
 def test_doctor_shows_discover_error_as_expected_and_names_trust_settings(served: Serve, project: str,
                                                                           lock_dir: str) -> None:
     done = run("doctor", project, "--lock-dir", lock_dir)

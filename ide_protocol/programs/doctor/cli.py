@@ -132,6 +132,9 @@ def render_text(report: dx.Report, out: TextIO) -> None:
         else:
             why = "no usable IDE lock"
         w("=> copilot started in %s does NOT connect to an IDE at start-up: %s.\n" % (one_line(report.folder), why))
+        if report.picked is None:  # no IDE for this folder: say how to get one
+            w("   To start one: `%s %s` (or open the folder in an editor with Copilot CLI's IDE "
+              "integration).\n" % (program_name("serve"), one_line(report.given)))
 
 
 def render_json(report: dx.Report) -> str:
