@@ -153,6 +153,8 @@ def _quote(text: str) -> str:
 def readme_run(tmp_path_factory: pytest.TempPathFactory) -> Dict[int, str]:
     """Runs every runnable block once; each block's output by its line (an output
     that lacks "@@@ end" means the block failed or never ran)."""
+    if os.name != "posix" or shutil.which("bash") is None:
+        pytest.skip("the README's shell blocks are POSIX sh; Windows has its own page (docs/WINDOWS.md)")
     base = str(tmp_path_factory.mktemp("readme"))
     home = os.path.join(base, "home")
     project = os.path.join(home, "my-project")
