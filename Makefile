@@ -1,11 +1,12 @@
-# Two commands matter (see README): `make serve` runs the main job, `make test` the suite.
+# Two commands matter (see README): `python3 -m ide_protocol serve` (or `make serve`) runs the
+# main job, `make test` the suite.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 VERSIONS ?= 3.8 3.9 3.10 3.11 3.12 3.13
 
-.PHONY: serve test test-deps test-all typecheck interop interop-matrix dist dist-test distclean bench bench-venv bench-node wire-doc clean vim-plugin vim-deps bench-vim
+.PHONY: serve test test-deps test-all typecheck interop interop-matrix dist dist-test distclean bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim
 
 serve:
 	$(PYTHON) -m ide_protocol serve $(FOLDER)
@@ -73,7 +74,17 @@ vim-plugin:
 	find $(VIM_PLUGIN_DIR) -name __pycache__ -prune -exec rm -rf {} +
 	rm -f $(VIM_PLUGIN_DIR)/doc/tags
 	vim -N -u NONE -i NONE -es -c 'helptags $(VIM_PLUGIN_DIR)/doc' -c 'qa!' || echo "no vim: run :helptags ALL in Vim"
-	@echo "built $(VIM_PLUGIN_DIR): cp -R $(VIM_PLUGIN_DIR) ~/.vim/pack/copilot/start/"
+	@echo "built $(VIM_PLUGIN_DIR); install it with: make vim-install"
+	@echo "  (or: mkdir -p ~/.vim/pack/copilot/start && cp -R $(VIM_PLUGIN_DIR) ~/.vim/pack/copilot/start/)"
+
+# The built plugin into Vim's package folder (created when missing); an earlier install
+# of this plugin there (VIM_PACK/copilot_ide) is replaced, nothing else is touched.
+VIM_PACK ?= $(HOME)/.vim/pack/copilot/start
+vim-install: vim-plugin
+	mkdir -p "$(VIM_PACK)"
+	rm -rf "$(VIM_PACK)/copilot_ide"
+	cp -R $(VIM_PLUGIN_DIR) "$(VIM_PACK)/copilot_ide"
+	@echo "installed $(VIM_PACK)/copilot_ide: start Vim in a project, then copilot in a terminal there"
 
 # What the Vim plugin's tests need (Debian's vim-nox, tmux), installed when missing;
 # tests/vim runs the same script and skips, with the reason, where it cannot install.

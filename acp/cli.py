@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--connect", metavar="[HOST:]PORT",
                         help="connect to an agent listening on TCP (`copilot --acp --port PORT`; "
                              "HOST defaults to 127.0.0.1) instead of starting one")
-    parser.add_argument("--cwd", metavar="DIR", help="the session's folder (default: the current one)")
+    parser.add_argument("--folder", "--cwd", dest="cwd", metavar="FOLDER",
+                        help="the session's folder (default: the current one)")
     answer = parser.add_mutually_exclusive_group()
     answer.add_argument("--yes", "-y", action="store_true", help="allow every permission request once")
     answer.add_argument("--no", "-n", action="store_true", help="reject every permission request")
@@ -239,6 +240,10 @@ class App:
         except AgentStartError as exc:
             if self.args.connect:
                 return fail("%s (is `copilot --acp --port PORT` running?)" % exc)
+            if self.args.agent is None and not os.environ.get("ACP_AGENT"):  # the default: Copilot CLI
+                return fail("%s\nCopilot CLI is not installed here (or not on PATH). Install it with "
+                            "`npm install -g @github/copilot`, run `copilot` once to log "
+                            "in, then try again; or choose another agent with --agent or ACP_AGENT" % exc)
             return fail("%s (choose one with --agent or ACP_AGENT)" % exc)
         if self.args.json:
             self.client.add_update_listener(self._print_json)
@@ -445,7 +450,7 @@ def usage_problem(args: argparse.Namespace) -> Optional[str]:
                 if args.agent is not None or command.strip():
                     return "%s is empty: give the agent's command line" % named
     if args.cwd and not os.path.isdir(args.cwd):
-        return "--cwd %s is not a folder" % args.cwd
+        return "--folder %s is not a folder" % args.cwd
     if args.list_sessions and args.prompt:
         return "--list-sessions takes no prompt"
     if args.quiet and not args.resume:

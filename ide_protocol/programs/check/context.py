@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ...wire import http11, jsonrpc, sse
 from ...client import (DEFAULT_CONNECT_TIMEOUT, STREAM_ACCEPT, ClientConnection, ClientError, ClientResponse,
-                        cli_headers)
+                        cli_headers, program_client_info)
 from ...common.lockfile import LockInfo
 from .registry import DEFAULT_CHECK_TIMEOUT, Fail, Outcome
 
@@ -158,7 +158,7 @@ class CheckContext:
     async def initialize(self, version: str = "2025-11-25", *, chunked: bool = True,
                          conn: Optional[ClientConnection] = None) -> Tuple[Reply, Any]:
         reply, rid = await self.rpc("initialize", {"protocolVersion": version, "capabilities": {},
-                                                   "clientInfo": {"name": "ide-check", "version": "1"}},
+                                                   "clientInfo": program_client_info("check")},
                                     chunked=chunked, conn=conn)
         sid = reply.headers.get("mcp-session-id")
         if sid:
