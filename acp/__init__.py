@@ -20,10 +20,14 @@ _LAZY = {
     "parse_address": "endpoints",
     "PermissionRequest": "permissions",
     "TerminalAsker": "permissions",
+    "TerminalConsentAsker": "permissions",
     "allow_once": "permissions",
+    "allow_always": "permissions",
     "reject": "permissions",
     "FileSystem": "fs",
     "Terminals": "terminal",
+    "TerminalRequest": "terminal",
+    "USE_DEFAULT": "connection",
     "AcpError": "errors",
     "AgentStartError": "errors",
     "AgentConnectError": "errors",
@@ -31,6 +35,8 @@ _LAZY = {
     "AgentExited": "errors",
     "RequestTimeout": "errors",
     "SessionBusy": "errors",
+    "NotAdvertised": "errors",
+    "LineTooLong": "errors",
     "JsonRpcError": "errors",
 }
 

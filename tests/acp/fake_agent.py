@@ -490,6 +490,11 @@ class Agent:
         self.chunk(session["id"], "B" * (size - 3) + "END")
         return {"stopReason": "end_turn", "usage": self.usage(session)}
 
+    async def turn_biganswer(self, session, rest):
+        """The prompt's own answer as one over-long line (the turn waits for it)."""
+        size = int(rest) if rest else 5 * 1024 * 1024
+        return {"stopReason": "end_turn", "_pad": "A" * size}
+
     async def turn_junk(self, session, rest):
         sid = session["id"]
         for line in (b"not json at all", b"[1,2", b'"just a string"', b"42", b"   ", b"",
