@@ -190,7 +190,7 @@ class App:
         # asked on the terminal; with nobody to ask they are refused.
         terminal: Any
         if allow is not None:
-            terminal = allow != "reject"
+            terminal = "reject" if allow == "reject" else "allow"
         elif self.console.isatty():
             terminal = TerminalConsentAsker(self.console.readline, self._ask_write)
         else:
