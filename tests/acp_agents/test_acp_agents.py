@@ -184,3 +184,40 @@ def test_typescript_sdk_example_agent_from_the_command_line(ts_sdk, work):
     code, out, err = cli(ts_agent(ts_sdk), ["--cwd", work, "--no", "change it"])
     assert code == 0, err
     assert "[edit]" in out and "skip the configuration update" in out
+
+
+# ------------------------------------------------------------------ an agent on the TypeScript SDK
+
+
+def ts_tools_agent(ts_sdk):
+    return "node %s %s" % (os.path.join(HERE, "ts_tools_agent.mjs"), ts_sdk)
+
+
+def test_typescript_sdk_agent_permission_fs_terminal_list_load(ts_sdk, work):
+    async def main():
+        async with Client(ts_tools_agent(ts_sdk), cwd=work, permission="always", terminal="allow") as client:
+            await client.initialize()
+            session = await client.new_session(work)
+            tools = await session.prompt("tools")
+            listed = await client.list_sessions()
+            loaded = await client.load_session(session.session_id, work)
+            return session.session_id, tools, listed, loaded
+
+    session_id, tools, listed, loaded = run(main())
+    assert tools.text.splitlines() == [
+        "PERMISSION always", 'READ "line one\\nline two\\nline three\\n"', "WRITE ok",
+        'TERMINAL exit=0 output="from the terminal\\n"']
+    with open(os.path.join(work, "out.txt"), encoding="utf-8") as handle:
+        assert handle.read() == "written by the TS agent\n"
+    assert [entry["sessionId"] for entry in listed] == [session_id]
+    assert loaded.history[0] == {"role": "user", "text": "tools"}
+
+
+def test_typescript_sdk_agent_from_the_command_line(ts_sdk, work):
+    code, out, err = cli(ts_tools_agent(ts_sdk), ["--cwd", work, "--allow", "once", "tools"])
+    assert code == 0, err
+    assert out.splitlines()[0] == "PERMISSION once"
+    assert 'TERMINAL exit=0 output="from the terminal\\n"' in out
+    code, out, err = cli(ts_tools_agent(ts_sdk), ["--cwd", work, "--no", "tools"])
+    assert code == 0, err
+    assert out.splitlines()[0] == "PERMISSION no" and "TERMINAL refused" in out
