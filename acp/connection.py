@@ -28,18 +28,6 @@ log = logging.getLogger(__name__)
 agent_log = logging.getLogger("acp.agent")  # the agent's own stderr lines
 
 DEFAULT_REQUEST_TIMEOUT = 60.0
-
-
-class _UseDefault:
-    """The type of `USE_DEFAULT`: "the connection's request timeout", as opposed to a
-    number of seconds or None (no limit)."""
-
-    def __repr__(self) -> str:
-        return "USE_DEFAULT"
-
-
-USE_DEFAULT = _UseDefault()
-Timeout = Union[float, None, _UseDefault]
 READ_CHUNK = 256 * 1024
 STDERR_LINE_MAX = 8192  # a stderr line longer than this is kept cut (it is only shown)
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -52,6 +40,17 @@ NOT_ACP_MAX_LINES = 100
 # grandchild can hold the pipe open for ever).
 EXIT_DRAIN = 0.5
 
+
+class _UseDefault:
+    """The type of `USE_DEFAULT`: "the connection's request timeout", as opposed to a
+    number of seconds or None (no limit)."""
+
+    def __repr__(self) -> str:
+        return "USE_DEFAULT"
+
+
+USE_DEFAULT = _UseDefault()
+Timeout = Union[float, None, _UseDefault]
 
 
 class _ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
@@ -308,7 +307,7 @@ class AgentConnection:
                 "%s sent a line of %d bytes, over the limit of %d bytes (max_line); "
                 "the connection was closed" % (self.where, line.size, self.max_line),
                 line.size, self.max_line))
-            await self._hang_up()
+            self._hang_up()
             return
         try:
             obj = jsonrpc.loads(line)
@@ -318,7 +317,7 @@ class AgentConnection:
             self.bad_lines += 1
             log.warning("a line from the agent is not JSON: %.120r", line)
             self._not_json_rpc(line)
-            if not isinstance(self._exc, AgentNotAcp):
+            if self._exc is None:  # (not once given up on as no ACP agent at all)
                 await self.peer.receive_error(exc)
             return
         if isinstance(obj, dict) and obj.get("jsonrpc") == "2.0":
@@ -415,7 +414,7 @@ class AgentConnection:
             except Exception:
                 log.exception("close callback failed")
 
-    async def _hang_up(self) -> None:
+    def _hang_up(self) -> None:
         """Stop talking to an agent we gave up on: close our end (a child then sees EOF
         and is shut down by `close`, as usual)."""
         if self._writer is not None:
