@@ -279,3 +279,41 @@ def test_commands_waits_briefly_for_a_late_list(tmp_path):
     proc = cli(["--cwd", workspace(tmp_path)], stdin="/commands\n", FAKE_ACP_LATE_COMMANDS="0.5")
     assert proc.returncode == 0, err(proc)
     assert "/context" in out(proc) and "advertised no" not in out(proc)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs a Linux pseudo-terminal")
+@pytest.mark.parametrize("answer,runs", [("1", True), ("3", False), ("", False)])
+def test_cli_asks_on_a_terminal_before_a_terminal_command_runs(tmp_path, answer, runs):
+    import pty
+    import select
+    import subprocess
+    import time
+
+    from test_acp_cli import ROOT, cli_env, over_transport
+
+    root = workspace(tmp_path)
+    marker = tmp_path / "work" / "ran"
+    args = over_transport(["--cwd", root, term(toucher(marker))], {})
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "acp"] + args, stdin=slave, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=cli_env(), cwd=ROOT)
+    os.close(slave)
+    try:
+        asked, deadline = b"", time.monotonic() + 30
+        while b"Answer (Enter refuses): " not in asked and time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stderr], [], [], 1.0)
+            if ready:
+                asked += os.read(proc.stderr.fileno(), 65536)
+        os.write(master, answer.encode() + b"\n")
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    question = asked.decode()
+    assert "The agent wants to run a command:" in question
+    assert "$ %s -c " % sys.executable in question and "in %s" % root in question
+    answers = json.loads(stdout.decode().split("TERM-RESULT ", 1)[1])
+    assert marker.exists() is runs
+    assert ("error" in answers[0]) is not runs
