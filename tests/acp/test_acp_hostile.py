@@ -56,7 +56,7 @@ def test_cli_refuses_terminals_without_consent(tmp_path, flags, stdin):
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("flags", [["--yes"], ["--allow", "once"], ["--allow", "always"]])
+@pytest.mark.parametrize("flags", [["--yes"], ["--allow", "always"]])
 def test_cli_runs_terminals_with_consent(tmp_path, flags):
     root = workspace(tmp_path)
     marker = tmp_path / "work" / "ran"
@@ -264,9 +264,9 @@ def test_empty_options_are_answered_cancelled_without_asking(tmp_path):
     assert "Permission requested" not in err(proc)
 
 
+@pytest.mark.stdio_only  # the choice is the command line's, whatever the transport
 @pytest.mark.parametrize("flags,chosen", [(["--allow", "once"], "yes-once"), (["--yes"], "yes-once"),
-                                          (["--allow", "always"], "yes-always"),
-                                          (["--allow", "reject"], "no"), (["--allow", "n"], "no")])
+                                          (["--allow", "always"], "yes-always"), (["--allow", "n"], "no")])
 def test_allow_chooses_by_kind_not_position(tmp_path, flags, chosen):
     request = raw("session/request_permission",
                   {"toolCall": {"toolCallId": "c1", "title": "x"}, "options": OPTIONS_ALWAYS_FIRST})
@@ -281,6 +281,7 @@ def test_commands_waits_briefly_for_a_late_list(tmp_path):
     assert "/context" in out(proc) and "advertised no" not in out(proc)
 
 
+@pytest.mark.stdio_only  # the question is the command line's, whatever the transport
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs a Linux pseudo-terminal")
 @pytest.mark.parametrize("answer,runs", [("1", True), ("3", False), ("", False)])
 def test_cli_asks_on_a_terminal_before_a_terminal_command_runs(tmp_path, answer, runs):
