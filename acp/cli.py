@@ -153,7 +153,7 @@ class Output:
         elif kind == "plan":
             entries = update.get("entries") or []
             marks = {"completed": "x", "in_progress": ">", "pending": " "}
-            self.line("[plan] " + "  ".join("[%s] %s" % (marks.get(e.get("status"), " "), e.get("content", ""))
+            self.line("[plan] " + "  ".join("[%s] %s" % (marks.get(str(e.get("status")), " "), e.get("content", ""))
                                             for e in entries if isinstance(e, dict)))
 
     def end_turn(self, turn: Turn) -> None:
@@ -427,7 +427,8 @@ class App:
             self.output.line("(the agent has advertised no slash commands)")
             return
         for command in commands:
-            hint = command.get("input") if isinstance(command.get("input"), dict) else {}
+            given = command.get("input")
+            hint: Dict[str, Any] = given if isinstance(given, dict) else {}
             usage = "/" + command["name"] + (" <%s>" % hint["hint"] if isinstance(hint.get("hint"), str) else "")
             self.output.line("  %-24s %s" % (usage, render.preview(str(command.get("description") or ""))))
 

@@ -126,11 +126,11 @@ class Client:
         if terminal is not False and terminal is not None:
             for method, handler in self.terminals.methods().items():
                 self.dispatcher.add(method, handler)
-        for method, handler in (handlers or {}).items():
-            if handler is None:
+        for method, extra in (handlers or {}).items():
+            if extra is None:
                 self.dispatcher.remove(method)
             else:
-                self.dispatcher.add(method, handler)
+                self.dispatcher.add(method, extra)
 
     # ------------------------------------------------------------------ lifecycle
 

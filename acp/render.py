@@ -85,7 +85,8 @@ def permission_question(request: "PermissionRequest") -> str:
     call = request.tool_call
     lines = ["", "Permission requested: %s%s" % (request.title,
                                                    " (%s)" % call["kind"] if call.get("kind") else "")]
-    raw = call.get("rawInput") if isinstance(call.get("rawInput"), dict) else {}
+    raw_input = call.get("rawInput")
+    raw: Dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
     if isinstance(raw.get("command"), str):
         lines.append("    $ " + raw["command"])
     if isinstance(raw.get("diff"), str) and raw["diff"].strip():

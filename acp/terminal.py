@@ -278,6 +278,8 @@ class Terminals:
 
     async def release_all(self, session_id: Optional[str] = None) -> None:
         """Kill and reap every terminal (of one session, or all): nothing outlives us."""
+        if session_id is not None:  # the session is over: so is its "allow for the session"
+            self._allowed_sessions.discard(session_id)
         for terminal_id, terminal in list(self._terminals.items()):
             if session_id is None or terminal.session_id == session_id:
                 del self._terminals[terminal_id]
