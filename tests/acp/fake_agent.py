@@ -509,6 +509,13 @@ class Agent:
         self.chunk(session["id"], "B" * (size - 3) + "END")
         return {"stopReason": "end_turn", "usage": self.usage(session)}
 
+    async def turn_diff(self, session, rest):
+        """`DIFF {"oldText": ..., "newText": ...}`: a completed edit carrying that diff."""
+        block = dict(json.loads(rest), type="diff", path=os.path.join(session["cwd"], "f.txt"))
+        self.update(session["id"], {"sessionUpdate": "tool_call", "toolCallId": "call_d", "title": "Editing f.txt",
+                                    "kind": "edit", "status": "completed", "content": [block]})
+        return {"stopReason": "end_turn"}
+
     async def turn_biganswer(self, session, rest):
         """The prompt's own answer as one over-long line (the turn waits for it)."""
         size = int(rest) if rest else 5 * 1024 * 1024

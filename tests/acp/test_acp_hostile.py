@@ -212,6 +212,21 @@ def test_cli_exits_non_zero_naming_the_limit_when_a_line_is_too_long(tmp_path):
     assert "over the limit of 67108864 bytes" in err(proc)
 
 
+@pytest.mark.stdio_only  # how a diff is shown, whatever the transport
+@pytest.mark.parametrize("old,new,body", [
+    (None, "a\nb\n", ["@@ -0,0 +1,2 @@", "+a", "+b"]),                      # a new file
+    ("a\nb\n", "", ["@@ -1,2 +0,0 @@", "-a", "-b"]),                        # all lines deleted
+    ("a\nb", "a\nb\n", ["@@ -1,2 +1,2 @@", " a", "-b", "\\ No newline at end of file", "+b"]),
+    ("line two", "line two (edited)", ["@@ -1 +1 @@", "-line two", "+line two (edited)"]),  # a fragment
+])
+def test_diffs_show_no_phantom_lines(tmp_path, old, new, body):
+    proc = cli(["--cwd", workspace(tmp_path), "DIFF " + json.dumps({"oldText": old, "newText": new})])
+    assert proc.returncode == 0, err(proc)
+    lines = out(proc).splitlines()
+    assert lines[0] == "[edit] done: Editing f.txt"
+    assert [line[4:] for line in lines[3:]] == body  # after the ---/+++ lines, nothing more
+
+
 # ------------------------------------------------------------------ capabilities
 
 
