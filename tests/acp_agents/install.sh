@@ -65,7 +65,8 @@ if [ "$(cat "$d/VERSION" 2>/dev/null)" != "$TS_SDK_VERSION" ]; then
     skip "$d" "Node.js and npm are not installed"
   elif ! timeout 600 npm install --prefix "$d" --no-save --no-audit --no-fund --loglevel=error \
         "@agentclientprotocol/sdk@$TS_SDK_VERSION" > "$d/install.log" 2>&1; then
-    skip "$d" "npm registry unreachable: cannot install @agentclientprotocol/sdk@$TS_SDK_VERSION: $(tail -n 1 "$d/install.log")"
+    why=$(grep -m1 -E 'E[A-Z]{4,}|network|request to' "$d/install.log" || tail -n 1 "$d/install.log")
+    skip "$d" "npm registry unreachable: cannot install @agentclientprotocol/sdk@$TS_SDK_VERSION: $why"
   else
     echo "$TS_SDK_VERSION" > "$d/VERSION"
     echo "acp-agents: @agentclientprotocol/sdk $TS_SDK_VERSION in .acp-agents/ts-sdk/"
