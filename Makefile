@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 VERSIONS ?= 3.8 3.9 3.10 3.11 3.12 3.13
 
-.PHONY: serve test test-deps test-all typecheck interop interop-matrix dist dist-test distclean bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim
+.PHONY: serve test test-deps test-all typecheck interop interop-matrix acp-agents interop-acp-agents dist dist-test distclean bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim
 
 serve:
 	$(PYTHON) -m ide_protocol serve $(FOLDER)
@@ -48,6 +48,16 @@ interop:
 
 interop-matrix:
 	bash tests/interop/matrix.sh $(PYTEST_ARGS)
+
+# ACP agents this project did not write (docs/ACP.md §10), each pinned in its own folder
+# under .acp-agents/: the official Python SDK in its own venv (its top-level package is
+# also called `acp`), the TypeScript SDK; interop-acp-agents runs tests/acp_agents
+# against them (what cannot be installed is reported skipped, with the reason).
+acp-agents:
+	bash tests/acp_agents/install.sh
+
+interop-acp-agents: test-deps acp-agents
+	timeout --kill-after=30 600 $(PY) -m pytest -p no:cacheprovider -m interop -ra tests/acp_agents $(PYTEST_ARGS)
 
 # Development only: the benchmark's baselines (the MCP Python SDK in .bench-venv/, the
 # VS Code stack's Node.js packages in .bench-node/), never a requirement of the library.
@@ -115,4 +125,4 @@ clean:
 	find ide_protocol acp tests tools editors -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) .venv-* .interop .bench-venv .bench-node
+	rm -rf $(VENV) .venv-* .interop .bench-venv .bench-node .acp-agents

@@ -32,10 +32,14 @@ _LAZY = {
     "parse_address": "endpoints",
     "PermissionRequest": "permissions",
     "TerminalAsker": "permissions",
+    "TerminalConsentAsker": "permissions",
     "allow_once": "permissions",
+    "allow_always": "permissions",
     "reject": "permissions",
     "FileSystem": "fs",
     "Terminals": "terminal",
+    "TerminalRequest": "terminal",
+    "USE_DEFAULT": "connection",
     "AcpError": "errors",
     "AgentStartError": "errors",
     "AgentConnectError": "errors",
@@ -43,6 +47,8 @@ _LAZY = {
     "AgentExited": "errors",
     "RequestTimeout": "errors",
     "SessionBusy": "errors",
+    "NotAdvertised": "errors",
+    "LineTooLong": "errors",
     "JsonRpcError": "errors",
 }
 
