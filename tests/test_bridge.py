@@ -453,3 +453,28 @@ def test_output_with_lone_surrogates_stays_utf8(bridge: Any) -> None:
     b.close_stdin()
     b.expect("diff_closed")
     assert_stopped_cleanly(b, "end of input")
+
+
+def test_hello_may_ask_for_unified_diffs(bridge: Any) -> None:
+    b = bridge()
+    b.hello("codepoints", unified_diff=True)
+    path = os.path.join(b.folder, "a.txt")
+
+    async def scenario() -> None:
+        cli = b.cli()
+        await cli.handshake()
+        await b.aexpect("connected")
+        call = asyncio.ensure_future(cli.call_tool("open_diff", {
+            "original_file_path": path, "new_file_contents": SAMPLE.replace("third", "3rd"), "tab_name": "U"}))
+        diff = await b.aexpect("diff")
+        name = path.lstrip("/")
+        assert diff["unified"] == ("--- a/%s\n+++ b/%s\n@@ -1,3 +1,3 @@\n first\n aé€😀b😀c\n-third\n+3rd\n"
+                                   % (name, name))
+        b.send({"type": "diff_answer", "diff": diff["id"], "accept": False})
+        assert tool_json(await asyncio.wait_for(call, WAIT))["result"] == "REJECTED"
+        await b.aexpect("diff_closed")
+        cli.close()
+
+    ide_wire.run(scenario())
+    b.send({"type": "stop"})
+    assert_stopped_cleanly(b, "stop")

@@ -26,7 +26,8 @@ import logging
 import os
 import re
 import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple
+import threading
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..common.tools import Diagnostic, Selection
 from ..server.diffs import DiffRequest
@@ -86,6 +87,8 @@ class Bridge:
         self.diffs: Dict[int, DiffRequest] = {}     # id given to the editor -> pending diff
         self._ids: Dict[int, int] = {}              # id(DiffRequest) -> its id
         self._next_id = 1
+        self._shown: Set[int] = set()               # diffs whose message went out
+        self.unified = False                        # the hello asked for unified diffs
         self._handlers: Dict[str, Callable[[Dict[str, Any]], Any]] = {
             "selection": self.on_selection, "diagnostics": self.on_diagnostics,
             "clear_diagnostics": self.on_clear_diagnostics, "add_file": self.on_add_file,
@@ -157,6 +160,7 @@ class Bridge:
         except (OSError, ValueError) as exc:
             raise MessageError("hello: cannot start the server: %s" % exc)
         self.server, self.unit = server, unit
+        self.unified = message.get("unified_diff") is True
         self.write(self.ready("ready"))
 
     def ready(self, kind: str) -> Dict[str, Any]:
@@ -283,16 +287,48 @@ class Bridge:
         self._next_id += 1
         self.diffs[number] = diff
         self._ids[id(diff)] = number
-        self.write({"type": "diff", "id": number, "tab": diff.tab_name, "path": diff.original_file_path,
-                    "original": diff.original_contents, "new": diff.new_file_contents,
-                    "new_file": diff.is_new_file, "session": diff.session_id})
+        message = {"type": "diff", "id": number, "tab": diff.tab_name, "path": diff.original_file_path,
+                   "original": diff.original_contents, "new": diff.new_file_contents,
+                   "new_file": diff.is_new_file, "session": diff.session_id}
+        if not self.unified:
+            self._show(diff, number, message)
+            return None
+        # difflib on two large texts can take long: a daemon thread (never waited for at
+        # exit) computes it, the loop sends the message.
+        loop = asyncio.get_event_loop()
+
+        def compute() -> None:
+            try:
+                text = diff.unified_diff()
+            except Exception:
+                log.exception("unified diff of %s", diff.original_file_path)
+                text = ""
+            try:
+                loop.call_soon_threadsafe(deliver, text)
+            except RuntimeError:  # the loop closed: the bridge is exiting
+                pass
+
+        def deliver(text: str) -> None:
+            message["unified"] = text
+            self._show(diff, number, message)
+
+        threading.Thread(target=compute, name="bridge-unified-diff", daemon=True).start()
         return None  # answered by a diff_answer message
+
+    def _show(self, diff: DiffRequest, number: int, message: Dict[str, Any]) -> None:
+        if diff.done:  # closed before it could be shown: the editor hears of neither
+            return
+        self._shown.add(number)
+        self.write(message)
 
     def on_diff_closed(self, diff: DiffRequest, answer: Dict[str, Any]) -> None:
         number = self._ids.pop(id(diff), None)
         if number is None:
             return
         self.diffs.pop(number, None)
+        if number not in self._shown:
+            return
+        self._shown.discard(number)
         self.write({"type": "diff_closed", "id": number, "tab": diff.tab_name, "path": diff.original_file_path,
                     "result": answer.get("result"), "trigger": answer.get("trigger")})
 
