@@ -17,26 +17,12 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from emacs_harness import missing  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 PACKAGE = os.path.join(REPO, "editors", "emacs", "copilot-ide.el")
-
-_checked: Dict[str, Optional[str]] = {}
-
-
-def missing() -> Optional[str]:
-    """Why Emacs cannot run here (after trying to install it), or None."""
-    if "reason" not in _checked:
-        reason = None
-        if shutil.which("emacs") is None:
-            proc = subprocess.run(["bash", os.path.join(HERE, "install_deps.sh")], stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, timeout=900)
-            if proc.returncode != 0 or shutil.which("emacs") is None:
-                lines = proc.stdout.decode("utf-8", "replace").strip().splitlines()
-                reason = "no Emacs: " + (lines[-1] if lines else "install failed")
-        _checked["reason"] = reason
-    return _checked["reason"]
-
 
 @pytest.fixture(scope="module", autouse=True)
 def emacs_ready() -> None:
