@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 VERSIONS ?= 3.8 3.9 3.10 3.11 3.12 3.13
 
-.PHONY: serve test test-deps test-all interop interop-matrix dist dist-test distclean bench bench-venv bench-node wire-doc clean vim-plugin vim-deps bench-vim emacs-package emacs-deps
+.PHONY: serve test test-deps test-all interop interop-matrix dist dist-test distclean bench bench-venv bench-node wire-doc clean vim-plugin vim-deps bench-vim emacs-package emacs-deps bench-emacs
 
 serve:
 	$(PYTHON) -m ide_protocol serve $(FOLDER)
@@ -86,6 +86,13 @@ emacs-package:
 	$(EMACS) -Q --batch --eval '(setq byte-compile-error-on-warn t)' -f batch-byte-compile $(EMACS_PACKAGE_DIR)/copilot-ide.el
 	$(EMACS) -Q --batch --eval '(progn (require (quote autoload) nil t) (require (quote loaddefs-gen) nil t) (let ((dir (expand-file-name "$(EMACS_PACKAGE_DIR)")) (backup-inhibited t)) (if (fboundp (quote loaddefs-generate)) (loaddefs-generate dir (expand-file-name "copilot-ide-autoloads.el" dir)) (let ((generated-autoload-file (expand-file-name "copilot-ide-autoloads.el" dir))) (update-directory-autoloads dir)))))'
 	@echo "built $(EMACS_PACKAGE_DIR): (add-to-list 'load-path \"$(abspath $(EMACS_PACKAGE_DIR))\") (require 'copilot-ide-autoloads)"
+
+# What a selection push costs Emacs (tools/bench_emacs.el), the package byte-compiled.
+bench-emacs:
+	mkdir -p build/bench-emacs
+	cp editors/emacs/copilot-ide.el build/bench-emacs/
+	$(EMACS) -Q --batch -f batch-byte-compile build/bench-emacs/copilot-ide.el
+	$(EMACS) -Q --batch -L build/bench-emacs --eval '(setq copilot-ide-library-path "$(CURDIR)")' -l tools/bench_emacs.el
 
 # What the Emacs package's tests need (Debian's emacs-nox, tmux), installed when missing;
 # tests/emacs runs the same script and skips, with the reason, where it cannot install.

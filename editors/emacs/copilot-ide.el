@@ -141,6 +141,8 @@ Flymake in Emacs 28 tells nobody when its diagnostics change."
 (defvar copilot-ide--selection-timer nil "The pending selection send.")
 (defvar copilot-ide--diagnostics-timer nil "The repeating diagnostics poll.")
 (defvar copilot-ide--last-selection nil "The last selection message sent.")
+(defvar copilot-ide--last-state nil
+  "What the last selection was read from: buffer, point, mark, text version.")
 (defvar copilot-ide--last-error nil "The text of the bridge's last error message.")
 (defvar copilot-ide--next-id 0 "Id of the last request that expects a reply.")
 (defvar copilot-ide--replies nil "Alist: request id -> function called with the reply.")
@@ -281,6 +283,7 @@ incomplete end is kept, as a list, and joined once its line ends."
           copilot-ide--ready nil
           copilot-ide--sessions 0
           copilot-ide--last-selection nil
+          copilot-ide--last-state nil
           copilot-ide--replies nil)
     (copilot-ide--send `((type . "hello") (protocol . 1) (unit . "codepoints")
                          (name . ,copilot-ide-name)
@@ -385,13 +388,32 @@ it stops the bridge (its lock file is removed)."
 
 ;;; Positions: Emacs counts code points, as the hello said
 
+(defvar copilot-ide--line-cache nil
+  "The last line numbered: (BUFFER TICK LINE-START LINE), its number 0-based.")
+
+(defun copilot-ide--line-number (bol)
+  "Return the 0-based number of the line beginning at BOL (buffer widened).
+Counted from the line numbered last when the text did not change
+since (point moves by a few lines between two commands), else
+from the start of the buffer."
+  (let* ((cache copilot-ide--line-cache)
+         (tick (buffer-chars-modified-tick))
+         (line (if (and cache (eq (nth 0 cache) (current-buffer)) (eql (nth 1 cache) tick))
+                   (let ((from (nth 2 cache)))
+                     (if (<= from bol)
+                         (+ (nth 3 cache) (count-lines from bol))
+                       (- (nth 3 cache) (count-lines bol from))))
+                 (1- (line-number-at-pos bol t)))))
+    (setq copilot-ide--line-cache (list (current-buffer) tick bol line))
+    line))
+
 (defun copilot-ide--position (pos lines)
   "POS as a bridge position; its line's text is added to LINES (an alist).
 Returns (POSITION . LINES)."
   (save-excursion
     (goto-char pos)
-    (let* ((line (1- (line-number-at-pos nil t)))
-           (bol (line-beginning-position))
+    (let* ((bol (line-beginning-position))
+           (line (copilot-ide--line-number bol))
            (key (intern (number-to-string line))))
       (unless (assq key lines)
         (push (cons key (buffer-substring-no-properties bol (line-end-position))) lines))
@@ -427,13 +449,22 @@ Returns (POSITION . LINES)."
           (run-with-timer copilot-ide-selection-delay nil #'copilot-ide--send-selection))))
 
 (defun copilot-ide--send-selection ()
-  "Send the selected window's selection when it changed."
+  "Send the selected window's selection when it changed.
+Nothing is read when the buffer, point, the active mark and the text
+are those of last time (most commands move nothing)."
   (setq copilot-ide--selection-timer nil)
   (when (copilot-ide--live-p)
-    (let ((msg (copilot-ide--selection-message)))
-      (when (and msg (not (equal msg copilot-ide--last-selection)))
-        (setq copilot-ide--last-selection msg)
-        (copilot-ide--send msg)))))
+    (let* ((window (selected-window))
+           (buffer (window-buffer window))
+           (state (with-current-buffer buffer
+                    (list buffer (window-point window) (and mark-active (mark t))
+                          (buffer-chars-modified-tick)))))
+      (unless (equal state copilot-ide--last-state)
+        (setq copilot-ide--last-state state)
+        (let ((msg (copilot-ide--selection-message)))
+          (when (and msg (not (equal msg copilot-ide--last-selection)))
+            (setq copilot-ide--last-selection msg)
+            (copilot-ide--send msg)))))))
 
 ;;; References
 
