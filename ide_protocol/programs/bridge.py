@@ -65,7 +65,7 @@ def _field(message: Dict[str, Any], name: str, kind: Any, what: str, optional: b
 
 
 def _path(message: Dict[str, Any]) -> str:
-    path = _field(message, "path", str, "a file path (a string)")
+    path: str = _field(message, "path", str, "a file path (a string)")
     if not path or "\x00" in path:
         raise MessageError("%s: 'path' must be a non-empty path without NUL" % message.get("type"))
     return os.path.abspath(path)
@@ -349,8 +349,11 @@ async def run(args: argparse.Namespace, writer: BoundedWriter) -> int:
     options: Dict[str, Any] = {"debounce": args.debounce, "is_trusted": args.trusted}
     if args.lock_dir:
         options["lock_dir"] = args.lock_dir
-    bridge = Bridge([os.path.abspath(f) for f in args.folders], args.name,
-                    lambda message: writer.write(encode(message)), options)
+
+    def write(message: Dict[str, Any]) -> None:
+        writer.write(encode(message))
+
+    bridge = Bridge([os.path.abspath(f) for f in args.folders], args.name, write, options)
     installed = install_signals(loop, bridge.stop)
     stdin = StdinReader(loop)
 

@@ -193,6 +193,22 @@ gone, no lock left."
       (should (equal (alist-get 'start msg) (alist-get 'end msg))))
     (setq buffer-file-name nil)))
 
+(ert-deftest copilot-ide-line-numbers-follow-moves-and-edits ()
+  "Line numbers counted from the last one numbered match `line-number-at-pos'."
+  (with-temp-buffer
+    (dotimes (i 40) (insert (format "line %d 😀\n" i)))
+    (let ((copilot-ide--line-cache nil))
+      (dolist (line '(0 5 30 29 2 39 39 17 0 40))
+        (goto-char (point-min))
+        (forward-line line)
+        (should (= (copilot-ide--line-number (line-beginning-position)) line))
+        (when (= line 17)                  ; an edit: counted afresh
+          (goto-char (point-min))
+          (insert "new\nlines\n")
+          (goto-char (point-min))
+          (forward-line 25)
+          (should (= (copilot-ide--line-number (point)) 25)))))))
+
 ;;; With the real bridge
 
 (ert-deftest copilot-ide-region-reaches-the-cli-in-utf16 ()
