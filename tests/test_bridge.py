@@ -84,6 +84,13 @@ class BridgeProc:
             lock = json.load(f)
         return Cli(lock["socketPath"], lock["headers"]["Authorization"].split(" ", 1)[1])
 
+    async def connected_cli(self) -> Cli:
+        """A CLI-like client with an MCP session, once the bridge said `connected`."""
+        cli = self.cli()
+        await cli.handshake()
+        await self.aexpect("connected")
+        return cli
+
     def locks(self) -> List[str]:
         return [n for n in os.listdir(self.lock_dir) if n.endswith(".lock")] if os.path.isdir(self.lock_dir) else []
 
@@ -263,9 +270,7 @@ def test_diagnostics_references_and_folders(bridge: Any, tmp_path: Any) -> None:
     uri = path_to_uri(path)
 
     async def scenario() -> None:
-        cli = b.cli()
-        await cli.handshake()
-        await b.aexpect("connected")
+        cli = await b.connected_cli()
         _, stream = await cli.open_stream()
         b.send({"type": "diagnostics", "path": path, "lines": {"1": LINE1}, "diagnostics": [
             {"message": "emoji", "severity": "warning", "start": pos(1, 3), "end": pos(1, 4), "source": "flymake"},
@@ -321,9 +326,7 @@ def test_diffs_accepted_rejected_closed_by_the_cli_and_wrong_ids(bridge: Any) ->
     path = os.path.join(b.folder, "a.txt")
 
     async def scenario() -> None:
-        cli = b.cli()
-        await cli.handshake()
-        await b.aexpect("connected")
+        cli = await b.connected_cli()
         accepted = asyncio.ensure_future(cli.call_tool("open_diff", {
             "original_file_path": path, "new_file_contents": "new 😀\n", "tab_name": "tab A"}))
         diff = await b.aexpect("diff")
@@ -373,9 +376,7 @@ def test_a_10_mb_diff_arrives_whole(bridge: Any) -> None:
     assert len(big.encode("utf-8")) > 10 * 1024 * 1024
 
     async def scenario() -> None:
-        cli = b.cli()
-        await cli.handshake()
-        await b.aexpect("connected")
+        cli = await b.connected_cli()
         call = asyncio.ensure_future(cli.call_tool("open_diff", {
             "original_file_path": path, "new_file_contents": big, "tab_name": "big"}))
         diff = await b.aexpect("diff")
@@ -396,9 +397,7 @@ def test_editor_closing_stdin_mid_diff_rejects_it_as_client_disconnected(bridge:
     path = os.path.join(b.folder, "a.txt")
 
     async def scenario() -> None:
-        cli = b.cli()
-        await cli.handshake()
-        await b.aexpect("connected")
+        cli = await b.connected_cli()
         call = asyncio.ensure_future(cli.call_tool("open_diff", {
             "original_file_path": path, "new_file_contents": "z", "tab_name": "T"}))
         await b.aexpect("diff")
@@ -436,9 +435,7 @@ def test_output_with_lone_surrogates_stays_utf8(bridge: Any) -> None:
     b.hello()
 
     async def scenario() -> None:
-        cli = b.cli()
-        await cli.handshake()
-        await b.aexpect("connected")
+        cli = await b.connected_cli()
         body = b'{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"open_diff","arguments":' \
                b'{"original_file_path":"%s","new_file_contents":"a\\ud800b","tab_name":"S"}}}' % \
                os.path.join(b.folder, "a.txt").encode()
@@ -461,9 +458,7 @@ def test_hello_may_ask_for_unified_diffs(bridge: Any) -> None:
     path = os.path.join(b.folder, "a.txt")
 
     async def scenario() -> None:
-        cli = b.cli()
-        await cli.handshake()
-        await b.aexpect("connected")
+        cli = await b.connected_cli()
         call = asyncio.ensure_future(cli.call_tool("open_diff", {
             "original_file_path": path, "new_file_contents": SAMPLE.replace("third", "3rd"), "tab_name": "U"}))
         diff = await b.aexpect("diff")

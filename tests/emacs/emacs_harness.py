@@ -19,11 +19,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 REPO = os.path.dirname(TESTS)
 PACKAGE_DIR = os.path.join(REPO, "editors", "emacs")
-if os.path.join(TESTS, "interop") not in sys.path:
-    sys.path.insert(0, os.path.join(TESTS, "interop"))
+for _path in (os.path.join(TESTS, "interop"), os.path.join(TESTS, "vim")):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 from copilot_harness import wait_until  # noqa: E402
 from tmux_driver import Tmux  # noqa: E402
+from vim_harness import locks, read_lock  # noqa: E402,F401  (the same lock folder rules)
 
 WAIT = 30.0
 
@@ -43,16 +45,6 @@ def missing() -> Optional[str]:
                 reason = "no Emacs: " + (lines[-1] if lines else "install failed")
         _checked["reason"] = reason
     return _checked["reason"]
-
-
-def locks(copilot_home: str) -> List[str]:
-    ide = os.path.join(copilot_home, "ide")
-    return sorted(os.path.join(ide, n) for n in os.listdir(ide) if n.endswith(".lock")) if os.path.isdir(ide) else []
-
-
-def read_lock(path: str) -> Dict[str, Any]:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
 
 
 def pid_gone(pid: int) -> bool:
