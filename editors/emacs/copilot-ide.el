@@ -158,19 +158,27 @@ Flymake in Emacs 28 tells nobody when its diagnostics change."
 
 (defun copilot-ide--encode (object)
   "OBJECT as one line of JSON (`:null' is null, `:false' is false)."
-  (if (fboundp 'json-serialize)
+  (if (fboundp 'json-serialize)         ; Emacs built with libjansson
       (json-serialize object :null-object :null :false-object :false)
-    (let ((json-false :false) (json-null :null) (json-encoding-pretty-print nil))
-      (json-encode object))))
+    (copilot-ide--encode-json-el object)))
+
+(defun copilot-ide--encode-json-el (object)
+  "OBJECT as JSON by json.el, for an Emacs built without libjansson."
+  (let ((json-false :false) (json-null :null) (json-encoding-pretty-print nil))
+    (json-encode object)))
 
 (defun copilot-ide--decode (string)
   "The message in STRING, an alist (null and false are nil)."
   (if (fboundp 'json-parse-string)
       (json-parse-string string :object-type 'alist :array-type 'list
                          :null-object nil :false-object nil)
-    (let ((json-object-type 'alist) (json-array-type 'list) (json-key-type 'symbol)
-          (json-false nil) (json-null nil))
-      (json-read-from-string string))))
+    (copilot-ide--decode-json-el string)))
+
+(defun copilot-ide--decode-json-el (string)
+  "The message in STRING by json.el, for an Emacs built without libjansson."
+  (let ((json-object-type 'alist) (json-array-type 'list) (json-key-type 'symbol)
+        (json-false nil) (json-null nil))
+    (json-read-from-string string)))
 
 (defun copilot-ide--live-p ()
   "Return non-nil when the bridge is running and said it is ready."

@@ -209,6 +209,18 @@ gone, no lock left."
           (forward-line 25)
           (should (= (copilot-ide--line-number (point)) 25)))))))
 
+(ert-deftest copilot-ide-json-el-encodes-and-decodes-as-the-native-parser ()
+  "Without libjansson, json.el writes and reads the same messages."
+  (let ((msg `((type . "diagnostics") (path . "/tmp/a b\"c.txt") (flag . :false) (none . :null) (yes . t)
+               (diagnostics . [((message . "é😀\n\ttab") (start (line . 0) (character . 3)))])
+               (lines (\0 . "a😀\u0001b")))))
+    (should (equal (copilot-ide--decode (copilot-ide--encode-json-el msg))
+                   (copilot-ide--decode (copilot-ide--encode msg))))
+    (should (equal (copilot-ide--decode-json-el (copilot-ide--encode msg))
+                   (copilot-ide--decode (copilot-ide--encode msg))))
+    (should (equal (alist-get 'lines (copilot-ide--decode-json-el (copilot-ide--encode msg)))
+                   '((\0 . "a😀\u0001b"))))))
+
 ;;; With the real bridge
 
 (ert-deftest copilot-ide-region-reaches-the-cli-in-utf16 ()
