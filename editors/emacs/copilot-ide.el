@@ -193,9 +193,13 @@ the bridge's reply (or its error)."
       (setq copilot-ide--next-id (1+ copilot-ide--next-id))
       (push (cons copilot-ide--next-id on-reply) copilot-ide--replies)
       (setq message (cons (cons 'id copilot-ide--next-id) message)))
-    (process-send-string copilot-ide--process
-                         (concat (copilot-ide--encode message) "\n"))
-    t))
+    (condition-case err
+        (progn (process-send-string copilot-ide--process
+                                    (concat (copilot-ide--encode message) "\n"))
+               t)
+      ;; The bridge ended meanwhile: its sentinel tells the user.
+      (error (message "copilot-ide: cannot write to the bridge: %s" (error-message-string err))
+             nil))))
 
 (defun copilot-ide--filter (process chunk)
   "Split the output CHUNK of PROCESS into lines; handle each complete one.
@@ -262,6 +266,8 @@ incomplete end is kept, as a list, and joined once its line ends."
   "Start the bridge for the current project."
   (when (process-live-p copilot-ide--process)
     (copilot-ide--stop))
+  (unless (executable-find copilot-ide-python)
+    (error "No program %s (customize `copilot-ide-python')" copilot-ide-python))
   (let* ((root (copilot-ide--root))
          (default-directory (file-name-as-directory root))
          (library (expand-file-name copilot-ide-library-path))
@@ -368,9 +374,15 @@ it stops the bridge (its lock file is removed)."
   :global t
   :group 'copilot-ide
   :lighter (:eval (copilot-ide--lighter))
-  (if copilot-ide-mode
-      (copilot-ide--start)
-    (copilot-ide--stop)))
+  (if (not copilot-ide-mode)
+      (copilot-ide--stop)
+    (condition-case err
+        (copilot-ide--start)
+      (error
+       (copilot-ide--stop)
+       (setq copilot-ide-mode nil)
+       (message "copilot-ide: cannot start the bridge (%s): %s"
+                copilot-ide-python (error-message-string err))))))
 
 (defun copilot-ide--lighter ()
   "The mode line's word: connected (with the session count) or waiting."

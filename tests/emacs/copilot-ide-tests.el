@@ -221,6 +221,25 @@ gone, no lock left."
     (should (equal (alist-get 'lines (copilot-ide--decode-json-el (copilot-ide--encode msg)))
                    '((\0 . "a😀\u0001b"))))))
 
+(ert-deftest copilot-ide-a-bridge-that-cannot-start-turns-the-mode-off ()
+  "No Python, or no library: the mode goes off again and says why."
+  (let ((copilot-ide-python "/nonexistent/python3"))
+    (copilot-ide-mode 1)
+    (should-not copilot-ide-mode)
+    (should-not copilot-ide--process)
+    (should-not (memq #'copilot-ide--schedule-selection post-command-hook)))
+  (let* ((copilot-ide-library-path (make-temp-file "copilot-ide-empty" t))
+         (default-directory (file-name-as-directory copilot-ide-library-path)) ; not the checkout
+         (process-environment (cons "PYTHONPATH=" process-environment))
+         (messages nil))
+    (cl-letf (((symbol-function 'message)
+               (lambda (format &rest args) (push (apply #'format-message format args) messages))))
+      (copilot-ide-mode 1)
+      (should copilot-ide-mode)
+      (copilot-ide-tests--wait (lambda () (not copilot-ide-mode)) "the mode off"))
+    (should (cl-some (lambda (m) (string-match-p "the bridge ended.*No module named" m)) messages))
+    (delete-directory copilot-ide-library-path t)))
+
 ;;; With the real bridge
 
 (ert-deftest copilot-ide-region-reaches-the-cli-in-utf16 ()
