@@ -253,6 +253,14 @@ incomplete end is kept, as a list, and joined once its line ends."
 
 ;;; Starting and stopping
 
+(defconst copilot-ide--launcher
+  (concat "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+          "from ide_protocol.__main__ import main; sys.exit(main(sys.argv[1:]))")
+  "The bridge's start: the library first on `sys.path', then its `bridge' command.
+Python runs isolated (-I): neither the project's folder (the bridge's
+working folder) nor PYTHONPATH is on `sys.path', so a project that
+holds an `ide_protocol' folder of its own runs nothing by being opened.")
+
 (defun copilot-ide--root ()
   "The folder to serve: the current project's root, else `default-directory'."
   (let* ((project (and (require 'project nil t) (project-current nil)))
@@ -271,18 +279,13 @@ incomplete end is kept, as a list, and joined once its line ends."
   (let* ((root (copilot-ide--root))
          (default-directory (file-name-as-directory root))
          (library (expand-file-name copilot-ide-library-path))
-         (old (getenv "PYTHONPATH"))
-         (process-environment
-          (cons (concat "PYTHONPATH=" library (if (and old (not (string-empty-p old)))
-                                                   (concat path-separator old) ""))
-                process-environment))
          (stderr (get-buffer-create " *copilot-ide stderr*"))
          (process
           ;; A pipe, not a pty (a pty echoes and limits line length); UTF-8 both
           ;; ways; never asked about at exit (`copilot-ide--kill-emacs' stops it).
           (make-process :name "copilot-ide"
-                        :command (append (list copilot-ide-python "-m" "ide_protocol" "bridge"
-                                               root "--name" copilot-ide-name)
+                        :command (append (list copilot-ide-python "-I" "-c" copilot-ide--launcher
+                                               library "bridge" root "--name" copilot-ide-name)
                                          copilot-ide-bridge-arguments)
                         :connection-type 'pipe
                         :coding 'utf-8-unix
@@ -351,19 +354,24 @@ on SIGHUP too, but ending its input first lets it end its sessions."
         (accept-process-output process 0.05)))))
 
 (defun copilot-ide--sentinel (process event)
-  "Report the bridge PROCESS's end (EVENT) when it was not asked to stop."
+  "Report the bridge PROCESS's end (EVENT) when it was not asked to stop.
+The report waits a moment for the end of its stderr (a pipe of its own)."
   (when (and (eq process copilot-ide--process) (not (process-live-p process)))
-    (let ((stderr (get-buffer " *copilot-ide stderr*")))
-      (message "copilot-ide: the bridge ended (%s)%s" (string-trim event)
-               (if stderr
-                   (concat ": " (with-current-buffer stderr
-                                  (string-trim (buffer-substring-no-properties
-                                                (max (point-min) (- (point-max) 300))
-                                                (point-max)))))
-                 "")))
     (setq copilot-ide--process nil)
     (when copilot-ide-mode
-      (copilot-ide-mode -1))))
+      (copilot-ide-mode -1))
+    (run-with-timer 0.2 nil #'copilot-ide--report-end (string-trim event))))
+
+(defun copilot-ide--report-end (event)
+  "Tell the user the bridge ended (EVENT), with the end of what it wrote on stderr."
+  (let ((stderr (get-buffer " *copilot-ide stderr*")))
+    (message "copilot-ide: the bridge ended (%s)%s" event
+             (if stderr
+                 (concat ": " (with-current-buffer stderr
+                                (string-trim (buffer-substring-no-properties
+                                              (max (point-min) (- (point-max) 300))
+                                              (point-max)))))
+               ""))))
 
 ;;;###autoload
 (define-minor-mode copilot-ide-mode

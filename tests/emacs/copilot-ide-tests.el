@@ -236,9 +236,35 @@ gone, no lock left."
                (lambda (format &rest args) (push (apply #'format-message format args) messages))))
       (copilot-ide-mode 1)
       (should copilot-ide-mode)
-      (copilot-ide-tests--wait (lambda () (not copilot-ide-mode)) "the mode off"))
-    (should (cl-some (lambda (m) (string-match-p "the bridge ended.*No module named" m)) messages))
+      (copilot-ide-tests--wait (lambda () (not copilot-ide-mode)) "the mode off")
+      (copilot-ide-tests--wait
+       (lambda () (cl-some (lambda (m) (string-match-p "the bridge ended[^z-a]*No module named" m)) messages))
+       "the report of the bridge's end"))
     (delete-directory copilot-ide-library-path t)))
+
+(ert-deftest copilot-ide-a-project-s-own-ide-protocol-folder-never-runs ()
+  "The bridge imports the library, not an `ide_protocol' folder of the project."
+  (let* ((root (file-truename (make-temp-file "copilot-ide-hostile" t)))
+         (home (make-temp-file "copilot-ide-home" t))
+         (process-environment (cons (concat "COPILOT_HOME=" home) process-environment))
+         (marker (expand-file-name "ran" root))
+         (default-directory (file-name-as-directory root)))
+    (make-directory (expand-file-name "ide_protocol" root))
+    (write-region "" nil (expand-file-name "ide_protocol/__init__.py" root) nil 'silent)
+    (write-region (format "open(%S, 'w').close()\n" marker) nil
+                  (expand-file-name "ide_protocol/__main__.py" root) nil 'silent)
+    (unwind-protect
+        (progn
+          (copilot-ide-mode 1)
+          (copilot-ide-tests--wait #'copilot-ide--live-p "the bridge's ready")
+          (should (equal (alist-get 'folders copilot-ide--ready) (list root)))
+          (should-not (file-exists-p marker)))
+      (let ((process copilot-ide--process))
+        (copilot-ide-mode -1)
+        (when process
+          (copilot-ide-tests--wait (lambda () (not (process-live-p process))) "the bridge's exit")))
+      (delete-directory root t)
+      (delete-directory home t))))
 
 ;;; With the real bridge
 
