@@ -329,6 +329,47 @@ gone, no lock left."
       (should-not (copilot-ide-tests--tool cli "get_diagnostics"))
       (copilot-ide-tests--cli-quit cli))))
 
+(defun copilot-ide-tests--flycheck ()
+  "Non-nil when flycheck can be loaded (Debian's elpa-flycheck, `make emacs-deps')."
+  (or (require 'flycheck nil t)
+      (progn                            ; -Q skips Debian's start-up, which adds these
+        (dolist (dir (file-expand-wildcards "/usr/share/emacs/site-lisp/elpa/*"))
+          (add-to-list 'load-path dir t))
+        (require 'flycheck nil t))))
+
+(declare-function flycheck-define-generic-checker "ext:flycheck")
+(declare-function flycheck-error-new-at "ext:flycheck")
+(declare-function flycheck-buffer "ext:flycheck")
+(defvar flycheck-checkers)
+
+(ert-deftest copilot-ide-flycheck-errors-reach-the-cli ()
+  "Flycheck's errors reach get_diagnostics when its check ends."
+  (unless (copilot-ide-tests--flycheck)
+    (ert-skip "flycheck is not installed (Debian: elpa-flycheck, installed by make emacs-deps)"))
+  (copilot-ide-tests--with-bridge
+    (let ((cli (copilot-ide-tests--cli)))
+      (flycheck-define-generic-checker 'copilot-ide-test-checker
+        "A checker of the test's own: one warning on the emoji of line 2."
+        :start (lambda (checker callback)
+                 (funcall callback 'finished
+                          (list (flycheck-error-new-at 2 4 'warning "flycheck says" :checker checker
+                                                       :end-line 2 :end-column 5))))
+        :modes (list major-mode))
+      (setq-local flycheck-checkers '(copilot-ide-test-checker))
+      (flycheck-mode 1)
+      (flycheck-buffer)
+      (copilot-ide-tests--push cli "diagnostics_changed")
+      (let* ((result (copilot-ide-tests--tool cli "get_diagnostics"))
+             (diagnostic (car (alist-get 'diagnostics (car result)))))
+        (should (equal (alist-get 'message diagnostic) "flycheck says"))
+        (should (equal (alist-get 'severity diagnostic) "Warning"))
+        (should (equal (alist-get 'source diagnostic) "copilot-ide-test-checker"))
+        ;; Columns 4-5 (1-based): the emoji, code points 3-4, UTF-16 3-5.
+        (should (equal (alist-get 'range diagnostic)
+                       `((start . ,(copilot-ide-tests--pos 1 3)) (end . ,(copilot-ide-tests--pos 1 5))))))
+      (flycheck-mode -1)
+      (copilot-ide-tests--cli-quit cli))))
+
 (ert-deftest copilot-ide-diff-accepted-shown-without-selecting-then-reverted ()
   "A diff is shown, not selected; C-c C-c accepts; the CLI's write is reverted in."
   (copilot-ide-tests--with-bridge
