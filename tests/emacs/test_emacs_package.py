@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from emacs_harness import missing  # noqa: E402
+from emacs_harness import FLYCHECK, missing  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -65,6 +65,8 @@ def test_ert_suite(tmp_path: Any) -> None:
                 *python_setting(), "-f", "ert-run-tests-batch-and-exit", env=env)
     assert out.returncode == 0, out.stdout[-6000:]
     assert "unexpected" in out.stdout and " 0 unexpected" in out.stdout, out.stdout[-3000:]
+    if glob.glob(FLYCHECK):   # installed: its test must have run
+        assert " skipped" not in out.stdout, out.stdout[-3000:]
     # Nothing left behind: no bridge, no lock, no socket folder in this TMPDIR.
     assert not glob.glob(str(tmp_path / "copilot-ide-home*" / "ide" / "*.lock"))
 
