@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from emacs_harness import FLYCHECK, missing  # noqa: E402
+from emacs_harness import FLYCHECK, missing, pid_gone, wait_until  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -98,6 +98,7 @@ def test_make_emacs_package_builds_a_package_with_autoloads(tmp_path: Any) -> No
   (princ (format "library:%%s\\n" copilot-ide-library-path))
   (princ (format "lock:%%s\\n" (alist-get 'lock copilot-ide--ready)))
   (princ (format "folders:%%s\\n" (alist-get 'folders copilot-ide--ready)))
+  (princ (format "bridge:%%s\\n" (alist-get 'pid copilot-ide--ready)))
   (let ((lock (alist-get 'lock copilot-ide--ready)))
     (run-hooks 'kill-emacs-hook)
     (princ (format "after-exit-hook:%%s\\n" (file-exists-p lock)))))
@@ -111,3 +112,4 @@ def test_make_emacs_package_builds_a_package_with_autoloads(tmp_path: Any) -> No
     assert lines["folders"] == "(%s)" % workspace, out.stdout
     assert lines["after-exit-hook"] == "nil", out.stdout   # the lock was gone before Emacs exited
     assert glob.glob(os.path.join(home, "ide", "*.lock")) == []
+    wait_until(lambda: pid_gone(int(lines["bridge"])), 30, message="the bridge's exit after Emacs's")
