@@ -186,7 +186,9 @@ def test_mode_off_and_on_then_exit_with_the_cli_running(ide, copilot_home):
     emacs.command("copilot-ide-mode")             # on again
     (second,) = H.wait_until(lambda: E.locks(copilot_home), message="a new lock")
     assert second != first
-    bridge = emacs.eval_json("(alist-get 'pid copilot-ide--ready)")
+    # The lock is written before Emacs reads the bridge's ready message: wait for it.
+    bridge = H.wait_until(lambda: emacs.eval_json("(alist-get 'pid copilot-ide--ready)"),
+                          message="Emacs reading the new bridge's ready")
     assert E.read_lock(second)["pid"] == bridge
     # C-x C-c with the CLI still running: no question, Emacs exits, the lock goes.
     emacs.keys("C-x", "C-c")
