@@ -646,9 +646,17 @@ are those of last time (most commands move nothing)."
       (setq buffer-read-only t)
       (goto-char (point-min)))
     (puthash id buffer copilot-ide--diffs)
+    ;; Shown from a timer, at top level: a filter may run inside another command's
+    ;; `save-window-excursion' (anything that waits for output), which would undo it.
+    (run-with-timer 0 nil #'copilot-ide--display-diff buffer)))
+
+(defun copilot-ide--display-diff (buffer)
+  "Show the diff BUFFER (still pending) without selecting it."
+  (when (buffer-live-p buffer)
     (display-buffer buffer copilot-ide-display-buffer-action)
     (message "copilot-ide: the CLI proposes an edit of %s: C-c C-c in %s accepts, C-c C-k rejects"
-             (abbreviate-file-name path) (buffer-name buffer))))
+             (abbreviate-file-name (nth 1 (buffer-local-value 'copilot-ide--diff buffer)))
+             (buffer-name buffer))))
 
 (defun copilot-ide--pending-diff-buffer ()
   "The diff buffer to answer: the current one, else the newest pending diff's."

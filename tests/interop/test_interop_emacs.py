@@ -62,9 +62,14 @@ def diff_buffer(emacs):
 
 def wait_diff_buffer(emacs, timeout=60):
     H.wait_until(lambda: diff_buffer(emacs), timeout, message="Emacs's diff buffer")
+    H.wait_until(lambda: emacs.eval_json('(and (get-buffer-window "%s" t) t)' % DIFF_BUFFER), 10,
+                 message="the diff buffer shown")
     # Shown, never selected: the user's window keeps hello.py and its point.
     assert emacs.eval_json("(buffer-name (window-buffer (selected-window)))") == "hello.py"
-    assert emacs.eval_json('(and (get-buffer-window "%s") t)' % DIFF_BUFFER)
+    assert emacs.eval_json('(and (get-buffer-window "%s" t) t)' % DIFF_BUFFER), emacs.eval_json(
+        "(vector (vconcat (mapcar (lambda (w) (format \"%s %sx%s\" (buffer-name (window-buffer w)) "
+        "(window-width w) (window-height w))) (window-list nil nil))) (frame-width) (frame-height) "
+        "(format \"%S\" (frame-list)) (format \"%S\" (buffer-list)))")
 
 
 def hello_text(emacs):
