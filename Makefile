@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 VERSIONS ?= 3.8 3.9 3.10 3.11 3.12 3.13
 
-.PHONY: serve test test-deps test-all typecheck interop interop-matrix acp-agents interop-acp-agents dist dist-test distclean bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim
+.PHONY: serve test test-deps test-all typecheck interop interop-matrix acp-agents interop-acp-agents dist dist-test distclean bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim emacs-package emacs-deps bench-emacs
 
 serve:
 	$(PYTHON) -m ide_protocol serve $(FOLDER)
@@ -103,6 +103,33 @@ vim-deps:
 
 bench-vim:
 	$(PYTHON) tools/bench_vim.py
+
+# The Emacs package, ready for `load-path` or use-package (docs/BRIDGE.md): copilot-ide.el,
+# byte-compiled, its autoloads, and the library copied beside it (ide_protocol/), which
+# the package then finds by itself.
+EMACS ?= emacs
+EMACS_PACKAGE_DIR ?= build/emacs/copilot-ide
+emacs-package:
+	rm -rf $(EMACS_PACKAGE_DIR)
+	mkdir -p $(EMACS_PACKAGE_DIR)
+	cp editors/emacs/copilot-ide.el $(EMACS_PACKAGE_DIR)/
+	cp -R ide_protocol $(EMACS_PACKAGE_DIR)/ide_protocol
+	find $(EMACS_PACKAGE_DIR) -name __pycache__ -prune -exec rm -rf {} +
+	$(EMACS) -Q --batch --eval '(setq byte-compile-error-on-warn t)' -f batch-byte-compile $(EMACS_PACKAGE_DIR)/copilot-ide.el
+	$(EMACS) -Q --batch --eval '(progn (require (quote autoload) nil t) (require (quote loaddefs-gen) nil t) (let ((dir (expand-file-name "$(EMACS_PACKAGE_DIR)")) (backup-inhibited t)) (if (fboundp (quote loaddefs-generate)) (loaddefs-generate dir (expand-file-name "copilot-ide-autoloads.el" dir)) (let ((generated-autoload-file (expand-file-name "copilot-ide-autoloads.el" dir))) (update-directory-autoloads dir)))))'
+	@echo "built $(EMACS_PACKAGE_DIR): (add-to-list 'load-path \"$(abspath $(EMACS_PACKAGE_DIR))\") (require 'copilot-ide-autoloads)"
+
+# What a selection push costs Emacs (tools/bench_emacs.el), the package byte-compiled.
+bench-emacs:
+	mkdir -p build/bench-emacs
+	cp editors/emacs/copilot-ide.el build/bench-emacs/
+	$(EMACS) -Q --batch -f batch-byte-compile build/bench-emacs/copilot-ide.el
+	$(EMACS) -Q --batch -L build/bench-emacs --eval '(setq copilot-ide-library-path "$(CURDIR)")' -l tools/bench_emacs.el
+
+# What the Emacs package's tests need (Debian's emacs-nox, tmux), installed when missing;
+# tests/emacs runs the same script and skips, with the reason, where it cannot install.
+emacs-deps:
+	bash tests/emacs/install_deps.sh
 
 # The sdist and the wheel into dist/ (the `build` front end in .venv-build/); dist-test
 # unpacks the sdist into build/sdist-test/ and runs its own test suite there.
