@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import List, Optional
+from typing import Iterable, List, Tuple
 
-from . import lock_rules, lockfile
+from . import lock_rules
 
 #: The file name of the socket inside its private directory (server.transport).
 SOCKET_NAME = "mcp.sock"
@@ -85,30 +85,32 @@ def remove_socket_leftovers(socket_path: str) -> bool:
     return removed
 
 
-def remove_stale_locks(directory: Optional[str] = None) -> List[str]:
-    """Remove this library's stale locks (see the module doc); return their paths."""
-    if directory is None:
-        directory = lockfile.lock_dir()
+def remove_stale_locks(lock_paths: Iterable[str], writer: Tuple[str, str]) -> List[str]:
+    """Remove the stale locks among `lock_paths` that carry the writer marker `writer`
+    (key, value), see the module doc; return their paths. (`lockfile` names the lock
+    files and the marker: this module knows nothing of how locks are written.)"""
     removed = []
-    for path in lockfile._lock_paths(directory):
+    key, value = writer
+    for path in lock_paths:
         # One read: our locks are written atomically, never seen half written.
         raw, problems = lock_rules.read_lock(path, attempts=1)
-        if problems or raw is None or raw.get(lockfile.WRITER_KEY) != lockfile.WRITER_VALUE:
+        if problems or raw is None or raw.get(key) != value:
             continue
-        info = lockfile.LockInfo.from_json(raw, path)
         try:
             if not _owned(os.lstat(path)):
                 continue
         except OSError:
             continue
-        if lock_rules.pid_running(info.pid)[0]:
+        # (Valid by the schema: `pid` a number, `socketPath` a string.)
+        if lock_rules.pid_running(raw["pid"])[0]:
             continue
-        if not socket_refuses(info.socket_path):
+        socket_path = raw["socketPath"]
+        if not socket_refuses(socket_path):
             continue  # it accepts (another PID namespace?) or cannot be told: keep it
         try:
             os.unlink(path)
         except OSError:
             continue  # another process cleaned it up first, or we may not
         removed.append(path)
-        remove_socket_leftovers(info.socket_path)
+        remove_socket_leftovers(socket_path)
     return removed
