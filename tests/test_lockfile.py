@@ -515,7 +515,10 @@ def test_find_lock_for_folder(tmp_path, listening: str, dead_pid: int) -> None:
     write_lock(other, d)
     dead = LockInfo.new(listening, {}, [real], "Dead", pid=dead_pid)
     write_lock(dead, d)
-    refused = LockInfo.new(os.path.join(os.path.dirname(listening), "gone.sock"), {}, [real], "Refused")
+    # (Written long ago: a fresh lock whose socket refuses is probed again until it is
+    # two seconds old, PROTOCOL.md §1; that rule has tests of its own.)
+    refused = LockInfo.new(os.path.join(os.path.dirname(listening), "gone.sock"), {}, [real], "Refused",
+                           timestamp=1764480000000)
     write_lock(refused, d)
     write_raw(d, "0-invalid.lock", wire(workspaceFolders=[real], pid=os.getpid(), socketPath=listening, ideName=5))
 

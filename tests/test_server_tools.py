@@ -418,3 +418,34 @@ def test_open_diff_sends_its_head_at_once_while_the_user_decides(tmp_path) -> No
             assert event is not None and json.loads(event.data)["id"] == 77
             cli.close()
     run(main())
+
+
+def test_the_tools_stand_alone_on_the_parts_given_to_them(tmp_path) -> None:
+    # `IdeTools` answers from the editor state, pending diffs and reports it was given,
+    # with no server around it: what it depends on is what it is handed.
+    from ide_protocol.server.callbacks import Reports
+    from ide_protocol.server.diffs import PendingDiffs
+    from ide_protocol.server.editor_state import EditorState
+    from ide_protocol.server.sessions import CallContext
+    from ide_protocol.server.tool_calls import IdeTools
+
+    async def main() -> None:
+        state, diffs, seen = EditorState(), PendingDiffs(), []
+        tools = IdeTools(state, diffs, Reports(), ide_name="Alone", ide_info={}, instance_id="i-1", max_file=1024,
+                         on_diff=lambda diff: "accept", on_tool_call=lambda call, sid, result: seen.append(call))
+        ctx = CallContext(None, 1, None)
+        assert tool_json(tools.call({"name": "get_selection"}, ctx)) is None
+        path = str(tmp_path / "a.py")
+        state.set_selection(Selection(path, "x", (0, 0), (0, 1)))
+        assert tool_json(tools.call({"name": "get_selection", "arguments": {}}, ctx))["text"] == "x"
+        assert tool_json(tools.call({"name": "get_vscode_info"}, ctx))["appName"] == "Alone"
+        state.set_diagnostics(path, [Diagnostic("bad", "error", (0, 0))])
+        assert [e["filePath"] for e in tool_json(tools.call({"name": "get_diagnostics"}, ctx))] == [path]
+        waiting = tools.call({"name": "open_diff", "arguments": {"original_file_path": path, "tab_name": "t",
+                                                                  "new_file_contents": "y"}}, ctx)
+        assert asyncio.iscoroutine(waiting)  # a tool that waits: the dispatcher runs it
+        assert tool_json(await waiting)["result"] == "SAVED" and len(diffs) == 0
+        assert [call["name"] for call in seen] == ["get_selection", "get_selection", "get_vscode_info",
+                                                   "get_diagnostics", "open_diff"]
+
+    run(main())

@@ -148,7 +148,7 @@ class ClientResponse:
 
     async def messages(self, timeout: Optional[float] = None) -> List[Any]:
         """Every JSON-RPC message of the body (reads it to the end)."""
-        out = []
+        out: List[Any] = []
         while True:
             message = await self.next_message(timeout)
             if message is None:

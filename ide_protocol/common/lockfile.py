@@ -26,22 +26,13 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union
 
-from . import lock_rules
+from . import lock_cleanup, lock_rules
 from .lock_rules import LOCK_SUFFIX, LockFileError
-
-
-def uuid4() -> str:
-    """A random (version 4) UUID, as ``str(uuid.uuid4())`` gives it, without importing
-    ``uuid`` (which imports ``platform``: milliseconds of every start-up)."""
-    b = bytearray(os.urandom(16))
-    b[6] = (b[6] & 0x0F) | 0x40  # version 4
-    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = b.hex()
-    return "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
 
 
 __all__ = [
@@ -255,7 +246,7 @@ def write_lock(info: LockInfo, directory: Optional[str] = None) -> str:
         # makedirs' mode is filtered by the umask; make it exactly 0700.
         os.chmod(directory, 0o700)
     data = _encode_lock(info)
-    name = uuid4()
+    name = str(uuid.uuid4())
     final = os.path.join(directory, name + LOCK_SUFFIX)
     tmp = os.path.join(directory, "." + name + LOCK_SUFFIX + ".tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
@@ -387,10 +378,11 @@ def remove_stale_locks(directory: Optional[str] = None) -> List[str]:
 
     PROTOCOL.md §1: clean up stale locks on start, only those this implementation
     wrote. A dead pid alone does not make a lock stale (another PID namespace): the
-    rules live in :mod:`.lock_cleanup`, imported here only when cleaning."""
-    from . import lock_cleanup
-
-    return lock_cleanup.remove_stale_locks(directory)
+    rules live in :mod:`.lock_cleanup`, given the lock files and our writer marker."""
+    # A lock this process wrote is its own server's, which removes it: never judged here.
+    paths = [path for path in _lock_paths(directory if directory is not None else lock_dir())
+             if not written_here(path)]
+    return lock_cleanup.remove_stale_locks(paths, (WRITER_KEY, WRITER_VALUE))
 
 
 def find_lock_for_folder(

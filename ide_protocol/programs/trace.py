@@ -55,6 +55,7 @@ from ..client import ClientError, discover, open_socket
 from ..common.lockfile import LockInfo
 from ..server.transport import listen_unix, wait_server_closed
 from ..common.terminal_text import safe_text
+from .options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of
 from .progname import program_name
 
 READ_SIZE = 256 * 1024
@@ -453,10 +454,9 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Trace the /ide wire between Copilot CLI and a real IDE server.",
                                 epilog="Run the CLI with COPILOT_HOME set to the tracer's directory (printed at "
                                        "start) so that it connects through the tracer.")
-    p.add_argument("folder", nargs="?", help="workspace folder of the IDE to trace (default: cwd)")
+    add_folder(p, "workspace folder of the IDE to trace (default: the current one)")
     p.add_argument("--lock", metavar="FILE", help="trace the server of this lock file")
-    p.add_argument("--lock-dir", metavar="DIR", help="where the real IDE's lock is (default: $COPILOT_HOME/ide "
-                                                     "or ~/.copilot/ide)")
+    add_lock_dir(p, "where the real IDE's lock is (default: %s)" % LOCK_DIR_DEFAULT)
     p.add_argument("--copilot-home", metavar="DIR", help="COPILOT_HOME for the traced CLI: the tracer's lock goes "
                                                           "into DIR/ide (default: a fresh temporary directory)")
     p.add_argument("--same-dir", action="store_true",
@@ -510,7 +510,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     from .stdio import utf8_output
 
     utf8_output()
-    return run_command(_run(_parser().parse_args(argv)), "trace", 2)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    folder_of(parser, args)
+    return run_command(_run(args), program_name("trace"), 2)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from ...common import lock_rules
 from ...common.lockfile import LockInfo
+from ..progname import program_name
 from . import rules
 from .probe import Handshake, handshake
 
@@ -247,7 +248,7 @@ def _judge_handshake(lock: LockReport, hs: Handshake, slow: float) -> None:
         else:
             lock.add(code, "the CLI cannot connect: %s" % message,
                      "restart the IDE's Copilot integration, and report it to the IDE's plugin if it comes back "
-                     "(`python3 -m ide_protocol check --lock %s` shows more)" % lock.path)
+                     "(`%s --lock %s` shows more)" % (program_name("check"), lock.path))
         lock.usable = False
     if hs.discover_seconds is not None and hs.discover_seconds >= slow and (
             hs.failure is None or hs.initialize_seconds is not None):
@@ -291,8 +292,9 @@ def _pick(report: Report, env: Mapping[str, str], scanned: List[LockReport]) -> 
     if trusted_by is None and not any(c.is_trusted for c in candidates):
         picked.add("not-trusted", "the CLI will ask whether to trust %s at start-up (it connects anyway; the "
                    "folder's MCP servers and hooks wait for the answer)" % report.folder,
-                   "answer the prompt (option 2 remembers the folder), or let the IDE set isTrusted: true when "
-                   "it knows the folder is trusted")
+                   "answer the prompt (option 2 remembers the folder), or let the IDE say the folder is trusted "
+                   "(isTrusted: true in its lock): `%s --trusted`, the setting g:copilot_ide_trusted in Vim, "
+                   "copilot-ide-trusted in Emacs" % program_name("serve"))
 
 
 def diagnose(folder: str, env: Optional[Mapping[str, str]] = None, home: Optional[str] = None,

@@ -6,8 +6,8 @@
   origin, nonce, path, session and version checks run on every request, also for a head
   byte-identical to one accepted before; plain tools answered at once, the selection's
   cached result;
-* `jsonrpc`: `dispatch_now`/`call_now` and `Deferred`, `Encoded` results spliced into
-  the same bytes, the reusable encoder after a failure, `loads`;
+* `jsonrpc`: `dispatch_now`/`call_now` and `Deferred`, `dumps` of responses (UTF-8, or
+  ASCII when UTF-8 cannot carry the text), `dumps` after a failure, `loads`;
 * `http11`: one-chunk bodies however split, the body limit, `NO_TRAILERS`,
   `Request.keep_alive`.
 
@@ -194,7 +194,7 @@ def test_request_keep_alive_is_decided_at_construction() -> None:
     events = RequestParser().feed(head10 * 2 + b"GET / HTTP/1.0\r\n\r\n" + head10)
     requests = [e for e in events if isinstance(e, Request)]
     assert [r.keep_alive for r in requests] == [True, True, False]  # then the parser stops
-    assert transport.connection_field(requests[2], ())[1] is False  # the transport closes after it
+    assert http11.keeps_alive_after(requests[2].keep_alive, False) is False  # the transport closes after it
 
 
 # ==================================================================== jsonrpc
@@ -270,6 +270,19 @@ def test_dispatch_now_answers_plain_handlers_with_no_loop() -> None:
     invalid = d.dispatch_now(jsonrpc.parse_message({"jsonrpc": "2.0", "id": 4, "method": 5}))
     assert invalid["id"] == 4 and invalid["error"]["code"] == jsonrpc.INVALID_REQUEST
     assert d.dispatch_now(jsonrpc.parse_message(jsonrpc.result_response(1, 2))) is None
+
+
+def test_a_deferred_call_is_made_whole_and_offers_only_run_and_drop() -> None:
+    # A Deferred gets everything it answers with when it is made (its message
+    # included), and its interface is `run()` and `drop()`: nothing for a caller to
+    # fill in afterwards, no reaching back into the dispatcher.
+    d, calls = counting_dispatcher()
+    deferred = d.dispatch_now(request_msg(8, "async_boom"))
+    assert isinstance(deferred, Deferred)
+    assert sorted(name for name in dir(deferred) if not name.startswith("_")) == ["drop", "run"]
+    d._routes.clear()  # (the dispatcher may change: the call already has what it needs)
+    answer = run(deferred.run())
+    assert answer["id"] == 8 and answer["error"]["code"] == INTERNAL_ERROR
 
 
 def test_dispatch_now_defers_coroutine_functions_without_calling_them() -> None:
@@ -383,9 +396,9 @@ def test_plain_handler_returning_an_awaitable_is_deferred_and_drop_closes_it() -
 
 # ---------------------------------------------------------------- dumps / loads
 
-ENCODED_IDS = [0, 7, -3, 2 ** 70, "abc", 'q"\\\n\t\x01\x1f', "\u00e9\u65e5\U0001F600", "</script>\u2028",
-               "\ud800", None, True]
-ENCODED_RESULTS = [
+RESPONSE_IDS = [0, 7, -3, 2 ** 70, "abc", 'q"\\\n\t\x01\x1f', "\u00e9\u65e5\U0001F600", "</script>\u2028",
+                "\ud800", None, True]
+RESPONSE_RESULTS = [
     {"content": [{"type": "text", "text": "{\n  \"a\": 1\n}"}]},
     {"t": "caf\u00e9 \u65e5\u672c \U0001F600 \u2028 \"\\"},
     {"t": "lone \ud800 surrogate"},
@@ -393,46 +406,18 @@ ENCODED_RESULTS = [
 ]
 
 
-def _mixes_a_lone_surrogate_with_other_non_ascii(msg_id: Any, result: Dict[str, Any]) -> bool:
-    texts = [msg_id if isinstance(msg_id, str) else ""] + [v for v in result.values() if isinstance(v, str)]
-    lone = [any(0xD800 <= ord(c) <= 0xDFFF for c in t) for t in texts]
-    other = [any(ord(c) > 127 and not 0xD800 <= ord(c) <= 0xDFFF for c in t) for t in texts]
-    return lone[0] and any(other[1:]) or other[0] and any(lone[1:])
-
-
-# (Those mixes: test_encoded_result_with_a_lone_surrogate_and_other_non_ascii_text.)
-ENCODED_CASES = [(i, r) for i in ENCODED_IDS for r in ENCODED_RESULTS
-                 if not _mixes_a_lone_surrogate_with_other_non_ascii(i, r)]
-
-
-@pytest.mark.parametrize("msg_id, result", ENCODED_CASES,
-                         ids=["%s-%d" % (repr(i)[:12], ENCODED_RESULTS.index(r)) for i, r in ENCODED_CASES])
-def test_encoded_result_gives_the_bytes_of_the_plain_encoding(msg_id: Any, result: Dict[str, Any]) -> None:
-    encoded = jsonrpc.Encoded(result)
-    assert encoded == result  # it is the dict it encodes
-    # Its bytes are the value's UTF-8 JSON; None when UTF-8 cannot carry it (a lone
-    # surrogate: the whole answer is then escaped to ASCII and nothing is spliced).
-    if "\ud800" in json.dumps(result, ensure_ascii=False):
-        assert encoded.encoded is None
-    else:
-        assert encoded.encoded == jsonrpc.dumps(result)
-    plain = jsonrpc.dumps(jsonrpc.result_response(msg_id, dict(result)))
-    assert jsonrpc.dumps(jsonrpc.result_response(msg_id, encoded)) == plain
-    assert json.loads(plain.decode("utf-8")) == {"jsonrpc": "2.0", "id": msg_id, "result": result}
-    # Anywhere else, an Encoded is encoded as the dict it is.
-    assert jsonrpc.dumps([encoded]) == jsonrpc.dumps([result])
-    assert jsonrpc.dumps({"jsonrpc": "2.0", "id": msg_id, "result": encoded, "x": 1}) == jsonrpc.dumps(
-        {"jsonrpc": "2.0", "id": msg_id, "result": result, "x": 1})
-
-
-@pytest.mark.parametrize("msg_id, result", [("\ud800", {"t": "caf\u00e9"}), ("caf\u00e9", {"t": "\udc00"})],
-                         ids=["surrogate-id", "surrogate-result"])
-def test_encoded_result_with_a_lone_surrogate_and_other_non_ascii_text(msg_id: str, result: Dict[str, Any]) -> None:
-    # `dumps` falls back to ASCII escapes for the whole message when any text holds a
-    # lone surrogate (UTF-8 cannot carry it); the spliced message must do the same.
-    plain = jsonrpc.dumps(jsonrpc.result_response(msg_id, dict(result)))
-    assert plain.isascii()
-    assert jsonrpc.dumps(jsonrpc.result_response(msg_id, jsonrpc.Encoded(result))) == plain
+@pytest.mark.parametrize("msg_id", RESPONSE_IDS, ids=[repr(i)[:12] for i in RESPONSE_IDS])
+@pytest.mark.parametrize("result", RESPONSE_RESULTS, ids=[str(i) for i in range(len(RESPONSE_RESULTS))])
+def test_dumps_of_a_response_is_json_compact_utf8_or_all_ascii(msg_id: Any, result: Dict[str, Any]) -> None:
+    # Compact UTF-8 JSON; when some text holds a lone surrogate (UTF-8 cannot carry
+    # it), the whole message with every non-ASCII character escaped.
+    response = jsonrpc.result_response(msg_id, result)
+    try:
+        expected = json.dumps(response, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        expected = json.dumps(response, separators=(",", ":")).encode("ascii")
+    assert jsonrpc.dumps(response) == expected
+    assert json.loads(expected) == {"jsonrpc": "2.0", "id": msg_id, "result": result}
 
 
 def test_dumps_works_again_after_a_failure() -> None:
@@ -863,19 +848,18 @@ def test_an_async_notification_handler_is_answered_after_it_and_in_order(tmp_pat
     run(main())
 
 
-def test_a_tool_awaitable_given_up_before_it_ran_is_closed(tmp_path: Any, starts_later: bool) -> None:
-    # `tools/call` supports a tool handler that returns an awaitable (the tool then
-    # waits in the connection's task). Cancelled before that task started, the tool's
-    # awaitable must be closed like any other deferred call's: no "never awaited".
+def test_a_waiting_tool_given_up_before_it_ran_leaves_nothing(tmp_path: Any, starts_later: bool) -> None:
+    # A tool that waits (a coroutine function) runs in the request's task. Cancelled
+    # before that task started, nothing of it may be left un-awaited: no "never awaited".
     ran: List[str] = []
 
     async def main() -> None:
         async with make_server(tmp_path) as server:
-            async def work() -> Any:
+            async def work(arguments: Any, ctx: Any) -> Any:
                 ran.append("work")
                 await asyncio.sleep(3600)
 
-            server._tool_handlers["custom_wait"] = lambda arguments, ctx: work()
+            server.tools.add("custom_wait", work)
             cli = cli_for(server)
             await cli.handshake(probes=0)
             blocked, other = await ready_conn(cli), await ready_conn(cli)
