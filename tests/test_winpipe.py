@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import uuid
 from typing import Any, List
 
 import pytest
@@ -122,7 +123,7 @@ def _foreign_pipe_lock(directory: str, pid: int, pipe: str = "") -> str:
 
     info = lockfile.LockInfo.new(pipe or winpipe.pipe_name(), {"Authorization": "Nonce x"}, [directory],
                                  "Python IDE", pid=pid, scheme="pipe")
-    path = os.path.join(directory, "%s.lock" % lockfile.uuid4())
+    path = os.path.join(directory, "%s.lock" % uuid.uuid4())
     with open(path, "wb") as f:
         f.write(lockfile._encode_lock(info))
     return path

@@ -379,10 +379,8 @@ def remove_stale_locks(directory: Optional[str] = None) -> List[str]:
     PROTOCOL.md §1: clean up stale locks on start, only those this implementation
     wrote. A dead pid alone does not make a lock stale (another PID namespace): the
     rules live in :mod:`.lock_cleanup`, given the lock files and our writer marker."""
-    # A lock this process wrote is its own server's, which removes it: never judged here.
-    paths = [path for path in _lock_paths(directory if directory is not None else lock_dir())
-             if not written_here(path)]
-    return lock_cleanup.remove_stale_locks(paths, (WRITER_KEY, WRITER_VALUE))
+    return lock_cleanup.remove_stale_locks(_lock_paths(directory if directory is not None else lock_dir()),
+                                           (WRITER_KEY, WRITER_VALUE), written_here)
 
 
 def find_lock_for_folder(
