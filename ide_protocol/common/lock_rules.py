@@ -311,7 +311,8 @@ def connect_once(path: str, timeout: float) -> Tuple[str, str]:
     if is_pipe_path(path):
         from . import winpipe  # a pipe is probed by opening it, without a socket
 
-        return winpipe.probe_pipe(path)
+        held, why = winpipe.probe_pipe(path)
+        return (ACCEPTS if held else REFUSED if held is False else UNKNOWN), why
     family = getattr(socket, "AF_UNIX", None)
     if family is None:
         return UNKNOWN, "Unix sockets are not available here"

@@ -95,28 +95,26 @@ ERROR_INVALID_PARAMETER = 87
 ERROR_PIPE_BUSY = 231
 
 
-def probe_pipe(path: str) -> Tuple[str, str]:
-    """Whether a server holds the named pipe `path`: `lock_rules`' ``(ACCEPTS, "")``,
-    ``(REFUSED, why)`` or ``(UNKNOWN, why)``.
+def probe_pipe(path: str) -> Tuple[Optional[bool], str]:
+    """Whether a server holds the named pipe `path`: ``(True, "")``, ``(False, why)``
+    when provably nobody does, ``(None, why)`` when it cannot be told.
 
     A named pipe exists exactly as long as a server holds one of its instances open:
     no such pipe is proof that nobody serves it (PROTOCOL.md §1). ``os.stat`` opens
     the pipe as a client would and closes it at once, the CLI's empty probe connection.
     Every instance busy means a server is there (the CLI's libuv waits for a free
     one); any other error (access denied by the pipe's DACL...) cannot tell."""
-    from .lock_rules import ACCEPTS, REFUSED, UNKNOWN
-
     try:
         os.stat(path)
     except FileNotFoundError:
-        return REFUSED, "no such named pipe"
+        return False, "no such named pipe"
     except OSError as exc:
         if getattr(exc, "winerror", None) == ERROR_PIPE_BUSY:
-            return ACCEPTS, ""
-        return UNKNOWN, exc.strerror or str(exc)
+            return True, ""
+        return None, exc.strerror or str(exc)
     except ValueError as exc:  # a NUL byte: no pipe can have that name
-        return REFUSED, str(exc)
-    return ACCEPTS, ""
+        return False, str(exc)
+    return True, ""
 
 
 def pid_alive(pid: int) -> bool:
