@@ -2,5 +2,6 @@
 the IDE on another, joined by one byte stream.
 
 * `frames`  — the link format (sans-IO): streams, flow control, lock news.
-* `pathmap` — the path mapping tables and their application to JSON-RPC messages.
+* `pathmap` — the path mapping tables (pure functions).
+* `rewrite` — those tables applied to parsed JSON-RPC messages, both ways.
 """
