@@ -1,0 +1,138 @@
+"""The relay end to end: our IdeServer on the IDE's side, the two relay halves joined by
+`--via` (a real child process speaking over its stdin/stdout) with a `--map`, and our
+IdeClient on the CLI's side finding the relay's lock and seeing its own paths."""
+from __future__ import annotations
+
+import asyncio
+import glob
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+from typing import Any, List, Optional
+
+from ide_protocol.client import IdeClient
+from ide_protocol.common.tools import Diagnostic, Selection
+from ide_protocol.server.ide_server import IdeServer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIMIT = 60  # a guard against hangs only
+
+
+def relay_command(tmp: Any, *extra: str) -> List[str]:
+    ide_side = "%s -m ide_protocol relay ide-side --stdio --folder %s --lock-dir %s" % (
+        sys.executable, tmp / "project", tmp / "ide")
+    return [sys.executable, "-m", "ide_protocol", "relay", "cli-side", "--via", ide_side,
+            "--map", "%s=%s" % (tmp / "project", tmp / "cliview"), "--lock-dir", str(tmp / "cli-ide")] + list(extra)
+
+
+def start_relay(tmp: Any, *extra: str) -> "subprocess.Popen[str]":
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.Popen(relay_command(tmp, *extra), env=env, cwd=str(tmp), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+async def wait_for(predicate: Any, what: str, seconds: float = 30.0) -> Any:
+    loop = asyncio.get_event_loop()
+    deadline = loop.time() + seconds
+    while loop.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        await asyncio.sleep(0.05)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def relay_locks(tmp: Any) -> List[str]:
+    return glob.glob(str(tmp / "cli-ide" / "*.lock"))
+
+
+def setup(tmp: Any) -> None:
+    (tmp / "project").mkdir()
+    (tmp / "project" / "a.py").write_text("print('hi')\n")
+    (tmp / "cliview").mkdir()
+
+
+def test_client_through_the_relay_sees_its_own_paths_and_the_ide_its_own(tmp_path: Any) -> None:
+    setup(tmp_path)
+    ide_path = str(tmp_path / "project" / "a.py")
+    cli_path = str(tmp_path / "cliview" / "a.py")
+    diffs: List[Any] = []
+
+    async def on_diff(diff: Any) -> Optional[bool]:
+        diffs.append(diff)
+        return True
+
+    async def scenario() -> None:
+        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE",
+                             on_diff=on_diff) as server:
+            relay = start_relay(tmp_path)
+            try:
+                locks = await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
+                assert relay.poll() is None, relay.stderr.read() if relay.stderr else ""
+                with open(locks[0]) as f:
+                    lock = json.load(f)
+                assert stat.S_IMODE(os.stat(locks[0]).st_mode) == 0o600
+                assert lock["pid"] == relay.pid and lock["isTrusted"] is False
+                assert lock["workspaceFolders"][0] == str(tmp_path / "cliview")
+                assert lock["ideName"] == "Test IDE (relayed)"
+                assert lock["headers"]["Authorization"] != server.headers["Authorization"]
+                sock_dir = os.path.dirname(lock["socketPath"])
+                assert stat.S_IMODE(os.stat(sock_dir).st_mode) == 0o700
+
+                client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=20)
+                async with client:
+                    server.set_selection(Selection(ide_path, "print", (0, 0), (0, 5)))
+                    selection = await client.get_selection()
+                    assert selection["filePath"] == cli_path
+                    assert selection["fileUrl"] == "file://" + cli_path
+                    push = await client.wait_push("selection_changed", timeout=20)
+                    assert push.params["filePath"] == cli_path
+
+                    server.set_diagnostics(ide_path, [Diagnostic("bad", "Warning", (0, 0), (0, 1))])
+                    diags = await client.get_diagnostics("file://" + cli_path)
+                    assert [d["filePath"] for d in diags] == [cli_path]
+
+                    answer = await client.open_diff(cli_path, "new\n", "accept me")
+                    assert answer["result"] == "SAVED"
+                    assert answer["message"].endswith(cli_path)
+                    assert [d.original_file_path for d in diffs] == [ide_path]  # the IDE shows its own path
+            finally:
+                if relay.poll() is None:
+                    relay.send_signal(signal.SIGTERM)
+                loop = asyncio.get_event_loop()
+                code = await loop.run_in_executor(None, relay.wait, 30)
+                err = relay.stderr.read() if relay.stderr else ""
+            assert code == 0, err
+            assert relay_locks(tmp_path) == []
+            assert not os.path.exists(lock["socketPath"]) and not os.path.exists(sock_dir)
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+
+
+def test_the_relay_lock_goes_first_when_the_ide_goes_and_none_without_ide(tmp_path: Any) -> None:
+    setup(tmp_path)
+
+    async def scenario() -> None:
+        server = IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE")
+        await server.start()
+        relay = start_relay(tmp_path)
+        try:
+            await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
+            await server.stop()
+            code = await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30)
+            assert code == 0 and relay_locks(tmp_path) == []
+            assert "the IDE went away" in (relay.stderr.read() if relay.stderr else "")
+        finally:
+            if relay.poll() is None:
+                relay.kill()
+                relay.wait()
+        # no IDE at all: no lock, a non-zero exit, the reason said
+        relay = start_relay(tmp_path)
+        code = await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30)
+        err = relay.stderr.read() if relay.stderr else ""
+        assert code == 1 and "no IDE" in err and relay_locks(tmp_path) == []
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT))
