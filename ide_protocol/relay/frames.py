@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any, List, Optional, Union
+from typing import Any, List, Optional, Tuple, Union
 
 MAGIC = b"\x00copilot-ide-relay/1\n"
 MAX_PREAMBLE = 64 * 1024
@@ -51,8 +51,9 @@ class LinkEvent:
 
     __slots__ = ()
 
-    def _fields(self) -> tuple:
-        return tuple(getattr(self, name) for name in self.__slots__)
+    def _fields(self) -> Tuple[Any, ...]:
+        names: Tuple[str, ...] = self.__slots__
+        return tuple(getattr(self, name) for name in names)
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and self._fields() == other._fields()  # type: ignore[attr-defined]

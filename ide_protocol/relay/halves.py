@@ -75,13 +75,19 @@ async def end_child(proc: Any) -> None:
             await proc.wait()
 
 
+def finish(stop: "asyncio.Future[str]", reason: str) -> None:
+    """Resolve `stop` with `reason` unless something else already did."""
+    if not stop.done():
+        stop.set_result(reason)
+
+
 def stop_on_signals(stop: "asyncio.Future[str]") -> List[int]:
     """SIGINT and SIGTERM resolve `stop` (the program's loop only; Unix)."""
     loop = asyncio.get_event_loop()
-    installed = []
+    installed: List[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, lambda s=sig: stop.done() or stop.set_result("stopped by signal %d" % s))
+            loop.add_signal_handler(sig, finish, stop, "stopped by signal %d" % sig)
             installed.append(sig)
         except (NotImplementedError, RuntimeError, ValueError):
             pass
@@ -143,15 +149,15 @@ async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[st
                 relay_lock.announce(lock)
             except (OSError, ValueError) as exc:
                 outcome["code"] = 1
-                stop.done() or stop.set_result("cannot write the relay's lock: %s" % exc)
+                finish(stop, "cannot write the relay's lock: %s" % exc)
             return
         had = relay_lock.path is not None
         relay_lock.remove()
         if not had and not wait:
             outcome["code"] = 1
-            stop.done() or stop.set_result("no IDE to reach on the other side (see the other half's message)")
+            finish(stop, "no IDE to reach on the other side (see the other half's message)")
         elif not wait:
-            stop.done() or stop.set_result("the IDE went away")
+            finish(stop, "the IDE went away")
         else:
             log("relay: the IDE went away; waiting for it to come back (--wait)")
 
@@ -265,7 +271,7 @@ async def run_ide_side(via: Optional[str], folder: Optional[str], lock_file: Opt
                 current = None
                 link.announce(None)
                 if not wait:
-                    stop.done() or stop.set_result("the IDE went away")
+                    finish(stop, "the IDE went away")
                     return
 
     try:

@@ -156,18 +156,18 @@ class Link:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             elif isinstance(event, frames.StreamData):
-                stream = self.streams.get(event.stream)
-                if stream is not None and not stream._deliver(event.data):
+                receiver = self.streams.get(event.stream)
+                if receiver is not None and not receiver._deliver(event.data):
                     return "the other half overran stream %d's window" % event.stream
             elif isinstance(event, frames.Credit):
-                stream = self.streams.get(event.stream)
-                if stream is not None:
-                    stream._window += event.count
-                    stream._credit.set()
+                sender = self.streams.get(event.stream)
+                if sender is not None:
+                    sender._window += event.count
+                    sender._credit.set()
             elif isinstance(event, frames.Close):
-                stream = self.streams.get(event.stream)
-                if stream is not None:
-                    stream._ended()
+                ended = self.streams.get(event.stream)
+                if ended is not None:
+                    ended._ended()
             elif isinstance(event, frames.LockNews) and self._on_lock is not None:
                 self._on_lock(event.lock)
         return None

@@ -59,7 +59,7 @@ class Rewriter:
             return message
         params = message.get("params")
         args = params.get("arguments") if isinstance(params, dict) else None
-        if not isinstance(args, dict):
+        if not isinstance(params, dict) or not isinstance(args, dict):
             return message
         new_args = dict(args)
         if "original_file_path" in args:
@@ -80,7 +80,7 @@ class Rewriter:
             return message if params is message["params"] else dict(message, params=params)
         result = message.get("result")
         content = result.get("content") if isinstance(result, dict) else None
-        if not isinstance(content, list):
+        if not isinstance(result, dict) or not isinstance(content, list):
             return message
         new_content = [self._content_item(item) for item in content]
         if all(a is b for a, b in zip(new_content, content)):
