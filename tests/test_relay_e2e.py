@@ -82,6 +82,13 @@ def test_client_through_the_relay_sees_its_own_paths_and_the_ide_its_own(tmp_pat
                 sock_dir = os.path.dirname(lock["socketPath"])
                 assert stat.S_IMODE(os.stat(sock_dir).st_mode) == 0o700
 
+                # the relay's own nonce is checked before anything crosses the link
+                reader, writer = await asyncio.open_unix_connection(lock["socketPath"])
+                writer.write(b"POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: " + server.headers["Authorization"].encode()
+                             + b"\r\nContent-Length: 2\r\n\r\n{}")
+                assert (await reader.read(100)).startswith(b"HTTP/1.1 401 ")
+                writer.close()
+
                 client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=20)
                 async with client:
                     server.set_selection(Selection(ide_path, "print", (0, 0), (0, 5)))
