@@ -13,24 +13,28 @@ import subprocess
 import sys
 from typing import Any, List, Optional
 
+import pytest
+
 from ide_protocol.client import IdeClient
 from ide_protocol.common.tools import Diagnostic, Selection
 from ide_protocol.server.ide_server import IdeServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from build_pyz import build as build_pyz  # noqa: E402
 LIMIT = 60  # a guard against hangs only
 
 
-def relay_command(tmp: Any, *extra: str) -> List[str]:
-    ide_side = "%s -m ide_protocol relay ide-side --stdio --folder %s --lock-dir %s" % (
-        sys.executable, tmp / "project", tmp / "ide")
+def relay_command(tmp: Any, *extra: str, ide_program: str = "-m ide_protocol") -> List[str]:
+    ide_side = "%s %s relay ide-side --stdio --folder %s --lock-dir %s" % (
+        sys.executable, ide_program, tmp / "project", tmp / "ide")
     return [sys.executable, "-m", "ide_protocol", "relay", "cli-side", "--via", ide_side,
             "--map", "%s=%s" % (tmp / "project", tmp / "cliview"), "--lock-dir", str(tmp / "cli-ide")] + list(extra)
 
 
-def start_relay(tmp: Any, *extra: str) -> "subprocess.Popen[str]":
+def start_relay(tmp: Any, *extra: str, ide_program: str = "-m ide_protocol") -> "subprocess.Popen[str]":
     env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.Popen(relay_command(tmp, *extra), env=env, cwd=str(tmp), stdout=subprocess.DEVNULL,
+    return subprocess.Popen(relay_command(tmp, *extra, ide_program=ide_program), env=env, cwd=str(tmp), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
 
 
@@ -55,8 +59,16 @@ def setup(tmp: Any) -> None:
     (tmp / "cliview").mkdir()
 
 
-def test_client_through_the_relay_sees_its_own_paths_and_the_ide_its_own(tmp_path: Any) -> None:
+@pytest.mark.parametrize("ide_half", ["module", "pyz"])
+def test_client_through_the_relay_sees_its_own_paths_and_the_ide_its_own(tmp_path: Any, ide_half: str) -> None:
+    """The IDE's half runs as `python3 -m ide_protocol`, or from the one-file zipapp
+    (`make pyz`) in a directory with nothing else, as on a bare server."""
     setup(tmp_path)
+    ide_program = "-m ide_protocol"
+    if ide_half == "pyz":
+        bare = tmp_path / "bare"
+        bare.mkdir()
+        ide_program = "-I " + build_pyz(str(bare / "copilot-ide.pyz"))
     ide_path = str(tmp_path / "project" / "a.py")
     cli_path = str(tmp_path / "cliview" / "a.py")
     diffs: List[Any] = []
@@ -68,7 +80,7 @@ def test_client_through_the_relay_sees_its_own_paths_and_the_ide_its_own(tmp_pat
     async def scenario() -> None:
         async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE",
                              on_diff=on_diff) as server:
-            relay = start_relay(tmp_path)
+            relay = start_relay(tmp_path, ide_program=ide_program)
             try:
                 locks = await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
                 assert relay.poll() is None, relay.stderr.read() if relay.stderr else ""

@@ -106,7 +106,7 @@ async def _requests_to_ide(reader: asyncio.StreamReader, writer: asyncio.StreamW
 
 async def _answers_to_cli(stream: Stream, writer: asyncio.StreamWriter, rewriter: Rewriter,
                           methods: "asyncio.Queue[str]") -> None:
-    parser = http11.ResponseParser()
+    parser = http11.ResponseParser(max_body=http11.DEFAULT_MAX_BODY)
     head: Optional[http11.Response] = None
     streaming: Optional[sse.SSEDecoder] = None
     body: List[bytes] = []
