@@ -26,8 +26,8 @@ LIMIT = 60  # a guard against hangs only
 
 
 def relay_command(tmp: Any, *extra: str, ide_program: str = "-m ide_protocol") -> List[str]:
-    ide_side = "%s %s relay ide-side --stdio --folder %s --lock-dir %s" % (
-        sys.executable, ide_program, tmp / "project", tmp / "ide")
+    ide_side = "%s %s relay ide-side --stdio --folder %s --lock-dir %s%s" % (
+        sys.executable, ide_program, tmp / "project", tmp / "ide", " --wait" if "--wait" in extra else "")
     return [sys.executable, "-m", "ide_protocol", "relay", "cli-side", "--via", ide_side,
             "--map", "%s=%s" % (tmp / "project", tmp / "cliview"), "--lock-dir", str(tmp / "cli-ide")] + list(extra)
 
@@ -153,5 +153,44 @@ def test_the_relay_lock_goes_first_when_the_ide_goes_and_none_without_ide(tmp_pa
         code = await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30)
         err = relay.stderr.read() if relay.stderr else ""
         assert code == 1 and "no IDE" in err and relay_locks(tmp_path) == []
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+
+
+def test_with_wait_an_ide_restarted_with_a_new_nonce_is_followed(tmp_path: Any) -> None:
+    setup(tmp_path)
+    ide_path = str(tmp_path / "project" / "a.py")
+    cli_path = str(tmp_path / "cliview" / "a.py")
+
+    def serve() -> IdeServer:
+        return IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE")
+
+    async def selection_through_the_relay(server: IdeServer) -> Any:
+        server.set_selection(Selection(ide_path, "print", (0, 0), (0, 5)))
+        client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=20)
+        async with client:
+            return await client.get_selection()
+
+    async def scenario() -> None:
+        relay = None
+        try:
+            async with serve() as first:
+                relay = start_relay(tmp_path, "--wait")
+                old = await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
+                assert (await selection_through_the_relay(first))["filePath"] == cli_path
+            # the IDE went: the relay's lock goes, the relay waits
+            await wait_for(lambda: not relay_locks(tmp_path), "the relay's lock to go")
+            assert relay.poll() is None
+            async with serve() as second:
+                new = await wait_for(lambda: relay_locks(tmp_path), "the relay's new lock")
+                assert new != old
+                assert (await selection_through_the_relay(second))["filePath"] == cli_path
+        finally:
+            if relay is not None:
+                if relay.poll() is None:
+                    relay.send_signal(signal.SIGINT)
+                code = await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30)
+                assert code == 0, relay.stderr.read() if relay.stderr else ""
+        assert relay_locks(tmp_path) == []
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))
