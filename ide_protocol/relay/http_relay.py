@@ -52,15 +52,22 @@ async def serve_cli_connection(reader: asyncio.StreamReader, writer: asyncio.Str
                                rewriter: Rewriter, authorization: str) -> None:
     """Relay one connection of the CLI over `stream` until either end closes it."""
     methods: "asyncio.Queue[str]" = asyncio.Queue()
-    down = asyncio.ensure_future(_answers_to_cli(stream, writer, rewriter, methods))
+    await _both_ways(_requests_to_ide(reader, writer, stream, rewriter, authorization, methods),
+                     _answers_to_cli(stream, writer, rewriter, methods))
+    stream.close()
+    writer.close()
+
+
+async def _both_ways(up: Any, down: Any) -> None:
+    """Run both directions of a connection; when either ends (a peer closed, a bad
+    message, the link gone) the connection is over: the other is cancelled, awaited."""
+    tasks = [asyncio.ensure_future(up), asyncio.ensure_future(down)]
     try:
-        await _requests_to_ide(reader, writer, stream, rewriter, authorization, methods)
-        await down
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        down.cancel()
-        await asyncio.gather(down, return_exceptions=True)
-        stream.close()
-        writer.close()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _requests_to_ide(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stream: Stream,
@@ -176,37 +183,38 @@ async def serve_ide_connection(stream: Stream, socket_path: str, headers: Dict[s
     except (OSError, asyncio.TimeoutError):
         stream.close()
         return
-    down = asyncio.ensure_future(_ide_to_stream(reader, stream))
     try:
-        parser = http11.RequestParser()
-        head: Optional[http11.Request] = None
-        body: List[bytes] = []
-        while True:
-            data = await stream.read()
-            events = parser.feed(data) if data else parser.feed_eof()
-            for event in events:
-                if isinstance(event, http11.Request):
-                    head, body = event, []
-                elif isinstance(event, http11.Data):
-                    body.append(event.data)
-                elif isinstance(event, http11.EndOfMessage) and head is not None:
-                    writer.write(http11.write_request(head.method, head.target, _fields(head.headers, headers),
-                                                      b"".join(body) if head.body_follows else None,
-                                                      keep_alive=head.keep_alive))
-                    head = None
-                elif isinstance(event, (http11.ParseError, http11.ConnectionClosed)):
-                    data = b""
-            await writer.drain()
-            if not data:
-                break
-        await down
-    except (ConnectionError, OSError):
-        pass
+        await _both_ways(_stream_to_ide(stream, writer, headers), _ide_to_stream(reader, stream))
     finally:
-        down.cancel()
-        await asyncio.gather(down, return_exceptions=True)
         writer.close()
         stream.close()
+
+
+async def _stream_to_ide(stream: Stream, writer: asyncio.StreamWriter, headers: Dict[str, str]) -> None:
+    parser = http11.RequestParser()
+    head: Optional[http11.Request] = None
+    body: List[bytes] = []
+    while True:
+        data = await stream.read()
+        events = parser.feed(data) if data else parser.feed_eof()
+        for event in events:
+            if isinstance(event, http11.Request):
+                head, body = event, []
+            elif isinstance(event, http11.Data):
+                body.append(event.data)
+            elif isinstance(event, http11.EndOfMessage) and head is not None:
+                writer.write(http11.write_request(head.method, head.target, _fields(head.headers, headers),
+                                                  b"".join(body) if head.body_follows else None,
+                                                  keep_alive=head.keep_alive))
+                head = None
+            elif isinstance(event, (http11.ParseError, http11.ConnectionClosed)):
+                return
+        try:
+            await writer.drain()
+        except (ConnectionError, OSError):
+            return
+        if not data:
+            return
 
 
 async def _ide_to_stream(reader: asyncio.StreamReader, stream: Stream) -> None:
