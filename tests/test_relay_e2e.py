@@ -74,6 +74,8 @@ def test_client_through_the_relay_sees_its_own_paths_and_the_ide_its_own(tmp_pat
     diffs: List[Any] = []
 
     async def on_diff(diff: Any) -> Optional[bool]:
+        if diff.tab_name != "accept me":
+            return None  # left to a person (check's diffs are closed by close_diff)
         diffs.append(diff)
         return True
 
@@ -118,6 +120,15 @@ def test_client_through_the_relay_sees_its_own_paths_and_the_ide_its_own(tmp_pat
                     assert answer["result"] == "SAVED"
                     assert answer["message"].endswith(cli_path)
                     assert [d.original_file_path for d in diffs] == [ide_path]  # the IDE shows its own path
+
+                if ide_half == "module":
+                    # `check` on the CLI's side through the relay passes as it does directly
+                    env = dict(os.environ, PYTHONPATH=ROOT)
+                    checked = await asyncio.get_event_loop().run_in_executor(None, lambda: subprocess.run(
+                        [sys.executable, "-m", "ide_protocol", "check", "--lock-dir", str(tmp_path / "cli-ide")],
+                        cwd=str(tmp_path / "cliview"), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                        text=True, timeout=120))
+                    assert checked.returncode == 0 and " 0 failed" in checked.stdout, checked.stdout
             finally:
                 if relay.poll() is None:
                     relay.send_signal(signal.SIGTERM)

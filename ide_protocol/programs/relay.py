@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from ..relay.halves import run_cli_side, run_ide_side
 from ..relay.pathmap import PathMap, parse_map, wsl_pairs
@@ -21,8 +21,13 @@ from .options import LOCK_DIR_DEFAULT, add_lock_dir
 from .progname import program_name
 
 
-def _log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+def _logger(side: str) -> Callable[[str], None]:
+    """Messages on stderr, each naming its half (both may write to one terminal)."""
+    prefix = "%s %s: " % (program_name("relay"), side)
+
+    def log(text: str) -> None:
+        print(prefix + text, file=sys.stderr, flush=True)
+    return log
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,9 +64,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         except ValueError as exc:
             parser.error(str(exc))
         paths = PathMap(pairs + (wsl_pairs() if args.wsl else []))
-        coro = run_cli_side(args.via, paths, args.lock_dir, args.trusted, args.wait, _log)
+        coro = run_cli_side(args.via, paths, args.lock_dir, args.trusted, args.wait, _logger(args.side))
     else:
-        coro = run_ide_side(args.via, args.folder, args.lock, args.lock_dir, args.wait, _log)
+        coro = run_ide_side(args.via, args.folder, args.lock, args.lock_dir, args.wait, _logger(args.side))
     loop = asyncio.new_event_loop()
     try:
         return loop.run_until_complete(coro)

@@ -124,12 +124,12 @@ class RelayLock:
         self.path = lockfile.write_lock(info, self.directory)
         if old:
             lockfile.remove_lock(old)
-        self.log("relay: lock %s for %s (%s)" % (self.path, ", ".join(info.workspace_folders), info.ide_name))
+        self.log("lock %s for %s (%s)" % (self.path, ", ".join(info.workspace_folders), info.ide_name))
 
     def remove(self) -> None:
         if self.path:
             lockfile.remove_lock(self.path)
-            self.log("relay: lock %s removed" % self.path)
+            self.log("lock %s removed" % self.path)
             self.path = None
 
 
@@ -138,7 +138,7 @@ async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[st
     reader, writer, proc = await (open_via(via) if via else open_stdio())
     sock, sock_dir, sock_path = bind_unix()
     relay_lock = RelayLock(lock_dir or lockfile.lock_dir(), sock_path, paths, trusted, log)
-    rewriter = Rewriter(paths, lambda p: log("relay: %r is outside every --map; passed unchanged" % p))
+    rewriter = Rewriter(paths, lambda p: log("%r is outside every --map; passed unchanged" % p))
     stop: "asyncio.Future[str]" = asyncio.get_event_loop().create_future()
     outcome = {"code": 0}
     link: Link
@@ -159,7 +159,7 @@ async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[st
         elif not wait:
             finish(stop, "the IDE went away")
         else:
-            log("relay: the IDE went away; waiting for it to come back (--wait)")
+            log("the IDE went away; waiting for it to come back (--wait)")
 
     async def on_connection(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         if link.ended:
@@ -177,10 +177,10 @@ async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[st
         done, _ = await asyncio.wait([runner, stop], return_when=asyncio.FIRST_COMPLETED)
         relay_lock.remove()  # first: the one disconnect the CLI notices
         if stop.done():
-            log("relay: " + stop.result())
+            log(stop.result())
         else:
             outcome["code"] = 1
-            log("relay: " + runner.result())
+            log(runner.result())
         writer.close()
         if not runner.done():
             try:
@@ -264,7 +264,7 @@ async def run_ide_side(via: Optional[str], folder: Optional[str], lock_file: Opt
                 continue
             found = await loop.run_in_executor(None, pick_ide_lock, folder, lock_file, lock_dir)
             if found is not None and found != current:
-                log("relay: now relaying %s (%s)" % (found.ide_name, found.path))
+                log("now relaying %s (%s)" % (found.ide_name, found.path))
                 current = found
                 link.announce(announcement(found))
             elif found is None and current is not None:
@@ -277,7 +277,7 @@ async def run_ide_side(via: Optional[str], folder: Optional[str], lock_file: Opt
     try:
         if current is None:
             code = 1
-            log("relay: no IDE for %s here (%s)" % (lock_file or os.path.realpath(folder or os.curdir),
+            log("no IDE for %s here (%s)" % (lock_file or os.path.realpath(folder or os.curdir),
                                                   lock_dir or lockfile.lock_dir()))
             link.announce(None)
             if not wait:
@@ -286,13 +286,13 @@ async def run_ide_side(via: Optional[str], folder: Optional[str], lock_file: Opt
                 await end_child(proc)
                 return code
         else:
-            log("relay: relaying %s (%s)" % (current.ide_name, current.path))
+            log("relaying %s (%s)" % (current.ide_name, current.path))
             link.announce(announcement(current))
         runner = asyncio.ensure_future(link.run())
         watcher = link.spawn(watch())
         done, _ = await asyncio.wait([runner, stop], return_when=asyncio.FIRST_COMPLETED)
         if stop.done():
-            log("relay: " + stop.result())
+            log(stop.result())
             await link.write(b"")
             writer.close()
             try:
@@ -300,7 +300,7 @@ async def run_ide_side(via: Optional[str], folder: Optional[str], lock_file: Opt
             except asyncio.TimeoutError:
                 runner.cancel()
         else:
-            log("relay: " + runner.result())
+            log(runner.result())
         watcher.cancel()
     finally:
         for sig in signals:
