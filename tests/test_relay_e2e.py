@@ -205,3 +205,44 @@ def test_with_wait_an_ide_restarted_with_a_new_nonce_is_followed(tmp_path: Any) 
         assert relay_locks(tmp_path) == []
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+
+
+def ide_half_pids(tmp: Any) -> List[int]:
+    """The IDE's half started for this test (found by its command line in /proc)."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % name, "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"ide-side" in args and str(tmp / "project").encode() in args:
+            pids.append(int(name))
+    return pids
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the IDE's half through /proc (Linux)")
+def test_when_the_link_dies_the_lock_goes_and_the_relay_says_so(tmp_path: Any) -> None:
+    setup(tmp_path)
+
+    async def scenario() -> None:
+        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE"):
+            relay = start_relay(tmp_path)
+            try:
+                await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
+                pids = ide_half_pids(tmp_path)
+                assert pids
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+                code = await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30)
+                err = relay.stderr.read() if relay.stderr else ""
+                assert code == 1 and "link" in err, err
+                assert relay_locks(tmp_path) == []
+            finally:
+                if relay.poll() is None:
+                    relay.kill()
+                    relay.wait()
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT))
