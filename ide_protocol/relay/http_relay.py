@@ -17,7 +17,7 @@ import json
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..wire import http11, sse
-from .link import Stream
+from .link import Stream, drained
 from .rewrite import Rewriter
 
 READ_SIZE = 64 * 1024
@@ -148,11 +148,7 @@ async def _answers_to_cli(stream: Stream, writer: asyncio.StreamWriter, rewriter
                 head = None
             elif isinstance(event, (http11.ParseError, http11.ConnectionClosed)):
                 return
-        try:
-            await writer.drain()
-        except (ConnectionError, OSError):
-            return
-        if not data:
+        if not await drained(writer) or not data:
             return
 
 
@@ -209,11 +205,7 @@ async def _stream_to_ide(stream: Stream, writer: asyncio.StreamWriter, headers: 
                 head = None
             elif isinstance(event, (http11.ParseError, http11.ConnectionClosed)):
                 return
-        try:
-            await writer.drain()
-        except (ConnectionError, OSError):
-            return
-        if not data:
+        if not await drained(writer) or not data:
             return
 
 

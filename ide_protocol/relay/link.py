@@ -14,6 +14,15 @@ from typing import Awaitable, Callable, Dict, Optional
 from . import frames
 
 
+async def drained(writer: asyncio.StreamWriter) -> bool:
+    """Wait until the peer took what was written; False when it is gone."""
+    try:
+        await writer.drain()
+    except (ConnectionError, OSError):
+        return False
+    return True
+
+
 class Stream:
     """One relayed connection. `send` waits for window; `read` returns b"" at its end."""
 
@@ -95,10 +104,7 @@ class Link:
 
     async def write(self, data: bytes) -> None:
         self.write_nowait(data)
-        try:
-            await self._writer.drain()
-        except (ConnectionError, OSError):
-            pass
+        await drained(self._writer)
 
     def open_stream(self) -> Stream:
         stream = Stream(self, self._next_id)
