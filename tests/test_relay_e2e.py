@@ -246,3 +246,38 @@ def test_when_the_link_dies_the_lock_goes_and_the_relay_says_so(tmp_path: Any) -
                     relay.wait()
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+
+
+def test_a_32_mb_open_diff_crosses_whole_while_another_connection_keeps_answering(tmp_path: Any) -> None:
+    setup(tmp_path)
+    big = ("0123456789abcdef" * 64 + "\n") * (32 * 1024 * 1024 // 1025)
+    cli_path = str(tmp_path / "cliview" / "a.py")
+    seen: List[Any] = []
+
+    async def on_diff(diff: Any) -> Optional[bool]:
+        seen.append(diff)
+        return False
+
+    async def scenario() -> None:
+        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE",
+                             on_diff=on_diff):
+            relay = start_relay(tmp_path)
+            try:
+                await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
+                diff_client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=60)
+                other = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=60)
+                async with diff_client, other:
+                    sending = asyncio.ensure_future(diff_client.open_diff(cli_path, big, "big"))
+                    answers = 0
+                    while not sending.done() or answers < 3:
+                        await other.get_selection()
+                        answers += 1
+                    assert (await sending)["result"] == "REJECTED"
+                assert answers >= 3
+                assert len(seen) == 1 and seen[0].new_file_contents == big
+                assert seen[0].original_file_path == str(tmp_path / "project" / "a.py")
+            finally:
+                relay.send_signal(signal.SIGTERM)
+                assert await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30) == 0
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT * 2))
