@@ -126,9 +126,7 @@ def loads(data: Union[bytes, bytearray, memoryview, str]) -> Any:
     make us emit invalid JSON.
     """
     try:
-        # (bytes, the usual, decoded as they are; other buffers copied first)
-        text = (data.decode("utf-8") if type(data) is bytes
-                else data if isinstance(data, str) else bytes(data).decode("utf-8"))
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8")
         if text.startswith("\ufeff"):  # refused, as json.loads refuses it
             raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
         # One decoder made once: json.loads with these hooks would build a new decoder
