@@ -5,8 +5,9 @@ application (`mcp.McpApp`). The whole interface to the application is in `answer
 
     answer = app(request, body, connection_number)   # Reply | Stream | PendingReply
 
-Each connection is an `asyncio.Protocol` (`HttpConnection`). Bytes arrive in
-`data_received` and go through the parser; each complete request is given to the
+Each connection is an `asyncio.BufferedProtocol` (`HttpConnection`): the loop reads the
+socket into the connection's own buffer, and the bytes arrive in `data_received` and go
+through the parser; each complete request is given to the
 application, and the answer it returns is written: a `Reply` at once, right there in
 `data_received` (most requests: no task, no loop pass); the head of a `Stream` at once
 and its body by the connection's one handler task; a `PendingReply` by that task once
@@ -60,6 +61,13 @@ MAX_PENDING = 8
 #: Streams are written as their chunks come, whatever the peer reads: this is their limit.
 MAX_WRITE_BUFFER = 16 * 1024 * 1024
 
+#: The bytes one read from the socket may bring: the size of each connection's read
+#: buffer. (A plain `asyncio.Protocol` would have the loop allocate a fresh 256 KiB
+#: object for every read and shrink it to the few hundred bytes of a request; reading
+#: into a buffer the connection keeps removes that work. A larger request simply takes
+#: more reads.)
+READ_BUFFER = 32 * 1024
+
 _INTERNAL_ERROR = Reply(500, (("Content-Type", "text/plain"),), b"Internal Server Error")
 
 
@@ -91,7 +99,7 @@ class _Answering:
 _Queued = Union[Tuple[http11.Request, bytes, Optional[Reply]], http11.ParseError]
 
 
-class HttpConnection(asyncio.Protocol):
+class HttpConnection(asyncio.BufferedProtocol):
     """One accepted connection: parse requests as bytes arrive, answer them in order.
 
     Callbacks, not a reader task: `data_received` feeds the sans-IO parser, and a
@@ -139,13 +147,22 @@ class HttpConnection(asyncio.Protocol):
         # `McpApp.judge_head`), once per request, before its body is read.
         self._judge = judge
         self.last_active = self._loop.time()  # for the idle timeout and the connection limit
+        self._read_buffer = memoryview(bytearray(READ_BUFFER))  # what the socket is read into
 
-    # ------------------------------------------------------------ asyncio.Protocol
+    # ------------------------------------------------------- asyncio.BufferedProtocol
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
         if self._owner is not None:
             self._owner._adopt(self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._read_buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        # The bytes read are copied out at once (the parser may keep them; the buffer
+        # is read into again), then handled as any bytes received.
+        self.data_received(bytes(self._read_buffer[:nbytes]))
 
     def data_received(self, data: bytes) -> None:
         if self._input_done:
