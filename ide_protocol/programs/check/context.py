@@ -14,7 +14,7 @@ import sys
 import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from ...wire import http11, jsonrpc, sse
+from ...wire import http11, json_text, jsonrpc, sse
 from ...client import (DEFAULT_CONNECT_TIMEOUT, STREAM_ACCEPT, ClientConnection, ClientError, ClientResponse,
                         cli_headers)
 from ...common.lockfile import LockInfo
@@ -70,7 +70,7 @@ class Reply:
 
 
 def shape(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+    text = json.dumps(value, ensure_ascii=False, default=repr)
     return text if len(text) <= 600 else text[:600] + "…"
 
 
@@ -243,8 +243,8 @@ def tool_value(reply: Reply, rid: Any, name: str) -> Any:
     if result.get("isError"):
         raise Fail("%s failed: %s" % (name, content[0]["text"][:200]), reply.evidence())
     try:
-        return json.loads(content[0]["text"])
-    except ValueError:
+        return json_text.loads(content[0]["text"])
+    except json_text.JsonTextError:
         raise Fail("%s result text is not JSON" % name, reply.evidence())
 
 
