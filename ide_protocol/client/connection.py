@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import itertools
+import socket
 from typing import Any, AsyncIterator, Callable, Deque, List, Optional, Tuple
 
 from ..common import lockfile
@@ -60,11 +62,50 @@ async def open_socket(path: str, timeout: Optional[float] = DEFAULT_CONNECT_TIME
             from ..common import winpipe
 
             return await asyncio.wait_for(winpipe.open_pipe_connection(path), timeout)
-        return await asyncio.wait_for(asyncio.open_unix_connection(path, limit=2 ** 20), timeout)
+        return await asyncio.wait_for(_open_unix(path), timeout)
     except asyncio.TimeoutError:
-        raise IdeTimeout("connecting to %s took longer than %s s" % (path, timeout)) from None
+        raise IdeTimeout("connecting to %s took longer than %s s (%s)" % (
+            path, timeout, "its listen backlog stayed full: the server accepts too slowly" if _backlog_full(path)
+            else "no answer")) from None
     except (OSError, ValueError) as exc:
         raise ServerGone("cannot connect to the IDE socket %s: %s" % (path, exc)) from None
+
+
+async def _open_unix(path: str) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Streams on a Unix socket connected to `path`, waiting while the server's listen
+    backlog is full: there a Unix socket's connect fails at once with EAGAIN (which
+    asyncio's own connect then turns into a puzzling EINVAL) instead of queueing."""
+    family = getattr(socket, "AF_UNIX", None)
+    if family is None:
+        raise OSError(errno.EAFNOSUPPORT, "Unix sockets are not available here")
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        pause = 0.005
+        while True:
+            try:
+                sock.connect(path)
+                break
+            except BlockingIOError:  # the backlog is full: wait for a place
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.1)
+        return await asyncio.open_unix_connection(sock=sock, limit=2 ** 20)
+    except BaseException:
+        sock.close()
+        raise
+
+
+def _backlog_full(path: str) -> bool:
+    """Whether one more connect to `path` would fail for a full listen backlog."""
+    try:
+        with socket.socket(getattr(socket, "AF_UNIX"), socket.SOCK_STREAM) as sock:
+            sock.setblocking(False)
+            sock.connect(path)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 class ClientResponse:

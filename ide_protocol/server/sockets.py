@@ -33,6 +33,13 @@ def check_sun_path(path: str) -> None:
                          "socket; choose a shorter socket directory" % (path, size, SUN_PATH_MAX))
 
 
+#: Connections the kernel holds for us before we accept them. asyncio's default (100)
+#: is soon reached when many clients connect at once, and a Unix socket's client then
+#: fails at once (EAGAIN; Node's and asyncio's clients report it as an error) instead
+#: of waiting its turn. The kernel caps it (Linux: net.core.somaxconn).
+LISTEN_BACKLOG = 4096
+
+
 async def listen_unix(protocol_factory: Callable[[], asyncio.BaseProtocol],
                       directory: Optional[str] = None) -> Tuple[Any, str, str]:
     """A Unix socket server on `<fresh 0700 dir>/mcp.sock`, socket mode 0600
@@ -46,7 +53,8 @@ async def listen_unix(protocol_factory: Callable[[], asyncio.BaseProtocol],
     path = os.path.join(sock_dir, "mcp.sock")
     try:
         check_sun_path(path)
-        server = await asyncio.get_event_loop().create_unix_server(protocol_factory, path=path)
+        server = await asyncio.get_event_loop().create_unix_server(protocol_factory, path=path,
+                                                                   backlog=LISTEN_BACKLOG)
         os.chmod(path, 0o600)
     except BaseException:
         shutil.rmtree(sock_dir, ignore_errors=True)
