@@ -188,11 +188,13 @@ def _deleted_twice(server: IdeServer, request: http11.Request, body: bytes) -> A
     return None
 
 
-def _replace_without_resolving(server: IdeServer) -> None:
+def _repeated_tab_replaces(server: IdeServer) -> None:
     real = server._tool_handlers["open_diff"]
 
     async def open_diff(arguments: Dict[str, Any], ctx: Any) -> Any:
-        server._diffs.pop(arguments.get("tab_name"), None)  # forget the first: it never resolves
+        for diff in server.pending_diffs():  # a repeated tab name answers the first (VS Code keeps both)
+            if diff.tab_name == arguments.get("tab_name"):
+                diff.reject()
         return await real(arguments, ctx)
     server._tool_handlers["open_diff"] = open_diff
 
@@ -278,7 +280,7 @@ FAULTS: Dict[str, Fault] = {
         a["tab_name"], True))),
     "tool.unknown": F(setup=_unknown_tool_succeeds),
     "diff.close_via_tool": F(on_diff=lambda diff: True),
-    "diff.replace": F(setup=_replace_without_resolving),
+    "diff.same_tab": F(setup=_repeated_tab_replaces),
     "diff.accept": F(on_diff=_write_then_accept),
 }
 

@@ -124,7 +124,9 @@ class IdeServer(ToolCalls):
         self._selection: Optional[Selection] = None
         self._selection_json: Optional[Tuple[Selection, jsonrpc.Encoded]] = None  # get_selection's result
         self._diagnostics: Dict[str, Tuple[str, List[Diagnostic]]] = {}  # uri -> (path, diags)
-        self._diffs: Dict[str, DiffRequest] = {}  # tab_name -> pending diff
+        # The pending diffs of every session, oldest first (keyed by the diff itself:
+        # two may share a tab name, PROTOCOL.md §4).
+        self._diffs: Dict[int, DiffRequest] = {}
         self._selection_push: Optional[Debounced] = None
         self._diagnostics_push: Optional[DiagnosticsWindow] = None
         self._reaper: Optional["asyncio.Task[None]"] = None

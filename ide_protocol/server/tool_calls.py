@@ -74,7 +74,7 @@ class ToolCalls:
         instance_id: str
         max_body: int
         _stopping: bool
-        _diffs: Dict[str, DiffRequest]
+        _diffs: Dict[int, DiffRequest]
         _hook_tasks: Set["asyncio.Future[Any]"]
         _tool_handlers: Dict[str, Callable[[Dict[str, Any], CallContext], Any]]
         _tool_is_async: Dict[Callable[..., Any], bool]
@@ -211,9 +211,14 @@ class ToolCalls:
             self._emit_session("renamed", ctx.session)
         return {"success": True}
 
+    def _diff_named(self, tab_name: str) -> Optional[DiffRequest]:
+        """The oldest pending diff with this tab name, whichever session opened it
+        (PROTOCOL.md §4: as VS Code, one registry for every session)."""
+        return next((diff for diff in self._diffs.values() if diff.tab_name == tab_name), None)
+
     def _close_diff(self, arguments: Dict[str, Any], ctx: CallContext) -> Dict[str, Any]:
         args = self._string_args(arguments, "close_diff", ("tab_name",))
-        diff = self._diffs.get(args["tab_name"])
+        diff = self._diff_named(args["tab_name"])
         found = diff is not None and not diff.done
         if diff is not None:
             self._resolve(diff, False, tools.CLOSED_VIA_TOOL)
@@ -232,12 +237,10 @@ class ToolCalls:
         if self._stopping or (ctx.session is not None and ctx.session.ended):
             # It ended while the file was read: nobody will show this diff (§4).
             return tools.diff_answer(False, tools.CLIENT_DISCONNECTED, tab, path)
-        old = self._diffs.get(tab)
-        if old is not None:
-            self._resolve(old, False, tools.CLOSED_VIA_TOOL)  # a repeated tab replaces (§4)
+        # A repeated tab name opens a second diff beside the first (§4, as VS Code).
         diff = DiffRequest(self, tab, path, args["new_file_contents"], ctx.session,
                            original_contents=original, is_new_file=is_new)
-        self._diffs[tab] = diff
+        self._diffs[id(diff)] = diff
         try:
             if self.on_diff is None:
                 log.warning("open_diff %r: no on_diff handler; waiting for resolve_diff()", tab)
@@ -262,8 +265,8 @@ class ToolCalls:
             self._resolve(diff, False, tools.CLOSED_VIA_TOOL)
             raise
         finally:
-            if self._diffs.get(tab) is diff and diff.done:
-                del self._diffs[tab]
+            if diff.done:
+                self._diffs.pop(id(diff), None)
 
     def _apply_decision(self, diff: DiffRequest, decision: Any) -> None:
         if decision is None or diff.done:
@@ -280,8 +283,7 @@ class ToolCalls:
             return False
         answer = tools.diff_answer(saved, trigger, diff.tab_name, diff.original_file_path)
         diff.future.set_result(answer)
-        if self._diffs.get(diff.tab_name) is diff:
-            del self._diffs[diff.tab_name]
+        self._diffs.pop(id(diff), None)
         if self.on_diff_closed is not None:
             self._report("on_diff_closed", self.on_diff_closed, diff, answer)
         return True
@@ -290,12 +292,12 @@ class ToolCalls:
         return list(self._diffs.values())
 
     def resolve_diff(self, tab_name: Optional[str] = None, accept: bool = True) -> bool:
-        """Answer a pending diff by tab name (the most recent one when None)."""
+        """Answer a pending diff by tab name (the oldest with that name; the most
+        recent diff when None)."""
         if tab_name is None:
-            if not self._diffs:
-                return False
-            tab_name = list(self._diffs)[-1]
-        diff = self._diffs.get(tab_name)
+            diff = list(self._diffs.values())[-1] if self._diffs else None
+        else:
+            diff = self._diff_named(tab_name)
         if diff is None:
             return False
         return diff.accept() if accept else diff.reject()
