@@ -6,8 +6,8 @@
   origin, nonce, path, session and version checks run on every request, also for a head
   byte-identical to one accepted before; plain tools answered at once, the selection's
   cached result;
-* `jsonrpc`: `dispatch_now`/`call_now` and `Deferred`, `Encoded` results spliced into
-  the same bytes, the reusable encoder after a failure, `loads`;
+* `jsonrpc`: `dispatch_now`/`call_now` and `Deferred`, `dumps` of responses (UTF-8, or
+  ASCII when UTF-8 cannot carry the text), `dumps` after a failure, `loads`;
 * `http11`: one-chunk bodies however split, the body limit, `NO_TRAILERS`,
   `Request.keep_alive`.
 
@@ -198,7 +198,7 @@ def test_request_keep_alive_is_decided_at_construction() -> None:
     events = RequestParser().feed(head10 * 2 + b"GET / HTTP/1.0\r\n\r\n" + head10)
     requests = [e for e in events if isinstance(e, Request)]
     assert [r.keep_alive for r in requests] == [True, True, False]  # then the parser stops
-    assert transport.connection_field(requests[2], ())[1] is False  # the transport closes after it
+    assert http11.keeps_alive_after(requests[2].keep_alive, False) is False  # the transport closes after it
 
 
 # ==================================================================== jsonrpc
@@ -387,9 +387,9 @@ def test_plain_handler_returning_an_awaitable_is_deferred_and_drop_closes_it() -
 
 # ---------------------------------------------------------------- dumps / loads
 
-ENCODED_IDS = [0, 7, -3, 2 ** 70, "abc", 'q"\\\n\t\x01\x1f', "\u00e9\u65e5\U0001F600", "</script>\u2028",
-               "\ud800", None, True]
-ENCODED_RESULTS = [
+RESPONSE_IDS = [0, 7, -3, 2 ** 70, "abc", 'q"\\\n\t\x01\x1f', "\u00e9\u65e5\U0001F600", "</script>\u2028",
+                "\ud800", None, True]
+RESPONSE_RESULTS = [
     {"content": [{"type": "text", "text": "{\n  \"a\": 1\n}"}]},
     {"t": "caf\u00e9 \u65e5\u672c \U0001F600 \u2028 \"\\"},
     {"t": "lone \ud800 surrogate"},
@@ -397,46 +397,18 @@ ENCODED_RESULTS = [
 ]
 
 
-def _mixes_a_lone_surrogate_with_other_non_ascii(msg_id: Any, result: Dict[str, Any]) -> bool:
-    texts = [msg_id if isinstance(msg_id, str) else ""] + [v for v in result.values() if isinstance(v, str)]
-    lone = [any(0xD800 <= ord(c) <= 0xDFFF for c in t) for t in texts]
-    other = [any(ord(c) > 127 and not 0xD800 <= ord(c) <= 0xDFFF for c in t) for t in texts]
-    return lone[0] and any(other[1:]) or other[0] and any(lone[1:])
-
-
-# (Those mixes: test_encoded_result_with_a_lone_surrogate_and_other_non_ascii_text.)
-ENCODED_CASES = [(i, r) for i in ENCODED_IDS for r in ENCODED_RESULTS
-                 if not _mixes_a_lone_surrogate_with_other_non_ascii(i, r)]
-
-
-@pytest.mark.parametrize("msg_id, result", ENCODED_CASES,
-                         ids=["%s-%d" % (repr(i)[:12], ENCODED_RESULTS.index(r)) for i, r in ENCODED_CASES])
-def test_encoded_result_gives_the_bytes_of_the_plain_encoding(msg_id: Any, result: Dict[str, Any]) -> None:
-    encoded = jsonrpc.Encoded(result)
-    assert encoded == result  # it is the dict it encodes
-    # Its bytes are the value's UTF-8 JSON; None when UTF-8 cannot carry it (a lone
-    # surrogate: the whole answer is then escaped to ASCII and nothing is spliced).
-    if "\ud800" in json.dumps(result, ensure_ascii=False):
-        assert encoded.encoded is None
-    else:
-        assert encoded.encoded == jsonrpc.dumps(result)
-    plain = jsonrpc.dumps(jsonrpc.result_response(msg_id, dict(result)))
-    assert jsonrpc.dumps(jsonrpc.result_response(msg_id, encoded)) == plain
-    assert json.loads(plain.decode("utf-8")) == {"jsonrpc": "2.0", "id": msg_id, "result": result}
-    # Anywhere else, an Encoded is encoded as the dict it is.
-    assert jsonrpc.dumps([encoded]) == jsonrpc.dumps([result])
-    assert jsonrpc.dumps({"jsonrpc": "2.0", "id": msg_id, "result": encoded, "x": 1}) == jsonrpc.dumps(
-        {"jsonrpc": "2.0", "id": msg_id, "result": result, "x": 1})
-
-
-@pytest.mark.parametrize("msg_id, result", [("\ud800", {"t": "caf\u00e9"}), ("caf\u00e9", {"t": "\udc00"})],
-                         ids=["surrogate-id", "surrogate-result"])
-def test_encoded_result_with_a_lone_surrogate_and_other_non_ascii_text(msg_id: str, result: Dict[str, Any]) -> None:
-    # `dumps` falls back to ASCII escapes for the whole message when any text holds a
-    # lone surrogate (UTF-8 cannot carry it); the spliced message must do the same.
-    plain = jsonrpc.dumps(jsonrpc.result_response(msg_id, dict(result)))
-    assert plain.isascii()
-    assert jsonrpc.dumps(jsonrpc.result_response(msg_id, jsonrpc.Encoded(result))) == plain
+@pytest.mark.parametrize("msg_id", RESPONSE_IDS, ids=[repr(i)[:12] for i in RESPONSE_IDS])
+@pytest.mark.parametrize("result", RESPONSE_RESULTS, ids=[str(i) for i in range(len(RESPONSE_RESULTS))])
+def test_dumps_of_a_response_is_json_compact_utf8_or_all_ascii(msg_id: Any, result: Dict[str, Any]) -> None:
+    # Compact UTF-8 JSON; when some text holds a lone surrogate (UTF-8 cannot carry
+    # it), the whole message with every non-ASCII character escaped.
+    response = jsonrpc.result_response(msg_id, result)
+    try:
+        expected = json.dumps(response, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        expected = json.dumps(response, separators=(",", ":")).encode("ascii")
+    assert jsonrpc.dumps(response) == expected
+    assert json.loads(expected) == {"jsonrpc": "2.0", "id": msg_id, "result": result}
 
 
 def test_dumps_works_again_after_a_failure() -> None:

@@ -38,6 +38,9 @@ class Fault:
     def before_lock(self, server: "FaultyServer") -> None:
         pass
 
+    def head(self, server: "FaultyServer", request: http11.Request) -> None:
+        """Change a request's head before the server's judge sees it."""
+
     def intercept(self, server: "FaultyServer", request: http11.Request, body: bytes
                   ) -> Optional[Tuple[int, List[Tuple[str, str]], bytes]]:
         return None
@@ -60,14 +63,22 @@ class Fault:
 class FaultyServer(IdeServer):
     """Our IdeServer with one fault switched on.
 
-    The fault sits between the listener and the real application (`app(request, body,
-    connection) -> Reply | Stream | PendingReply`, `server.answers`): it can answer a
-    request itself, or rewrite the answer the application gives on its way out."""
+    The fault sits between the listener and the real judge and application
+    (`judge(request)`, `app(request, body, connection) -> Reply | Stream | PendingReply`,
+    `server.answers`): it can change a head before it is judged, answer a request
+    itself, or rewrite the answer the application gives on its way out."""
 
     def __init__(self, folder: str, lock_dir: str, fault: Optional[Fault] = None, **kwargs: Any) -> None:
         super().__init__([folder], lock_dir=lock_dir, **kwargs)
         self.fault = fault or Fault()
         real_app = self.listener.app
+        real_judge = self.listener.judge
+        assert real_judge is not None
+
+        def judge(request: http11.Request) -> Optional[answers.Reply]:
+            self.fault.head(self, request)
+            refusal = real_judge(request)
+            return None if refusal is None else self._rewrite(request, b"", refusal)  # type: ignore[return-value]
 
         def app(request: http11.Request, body: bytes, connection: int) -> answers.Answer:
             early = self.fault.intercept(self, request, body)
@@ -77,18 +88,20 @@ class FaultyServer(IdeServer):
             return self._rewrite(request, body, real_app(request, body, connection))
 
         self.listener.app = app
+        self.listener.judge = judge
         self.fault.setup(self)
 
     def _rewrite(self, request: http11.Request, body: bytes, answer: answers.Answer) -> answers.Answer:
         fault = self.fault
-        close = [("Connection", "close")] if fault.close_after(request) else []
+        close = fault.close_after(request)
         if isinstance(answer, answers.Reply):
             if answer.chunked:  # a chunked body of one chunk: the head, then its one chunk
                 status, headers = fault.out_start(request, answer.status, list(answer.headers))
-                return answers.Reply(status, headers + close, fault.out_chunk(request, answer.body), chunked=True)
+                return answers.Reply(status, headers, fault.out_chunk(request, answer.body), chunked=True,
+                                     close=close or answer.close)
             status, headers, payload = fault.out_send(request, body, answer.status, list(answer.headers),
                                                       answer.body)
-            return answers.Reply(status, headers + close, payload)
+            return answers.Reply(status, headers, payload, close=close or answer.close)
         if isinstance(answer, answers.Stream):
             status, headers = fault.out_start(request, answer.status, list(answer.headers))
 
@@ -96,7 +109,7 @@ class FaultyServer(IdeServer):
                 async for chunk in answer.chunks:
                     yield fault.out_chunk(request, chunk)
 
-            return answers.Stream(status, headers + close, chunks(), answer.close)
+            return answers.Stream(status, headers, chunks(), answer.close, close_after=close or answer.close_after)
         pending = answer
 
         async def run() -> answers.Reply:
@@ -139,6 +152,10 @@ class F(Fault):
         if hasattr(self, "_setup"):
             self._setup(server)
 
+    def head(self, server: "FaultyServer", request: http11.Request) -> None:
+        if hasattr(self, "_head"):
+            self._head(server, request)
+
     def intercept(self, server: "FaultyServer", request: http11.Request, body: bytes) -> Any:
         if hasattr(self, "_intercept"):
             return self._intercept(server, request, body)
@@ -163,7 +180,7 @@ class F(Fault):
         return bool(getattr(self, "_close_after", lambda r: False)(request))
 
 
-def _add_auth(server: IdeServer, request: http11.Request, body: bytes) -> None:
+def _add_auth(server: IdeServer, request: http11.Request) -> None:
     request.headers.remove("authorization")
     request.headers.add("Authorization", "Nonce " + server.nonce)
 
@@ -224,10 +241,10 @@ FAULTS: Dict[str, Fault] = {
     "lock.permissions": F(chmod=0o644),
     "lock.folders": F(lock=lambda raw: raw.update(workspaceFolders=["relative/project"])),
     "lock.socket": F(lock=lambda raw: raw.update(socketPath="/nonexistent/mcp-x/mcp.sock")),
-    "auth.missing": F(intercept=lambda s, r, b: _add_auth(s, r, b) if "authorization" not in r.headers else None),
-    "auth.wrong_nonce": F(intercept=lambda s, r, b: _add_auth(s, r, b)),
-    "auth.origin": F(intercept=lambda s, r, b: r.headers.remove("origin")),
-    "http.path": F(intercept=lambda s, r, b: setattr(r, "target", "/mcp")),
+    "auth.missing": F(head=lambda s, r: _add_auth(s, r) if "authorization" not in r.headers else None),
+    "auth.wrong_nonce": F(head=_add_auth),
+    "auth.origin": F(head=lambda s, r: r.headers.remove("origin")),
+    "http.path": F(head=lambda s, r: setattr(r, "target", "/mcp")),
     "http.method": F(out_send=_no_allow),
     "http.content_length": F(intercept=lambda s, r, b: (411, [("Content-Type", "text/plain")], b"chunked only")
                              if "content-length" in r.headers else None),

@@ -102,7 +102,7 @@ def test_a_reply_is_written_inside_data_received_and_the_connection_field_settle
         if req.target == "/empty-chunked":
             return Reply(200, (), b"", chunked=True)
         if req.target == "/asks-close":
-            return text(200, b"bye", ("Connection", "close"))
+            return Reply(200, (("Content-Type", "text/plain"),), b"bye", close=True)
         return text(201, b"now:" + body)
 
     async def main() -> None:
@@ -126,7 +126,7 @@ def test_a_reply_is_written_inside_data_received_and_the_connection_field_settle
             assert reply.status in (200, 201) and reply.body == b"" and reply.complete
         conn.send_raw(request("/a", b"y"), expect="POST")
         assert (await conn.read_reply()).body == b"now:y"
-        # An answer saying `Connection: close`: written as it is, then the connection closes.
+        # An answer saying `close=True`: the writer says `Connection: close`, then the connection closes.
         conn.send_raw(request("/asks-close"), expect="POST")
         reply = await conn.read_reply()
         assert reply.body == b"bye" and reply.headers.get_all("connection") == ["close"]
@@ -543,14 +543,18 @@ def test_close_ends_connections_and_tasks(tmp_path: Any) -> None:
     run(main())
 
 
-def test_connection_field_rule() -> None:
+def test_the_connection_field_is_decided_by_the_wire_rules_and_spelled_by_the_writer() -> None:
     keep = http11.Request("GET", "/")
     close = http11.Request("GET", "/", [("Connection", "close")])
     old = http11.Request("GET", "/", http_version="1.0")
+    assert http11.keeps_alive_after(keep.keep_alive, False) is True
+    assert http11.keeps_alive_after(keep.keep_alive, True) is False  # the answer asks to close
+    assert http11.keeps_alive_after(close.keep_alive, False) is False
+    assert http11.keeps_alive_after(old.keep_alive, False) is False
     fields = (("Content-Type", "text/plain"),)
-    assert transport.connection_field(keep, fields) == (fields + (("Connection", "keep-alive"),), True)
-    assert transport.connection_field(close, fields) == (fields + (("Connection", "close"),), False)
-    assert transport.connection_field(old, fields) == (fields + (("Connection", "close"),), False)
-    own: Any = [("connection", "Keep-Alive, Close")]
-    assert transport.connection_field(keep, own) == (own, False)  # the answer's own field stands
-    assert transport.connection_field(close, [("Connection", "keep-alive")])[1] is False
+    assert http11.write_response(200, fields, b"x", keep_alive=True).endswith(
+        b"Content-Type: text/plain\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\nx")
+    assert b"\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n" in http11.write_response_head(
+        200, fields, keep_alive=False)
+    with pytest.raises(ValueError):  # given keep_alive, the field is the writer's alone
+        http11.write_response(200, [("Connection", "keep-alive")], b"", keep_alive=False)

@@ -12,8 +12,8 @@ the rest of the usual request's way:
   real Unix socket; pipelining, byte-by-byte input, a bad chunk size after a repeat, a
   repeat while an answer still waits;
 * `http11.encode_chunk`, `sse.encode_message`;
-* `jsonrpc.dumps` of a response with an `Encoded` result (any member order, every kind
-  of id), `jsonrpc.parse_message` against a plain classifier, `jsonrpc.loads` against
+* `jsonrpc.dumps` of responses (every kind of id, unusual shapes),
+  `jsonrpc.parse_message` against a plain classifier, `jsonrpc.loads` against
   json's semantics;
 * the MCP server end to end: many `get_selection` calls with byte-identical heads, and
   `open_diff` still streaming its head before the user decides.
@@ -310,8 +310,8 @@ def test_sse_encode_message(text: str) -> None:
 
 # ============================================================ jsonrpc.dumps
 
-ENCODED = jsonrpc.Encoded({"content": [{"type": "text", "text": "caf\u00e9 \"q\" \\ \u2028 \U0001F600"}],
-                           "isError": False, "n": [1, 2.5, None]})
+RESULT = {"content": [{"type": "text", "text": "caf\u00e9 \"q\" \\ \u2028 \U0001F600"}], "isError": False,
+          "n": [1, 2.5, None]}
 USUAL_IDS = [0, 1, -1, 7, 2 ** 31, -(2 ** 63), 2 ** 70, -(2 ** 70), "", "abc", "caf\u00e9", 'q"uo\\te', "\n\t\x01",
              "\u2028\u2029", "\U0001F600", "</script>"]
 
@@ -320,33 +320,27 @@ def _plain_json(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
-def _with_plain_result(obj: Dict[str, Any]) -> Dict[str, Any]:
-    return {k: dict(v) if type(v) is jsonrpc.Encoded else v for k, v in obj.items()}
-
-
 @pytest.mark.parametrize("msg_id", USUAL_IDS, ids=[repr(i) for i in USUAL_IDS])
-def test_dumps_encoded_result_in_any_member_order(msg_id: Any) -> None:
-    usual = jsonrpc.dumps({"jsonrpc": "2.0", "id": msg_id, "result": dict(ENCODED)})
-    assert usual == _plain_json({"jsonrpc": "2.0", "id": msg_id, "result": dict(ENCODED)})
-    members = [("jsonrpc", "2.0"), ("id", msg_id), ("result", ENCODED)]
-    for order in itertools.permutations(members):
-        assert jsonrpc.dumps(dict(order)) == usual, order
+def test_dumps_of_a_response_is_plain_json_for_every_id(msg_id: Any) -> None:
+    response = jsonrpc.result_response(msg_id, RESULT)
+    assert jsonrpc.dumps(response) == _plain_json(response)
+    assert json.loads(jsonrpc.dumps(response)) == {"jsonrpc": "2.0", "id": msg_id, "result": RESULT}
 
 
 UNUSUAL_RESPONSES: List[Dict[str, Any]] = [
-    {"jsonrpc": "2.0", "id": True, "result": ENCODED},
-    {"result": ENCODED, "id": False, "jsonrpc": "2.0"},
-    {"jsonrpc": "2.0", "id": 1.5, "result": ENCODED},
-    {"id": 2.0, "jsonrpc": "2.0", "result": ENCODED},
-    {"jsonrpc": "2.0", "id": None, "result": ENCODED},
-    {"jsonrpc": "2.0", "id": [1], "result": ENCODED},
-    {"jsonrpc": "2.0", "id": {"a": 1}, "result": ENCODED},
-    {"jsonrpc": "2.0", "x": 1, "result": ENCODED},  # no id, a third member
-    {"result": ENCODED, "jsonrpc": "2.0", "error": None},
-    {"jsonrpc": "1.0", "id": 1, "result": ENCODED},
-    {"result": ENCODED, "jsonrpc": 2.0, "id": 1},
-    {"jsonrpc": None, "id": "a", "result": ENCODED},
-    {"jsonrpc": "2.0", "id": 1, "result": ENCODED, "extra": 1},
+    {"jsonrpc": "2.0", "id": True, "result": RESULT},
+    {"result": RESULT, "id": False, "jsonrpc": "2.0"},
+    {"jsonrpc": "2.0", "id": 1.5, "result": RESULT},
+    {"id": 2.0, "jsonrpc": "2.0", "result": RESULT},
+    {"jsonrpc": "2.0", "id": None, "result": RESULT},
+    {"jsonrpc": "2.0", "id": [1], "result": RESULT},
+    {"jsonrpc": "2.0", "id": {"a": 1}, "result": RESULT},
+    {"jsonrpc": "2.0", "x": 1, "result": RESULT},  # no id, a third member
+    {"result": RESULT, "jsonrpc": "2.0", "error": None},
+    {"jsonrpc": "1.0", "id": 1, "result": RESULT},
+    {"result": RESULT, "jsonrpc": 2.0, "id": 1},
+    {"jsonrpc": None, "id": "a", "result": RESULT},
+    {"jsonrpc": "2.0", "id": 1, "result": RESULT, "extra": 1},
     {"jsonrpc": "2.0", "id": 1},
     {"jsonrpc": "2.0", "id": 1, "result": {"a": 1}},
 ]
@@ -354,21 +348,17 @@ UNUSUAL_RESPONSES: List[Dict[str, Any]] = [
 
 @pytest.mark.parametrize("obj", UNUSUAL_RESPONSES, ids=[str(i) for i in range(len(UNUSUAL_RESPONSES))])
 def test_dumps_of_unusual_responses_is_plain_json(obj: Dict[str, Any]) -> None:
-    plain = _with_plain_result(obj)
-    assert jsonrpc.dumps(obj) == _plain_json(plain)  # the same bytes, members in the dict's order
-    assert json.loads(jsonrpc.dumps(obj)) == json.loads(_plain_json(plain))
+    assert jsonrpc.dumps(obj) == _plain_json(obj)  # the same bytes, members in the dict's order
+    assert json.loads(jsonrpc.dumps(obj)) == json.loads(_plain_json(obj))
 
 
-def test_dumps_encoded_result_with_ids_utf8_cannot_carry() -> None:
-    for obj in ({"jsonrpc": "2.0", "id": "\ud800", "result": ENCODED},
-                {"result": ENCODED, "id": "a\udfff", "jsonrpc": "2.0"},
-                {"jsonrpc": "2.0", "id": 1, "result": jsonrpc.Encoded({"t": "\ud800 \u00e9"})}):
+def test_dumps_of_responses_utf8_cannot_carry_is_all_ascii() -> None:
+    for obj in ({"jsonrpc": "2.0", "id": "\ud800", "result": RESULT},
+                {"result": RESULT, "id": "a\udfff", "jsonrpc": "2.0"},
+                {"jsonrpc": "2.0", "id": 1, "result": {"t": "\ud800 \u00e9"}}):
         out = jsonrpc.dumps(obj)
-        assert out.isascii() and json.loads(out) == _with_plain_result(obj)
-        assert out == json.dumps(_with_plain_result(obj), separators=(",", ":"), allow_nan=False).encode()
-
-
-# ===================================================== jsonrpc.parse_message
+        assert out.isascii() and json.loads(out) == obj
+        assert out == json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
 
 
 def _old_parse_message(obj: Any) -> Tuple[Any, ...]:

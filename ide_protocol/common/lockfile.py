@@ -26,22 +26,13 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from dataclasses import dataclass
 from dataclasses import field as dc_field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from . import lock_rules
 from .lock_rules import LOCK_SUFFIX, LockFileError
-
-
-def uuid4() -> str:
-    """A random (version 4) UUID, as ``str(uuid.uuid4())`` gives it, without importing
-    ``uuid`` (which imports ``platform``: milliseconds of every start-up)."""
-    b = bytearray(os.urandom(16))
-    b[6] = (b[6] & 0x0F) | 0x40  # version 4
-    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = b.hex()
-    return "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
 
 
 __all__ = [
@@ -242,7 +233,7 @@ def write_lock(info: LockInfo, directory: Optional[str] = None) -> str:
         # makedirs' mode is filtered by the umask; make it exactly 0700.
         os.chmod(directory, 0o700)
     data = _encode_lock(info)
-    name = uuid4()
+    name = str(uuid.uuid4())
     final = os.path.join(directory, name + LOCK_SUFFIX)
     tmp = os.path.join(directory, "." + name + LOCK_SUFFIX + ".tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)

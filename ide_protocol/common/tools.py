@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..wire import json_text, jsonrpc
+from ..wire import json_text
 from .paths import path_to_uri
 
 # ------------------------------------------------------------------ definitions §4
@@ -189,19 +189,27 @@ def reference_params(file_path: str, start: Optional[Tuple[int, int]] = None,
 # ------------------------------------------------------------------------- results
 
 
+class RenderedResult(dict):  # type: ignore[type-arg]
+    """A tool result made already (`rendered_text_result`): `text_result` and the
+    tool layer return it as it is. Do not change it: it is shared by every answer
+    made from the same value."""
+
+    __slots__ = ()
+
+
 def text_result(value: Any) -> Dict[str, Any]:
     """A tool result carrying JSON as text, pretty-printed as VS Code does (§4). A
     result from `rendered_text_result` is returned as it is."""
-    if type(value) is jsonrpc.Encoded:
+    if type(value) is RenderedResult:
         return value
     return {"content": [{"type": "text", "text": json.dumps(value, indent=2, ensure_ascii=False)}]}
 
 
-def rendered_text_result(value: Any) -> jsonrpc.Encoded:
-    """`text_result(value)` made once for many answers, encoded as well: `json.dumps`
-    with `indent` runs the pure-Python encoder, and the text must then be escaped into
-    the answer, the costliest steps of a `get_selection`."""
-    return jsonrpc.Encoded(text_result(value))
+def rendered_text_result(value: Any) -> RenderedResult:
+    """`text_result(value)`, made once for many answers (the selection's, until it
+    changes): `json.dumps` with `indent` runs the pure-Python encoder, the costliest
+    step of a `get_selection`. A pure function of `value`, kept by its owner."""
+    return RenderedResult(text_result(value))
 
 
 def error_result(message: str) -> Dict[str, Any]:

@@ -76,7 +76,9 @@ class TerminalIde:
         if args.trace:
             # Raw HTTP requests and statuses: wrap the application the listener runs
             # for each request (the JSON-RPC messages come from `on_exchange`).
-            self.server.listener.app = TracingApp(self.server.listener.app, self.out)
+            listener = self.server.listener
+            tracing = TracingApp(listener.app, self.out, listener.judge)
+            listener.app, listener.judge = tracing, tracing.judge_head
 
     # ----------------------------------------------------------------- callbacks
 

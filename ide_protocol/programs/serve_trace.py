@@ -50,14 +50,13 @@ class TracingApp:
     answer, around the real application (`server.answers`: an app is a plain function
     giving a Reply, a Stream or a PendingReply)."""
 
-    def __init__(self, app: Any, out: Output) -> None:
+    def __init__(self, app: Any, out: Output, judge: Any = None) -> None:
         self.app = app
         self.out = out
-        judge = getattr(app, "judge_head", None)
-        if judge is not None:  # refusals by the head alone stay early under --trace
-            self.judge_head = lambda request: self._judged(judge(request), request)
+        self.judge = judge  # (the listener's judge, wrapped: refusals stay early under --trace)
 
-    def _judged(self, refusal: Any, request: Any) -> Any:
+    def judge_head(self, request: Any) -> Any:
+        refusal = self.judge(request) if self.judge is not None else None
         if refusal is not None:
             self.out.line(self.out.paint("  [#?] %s %s refused by its head -> %d"
                                          % (request.method, request.target, refusal.status), "dim"))

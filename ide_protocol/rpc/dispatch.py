@@ -21,10 +21,6 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Any, Any], Any]
 
-#: Results that are never awaitable: checked first, so a plain result costs no
-#: `inspect.isawaitable` call.
-_PLAIN = (dict, list, str, int, float, bool, type(None))
-
 
 class Deferred:
     """A call that has to wait: its handler is a coroutine function, or a plain function
@@ -161,7 +157,7 @@ class Dispatcher:
             raise
         except Exception as exc:
             raise self._internal_error(method, exc) from exc
-        if not isinstance(result, _PLAIN) and inspect.isawaitable(result):
+        if inspect.isawaitable(result):
             return Deferred(self, method, params, context, None, result)
         return result
 

@@ -22,19 +22,23 @@ awaiting is cancelled) or the connection dropped before the answer was started. 
 where the application lets go of what the request holds (a session's stream, a running
 request's place).
 
-An application may also judge a request by its head alone, before the body is read:
+Every request is first judged by its head alone, before its body is read, by the judge
+the listener was given with the application (`Judge`):
 
-    refusal = app.judge_head(request)           # optional: a Reply, or None
+    refusal = judge(request)                     # a Reply, or None: once per request
 
-The transport asks as soon as a head arrives (`McpApp.judge_head`: Origin, nonce, path,
-method), so a refused request is answered without its body ever being buffered; a
-request it passes is then given to `app(...)` as above, which must still make every
-check itself when called without that step (`McpApp` does).
+The transport calls it exactly once for every request, as soon as its head arrives
+(`McpApp.judge_head`: Origin, nonce, path, method). A judge is a pure function of the
+head: it remembers nothing between calls. A refused request is answered with the
+refusal, its body never buffered, and `app(...)` is never called for it; `app(...)` is
+called only for a request its judge passed.
 
-The `Connection` field and the framing fields (`Content-Length`, `Transfer-Encoding`)
-belong to the transport and the wire layer: an application sets neither, except
-`Connection: close` to ask that the connection close after this answer. Nothing here
-knows sockets or event loops.
+The framing fields (`Content-Length`, `Transfer-Encoding`) and the `Connection` field
+belong to the wire layer's writers: an application sets none of them. An answer that
+must be the last one on its connection says so (`Reply(close=True)`,
+`Stream(close_after=True)`); the transport
+decides from that and from the request (`http11.keeps_alive_after`) and the writer
+spells the field. Nothing here knows sockets or event loops.
 """
 from __future__ import annotations
 
@@ -49,33 +53,42 @@ Fields = Sequence[Tuple[str, str]]
 
 class Reply:
     """A complete response. `chunked`: send the body as one chunk of a chunked body (the
-    SSE answers of PROTOCOL.md §2), else with `Content-Length`."""
+    SSE answers of PROTOCOL.md §2), else with `Content-Length`. `close`: the connection
+    closes after this answer (a peer without the nonce, a browser)."""
 
-    __slots__ = ("status", "headers", "body", "chunked")
+    __slots__ = ("status", "headers", "body", "chunked", "close")
 
-    def __init__(self, status: int, headers: Fields = (), body: bytes = b"", chunked: bool = False) -> None:
+    def __init__(self, status: int, headers: Fields = (), body: bytes = b"", chunked: bool = False,
+                 close: bool = False) -> None:
         self.status = status
         self.headers = headers
         self.body = body
         self.chunked = chunked
+        self.close = close
+
+    def closing(self) -> "Reply":
+        """The same answer, closing the connection after it."""
+        return self if self.close else Reply(self.status, self.headers, self.body, self.chunked, True)
 
     def __repr__(self) -> str:
-        return "Reply(%d, %r, <%d bytes>%s)" % (self.status, self.headers, len(self.body),
-                                                 ", chunked" if self.chunked else "")
+        return "Reply(%d, %r, <%d bytes>%s%s)" % (self.status, self.headers, len(self.body),
+                                                   ", chunked" if self.chunked else "", ", close" if self.close else "")
 
 
 class Stream:
     """A chunked response whose body comes later: the head now, then each piece that
-    `chunks` gives, then the last chunk; `close()` when the transport is done with it."""
+    `chunks` gives, then the last chunk; `close()` when the transport is done with it.
+    `close_after`: the connection closes after this answer (as `Reply.close`)."""
 
-    __slots__ = ("status", "headers", "chunks", "_close")
+    __slots__ = ("status", "headers", "chunks", "_close", "close_after")
 
     def __init__(self, status: int, headers: Fields, chunks: AsyncIterator[bytes],
-                 close: Optional[Callable[[], None]] = None) -> None:
+                 close: Optional[Callable[[], None]] = None, *, close_after: bool = False) -> None:
         self.status = status
         self.headers = headers
         self.chunks = chunks
         self._close = close
+        self.close_after = close_after
 
     def close(self) -> None:
         close, self._close = self._close, None
@@ -110,7 +123,11 @@ Answer = Union[Reply, Stream, PendingReply]
 #: the transport answers 500).
 App = Callable[[http11.Request, bytes, int], Answer]
 
+#: The judge of a request by its head alone: the refusal to answer with, or None to
+#: pass it to the application. Pure: no memory between calls.
+Judge = Callable[[http11.Request], Optional[Reply]]
 
-def plain(status: int, text: str, *extra: Tuple[str, str]) -> Reply:
+
+def plain(status: int, text: str, *extra: Tuple[str, str], close: bool = False) -> Reply:
     """A short `text/plain` answer (the errors of PROTOCOL.md §2: 401, 403, 404, ...)."""
-    return Reply(status, (("Content-Type", "text/plain"),) + extra, text.encode("utf-8"))
+    return Reply(status, (("Content-Type", "text/plain"),) + extra, text.encode("utf-8"), close=close)

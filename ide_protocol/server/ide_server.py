@@ -24,6 +24,7 @@ import os
 import secrets
 import signal
 import sys
+import uuid
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from .. import rpc
@@ -31,7 +32,7 @@ from ..wire import jsonrpc
 from ..common import lockfile, tools
 from .diffs import DiffRequest
 from .limits import (DEFAULT_CONNECTION_IDLE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY,
-                     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, AcceptErrorFilter)
+                     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS)
 from .mcp import CallContext, McpApp, Session
 from ..common.paths import path_to_uri, uri_to_path
 from .pushes import Debounced, DiagnosticsWindow
@@ -87,7 +88,7 @@ class IdeServer(ToolCalls):
         self.max_body = max_body
         self.write_lock_file = write_lock
         self.nonce = secrets.token_hex(16)  # 128 bits from the OS CSPRNG (PROTOCOL.md §1)
-        self.instance_id = lockfile.uuid4()
+        self.instance_id = str(uuid.uuid4())
         self.lock_path: Optional[str] = None
         self.socket_path: Optional[str] = None
         self.loop: Optional[asyncio.AbstractEventLoop] = None
@@ -102,7 +103,7 @@ class IdeServer(ToolCalls):
                           on_session_start=self._session_started, on_session_end=self._session_ended,
                           on_stream_open=self._stream_opened, on_exchange=on_exchange,
                           streams_early=self._blocks)
-        self.listener = Listener(self.app, max_body, request_timeout)
+        self.listener = Listener(self.app, max_body, request_timeout, judge=self.app.judge_head)
         # Bounded before authentication (README "Limits and safety"): connections (the
         # one idle longest makes room, else 503), sessions (likewise), idle connections
         # closed after `connection_idle_timeout`; None lifts a limit.
@@ -122,7 +123,7 @@ class IdeServer(ToolCalls):
 
         self._tool_is_async: Dict[Callable[..., Any], bool] = {}
         self._selection: Optional[Selection] = None
-        self._selection_json: Optional[Tuple[Selection, jsonrpc.Encoded]] = None  # get_selection's result
+        self._selection_json: Optional[Tuple[Selection, tools.RenderedResult]] = None  # get_selection's result
         self._diagnostics: Dict[str, Tuple[str, List[Diagnostic]]] = {}  # uri -> (path, diags)
         # The pending diffs of every session, oldest first (keyed by the diff itself:
         # two may share a tab name, PROTOCOL.md §4).
@@ -131,7 +132,6 @@ class IdeServer(ToolCalls):
         self._diagnostics_push: Optional[DiagnosticsWindow] = None
         self._reaper: Optional["asyncio.Task[None]"] = None
         self._signals: List[int] = []
-        self._accept_errors: Optional[AcceptErrorFilter] = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -153,8 +153,6 @@ class IdeServer(ToolCalls):
         self._stopping = False
         self._stop_task = None
         self._stopped = asyncio.Event()
-        self._accept_errors = AcceptErrorFilter(self.loop)  # descriptors running out: no flood (limits.py)
-        self._accept_errors.install()
         self._selection_push = Debounced(self.debounce, self._push_selection, self.loop.call_later)
         self._diagnostics_push = DiagnosticsWindow(self.debounce, self._push_diagnostics, self.loop.call_later,
                                                    self._diagnostics_json)
@@ -171,7 +169,6 @@ class IdeServer(ToolCalls):
                 self.lock_path = lockfile.write_lock(self._lock_info(), self.lock_dir)
         except BaseException:
             await self.listener.close()
-            self._accept_errors.remove()
             raise
         self.started = True
         self._reaper = asyncio.ensure_future(self._reap_idle())
@@ -210,8 +207,6 @@ class IdeServer(ToolCalls):
         for task in hooks:
             task.cancel()
         await asyncio.gather(*hooks, return_exceptions=True)
-        if self._accept_errors is not None:
-            self._accept_errors.remove()
         self.started = False
         if self._stopped is not None:
             self._stopped.set()

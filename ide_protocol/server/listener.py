@@ -2,23 +2,43 @@
 accepted, owned together.
 
 `Listener` makes one `transport.HttpConnection` per accepted connection, all calling the
-same application (`answers.App`), holds each in `connections` until it is gone, bounds
-how many there are, closes the idle ones on request, and `close()` ends them all before
-it removes the socket and its directory.
+same application (`answers.App`) after the same judge (`answers.Judge`), holds each in
+`connections` until it is gone, bounds how many there are, closes the idle ones on
+request, and `close()` ends them all before it removes the socket and its directory.
+
+On a Unix socket it accepts by itself (`_accept_ready`), so that running out of file
+descriptors (EMFILE, ENFILE, ENOBUFS, ENOMEM) is handled here, by its owner, and
+nothing is installed in the loop: accepting pauses, one warning line is logged (at most
+one per ACCEPT_WARN_INTERVAL), and accepting resumes after ACCEPT_RETRY seconds, by a
+timer the listener owns and `close()` cancels. Meanwhile the connections already open
+are served (`open_diff` answers an error when it cannot open a file: see `diffs`).
 """
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
+import logging
 import shutil
+import socket
 from typing import Any, Optional, Set
 
 from ..wire import http11
-from .answers import App
-from .sockets import listen_unix, wait_server_closed
+from .answers import App, Judge
+from .sockets import bind_unix, wait_server_closed
 from .transport import REQUEST_TIMEOUT, HttpConnection
 
 __all__ = ["Listener"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds accepting pauses when the process has no descriptor left for a connection.
+ACCEPT_RETRY = 1.0
+#: At most one warning about it per this many seconds.
+ACCEPT_WARN_INTERVAL = 10.0
+#: Connections accepted per readiness callback at most (others wait for the next turn).
+ACCEPT_BATCH = 64
+_OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
 class Listener:
@@ -29,8 +49,11 @@ class Listener:
     a connection is accepted (a wrapper set after construction applies to the
     connections accepted after that)."""
 
-    def __init__(self, app: App, max_body: int, request_timeout: float = REQUEST_TIMEOUT) -> None:
+    def __init__(self, app: App, max_body: Optional[int] = None, request_timeout: float = REQUEST_TIMEOUT,
+                 judge: Optional[Judge] = None) -> None:
         self.app = app
+        #: Every request's head is judged by it, once, before `app` sees the request.
+        self.judge = judge
         self.max_body = max_body
         self.request_timeout = request_timeout
         self.socket_path = ""
@@ -44,18 +67,27 @@ class Listener:
         #: answered 503 and closed (set by IdeServer, README "Limits and safety").
         self.max_connections: Optional[int] = None
         self.refused = 0
+        # The accept loop on a Unix socket (see the module's doc): the socket, whether
+        # it is watched, the retry timer while paused, and the transports being made.
+        self._sock: Optional[socket.socket] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._accepting = False
+        self._retry: Optional[asyncio.TimerHandle] = None
+        self._warned_at: Optional[float] = None
+        self.accept_failures = 0
+        self._pending: "Set[asyncio.Task[Any]]" = set()
 
     def _connection(self) -> HttpConnection:
         """The protocol factory given to the loop (Unix socket or named pipe)."""
-        return HttpConnection(self.app, next(self._numbers), self.max_body, self.request_timeout, owner=self)
+        return HttpConnection(self.app, next(self._numbers), self.max_body, self.request_timeout, owner=self,
+                              judge=self.judge)
 
     def _adopt(self, conn: HttpConnection) -> None:
         self.accepted += 1
         if self.max_connections is not None and not self._room_for_one():
             self.refused += 1
             body = b"Service Unavailable: too many connections (limit %d), none idle\n" % self.max_connections
-            conn.write_nowait(http11.write_response(503, [("Content-Type", "text/plain"), ("Connection", "close")],
-                                                    body))
+            conn.write_nowait(http11.write_response(503, [("Content-Type", "text/plain")], body, keep_alive=False))
             conn.close()
             return
         self.connections.add(conn)
@@ -92,8 +124,68 @@ class Listener:
 
     async def start_unix(self, directory: Optional[str] = None) -> str:
         """Listen on `<fresh 0700 dir>/mcp.sock` (socket mode 0600) and return its path."""
-        self._server, self.socket_dir, self.socket_path = await listen_unix(self._connection, directory)
+        self._sock, self.socket_dir, self.socket_path = bind_unix(directory)
+        self._loop = asyncio.get_event_loop()
+        self._watch()
         return self.socket_path
+
+    # -- the accept loop (Unix sockets)
+
+    def _watch(self) -> None:
+        assert self._loop is not None and self._sock is not None
+        self._loop.add_reader(self._sock.fileno(), self._accept_ready)
+        self._accepting = True
+
+    def _unwatch(self) -> None:
+        if self._accepting and self._loop is not None and self._sock is not None:
+            self._loop.remove_reader(self._sock.fileno())
+        self._accepting = False
+
+    def _accept_ready(self) -> None:
+        """The listening socket is readable: accept what is waiting (a batch at most)."""
+        assert self._loop is not None and self._sock is not None
+        for _ in range(ACCEPT_BATCH):
+            try:
+                conn, _ = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno in _OUT_OF_RESOURCES:
+                    self._pause_accepting(exc)
+                    return
+                if exc.errno in (errno.ECONNABORTED, errno.EPROTO):
+                    continue  # (that peer gave up before we accepted it)
+                log.error("accept() failed: %s", exc)
+                self._pause_accepting(exc)
+                return
+            conn.setblocking(False)
+            task = self._loop.create_task(self._loop.connect_accepted_socket(self._connection, conn))
+            self._pending.add(task)
+            task.add_done_callback(lambda t, conn=conn: self._made(t, conn))
+
+    def _made(self, task: "asyncio.Task[Any]", conn: socket.socket) -> None:
+        self._pending.discard(task)
+        if task.cancelled() or task.exception() is not None:
+            conn.close()  # (the connection never became a transport: closed here, not leaked)
+
+    def _pause_accepting(self, exc: OSError) -> None:
+        """Out of descriptors: stop watching the socket (a waiting peer would wake the
+        loop at once, forever) and retry in ACCEPT_RETRY seconds."""
+        assert self._loop is not None
+        self.accept_failures += 1
+        now = self._loop.time()
+        if self._warned_at is None or now - self._warned_at >= ACCEPT_WARN_INTERVAL:
+            self._warned_at = now
+            log.warning("cannot accept connections: %s (retrying every %g s)", exc, ACCEPT_RETRY)
+        self._unwatch()
+        if self._retry is None:
+            self._retry = self._loop.call_later(ACCEPT_RETRY, self._resume_accepting)
+
+    def _resume_accepting(self) -> None:
+        self._retry = None
+        if self._sock is not None:
+            self._watch()
+            self._accept_ready()
 
     async def start_pipe(self, name: Optional[str] = None) -> str:
         from ..common import winpipe  # Windows only
@@ -103,6 +195,18 @@ class Listener:
 
     async def close(self) -> None:
         """Stop listening, drop every connection, remove the socket and its directory."""
+        self._unwatch()
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        pending = list(self._pending)
+        for task in pending:
+            task.cancel()  # (its socket is closed by `_made`)
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
         if self._server is not None:
             self._server.close()
         connections = list(self.connections)

@@ -9,8 +9,10 @@ sessions, SSE and JSON-RPC, but no sockets, and nothing of the IDE either: the m
 and the request.
 
 The way of one `tools/call`: `judge_head` checks what every request's head must pass
-(Origin, nonce, path, method; the transport asks as soon as the head arrives, else
-`__call__` does), `_session_for` the session and its protocol version; `_post` decodes
+(Origin, nonce, path, method: a pure function of the head, which the transport calls
+exactly once for every request, as soon as the head arrives; `__call__` is given only
+the requests it passed), `_session_for` the session and its protocol version (for every
+request that names a session, in that one place); `_post` decodes
 the JSON-RPC message and gives it to the dispatcher, which calls the tool; its response
 becomes a `Reply` (one SSE event, chunked) that the transport writes. A method that has to wait
 becomes a `PendingReply` (or, for one that waits for a person, a `Stream` whose head
@@ -21,11 +23,11 @@ from __future__ import annotations
 import hmac
 import logging
 import time
+import uuid
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Union
 
 from .. import rpc
 from ..wire import http11, jsonrpc, sse
-from ..common.lockfile import uuid4
 from .answers import Answer, PendingReply, Reply, Stream, plain
 from .sessions import CallContext, GetStream, RunningRequest, Session
 
@@ -39,6 +41,7 @@ SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 LATEST_VERSION = SUPPORTED_VERSIONS[0]
 
 MCP_PATHS = ("/mcp", "/")
+METHODS = ("POST", "GET", "DELETE")
 ALLOW = "GET, POST, DELETE"
 #: The head fields of an answer to a request, and of a GET stream (PROTOCOL.md §2).
 SSE_HEADERS = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"))
@@ -47,6 +50,12 @@ STREAM_HEADERS = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-c
 #: A notification or a client's response: 202, empty (PROTOCOL.md §2; the CLI opens its
 #: GET stream only after a 202 for notifications/initialized, §3).
 ACCEPTED = Reply(202, (("Content-Type", "text/plain"),), b"")
+
+#: The refusals of `judge_head` (PROTOCOL.md §2), values that never change.
+_FORBIDDEN = plain(403, "Forbidden", close=True)
+_UNAUTHORIZED = plain(401, "Unauthorized", close=True)
+_NOT_FOUND = plain(404, "Not Found")
+_NOT_ALLOWED = plain(405, "Method Not Allowed", ("Allow", ALLOW))
 
 
 def _json_error(status: int, code: int, message: str, msg_id: Any = None) -> Reply:
@@ -86,7 +95,6 @@ class McpApp:
         #: At most this many sessions (None: no limit); at the limit the session idle
         #: longest makes room, else initialize is answered 503 (README "Limits and safety").
         self.max_sessions: Optional[int] = None
-        self._head_passed: Optional[http11.Request] = None  # the head judge_head passed last
         dispatcher.add("initialize", self._initialize_again)
         dispatcher.add("ping", lambda params, ctx: {})
         dispatcher.add("notifications/initialized", self._initialized)
@@ -95,40 +103,35 @@ class McpApp:
     # ---------------------------------------------------------------- the HTTP entry
 
     def __call__(self, request: http11.Request, body: bytes, connection: int = 0) -> Answer:
-        """The answer to one request (`answers.App`)."""
+        """The answer to one request whose head `judge_head` passed (`answers.App`: the
+        transport gives the application only those)."""
         self.requests_served += 1
-        if request is not self._head_passed:  # (the transport judged this very head already)
-            refusal = self.judge_head(request)
-            if refusal is not None:
-                return refusal
-        self._head_passed = None
         method = request.method
         if method == "POST":
             return self._post(request, body)
         if method == "GET":
             return self._get(request)
-        if method == "DELETE":
-            return self._delete(request)
-        return plain(405, "Method Not Allowed", ("Allow", ALLOW))
+        return self._delete(request)  # (the only other method judge_head passes)
 
     def judge_head(self, request: http11.Request) -> Optional[Reply]:
-        """The refusal of a request judged by its head alone, or None. The transport
-        asks as soon as a head arrives, before reading the body: a refused request is
-        never buffered. A peer without the nonce (or a browser) gets its answer with
-        `Connection: close`: it has no business keeping a connection."""
+        """The refusal of a request judged by its head alone, or None (`answers.Judge`).
+        A pure function of the head: nothing is remembered, so every request is judged
+        in full, the same head again included. The transport calls it once for every
+        request, before reading the body: a refused request is never buffered. A peer
+        without the nonce (or a browser) is answered with `close`: it has no business
+        keeping a connection."""
         fields = request.headers.index()  # (lower-cased name -> values)
         # PROTOCOL.md §2: a browser is the only thing that sends Origin; refuse it first
         # (DNS-rebinding style attacks), then check the nonce, on every request.
         if "origin" in fields:
-            return plain(403, "Forbidden", ("Connection", "close"))
+            return _FORBIDDEN
         authorization = fields.get("authorization")
         if not self._authorized(authorization[0] if authorization else None):
-            return plain(401, "Unauthorized", ("Connection", "close"))
+            return _UNAUTHORIZED
         if request.target not in MCP_PATHS and request.path not in MCP_PATHS:
-            return plain(404, "Not Found")
-        if request.method not in ("POST", "GET", "DELETE"):
-            return plain(405, "Method Not Allowed", ("Allow", ALLOW))
-        self._head_passed = request
+            return _NOT_FOUND
+        if request.method not in METHODS:
+            return _NOT_ALLOWED
         return None
 
     def _make_room(self) -> bool:
@@ -269,7 +272,7 @@ class McpApp:
                 self.end_session(old, "replaced")
             session_id = client_sid
         if session_id is None:
-            session_id = uuid4()
+            session_id = str(uuid.uuid4())
         if not self._make_room():
             return _json_error(503, jsonrpc.INTERNAL_ERROR, "Service Unavailable: too many sessions (limit %d), "
                                                             "none idle" % (self.max_sessions or 0), msg.id)
@@ -323,8 +326,7 @@ class McpApp:
                 self.on_stream_open(session)  # (its pushes are written after the head)
             except Exception:
                 log.exception("on_stream_open failed")
-        # (`Connection: keep-alive` before the session id: the bytes VS Code sends.)
-        return Stream(200, STREAM_HEADERS + (("Connection", "keep-alive"), ("mcp-session-id", session.id)), stream,
+        return Stream(200, STREAM_HEADERS + (("mcp-session-id", session.id),), stream,
                       lambda: self._stream_closed(session, stream))
 
     @staticmethod

@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from typing import Any, Callable, Optional, Tuple
 
-__all__ = ["SUN_PATH_MAX", "check_sun_path", "listen_unix", "wait_server_closed"]
+__all__ = ["SUN_PATH_MAX", "bind_unix", "check_sun_path", "listen_unix", "wait_server_closed"]
 
 
 async def wait_server_closed(server: Any, timeout: float = 5.0) -> None:
@@ -40,23 +41,42 @@ def check_sun_path(path: str) -> None:
 LISTEN_BACKLOG = 4096
 
 
-async def listen_unix(protocol_factory: Callable[[], asyncio.BaseProtocol],
-                      directory: Optional[str] = None) -> Tuple[Any, str, str]:
-    """A Unix socket server on `<fresh 0700 dir>/mcp.sock`, socket mode 0600
-    (PROTOCOL.md §1); returns (server, socket directory, socket path). The directory
-    is removed again if listening fails."""
+def bind_unix(directory: Optional[str] = None) -> Tuple[socket.socket, str, str]:
+    """A listening, non-blocking Unix socket on `<fresh 0700 dir>/mcp.sock`, socket mode
+    0600 (PROTOCOL.md §1); returns (socket, socket directory, socket path). The
+    directory is removed again if binding fails."""
     parent = directory if directory is not None else tempfile.gettempdir()
     if directory is None and len(os.fsencode(os.path.join(parent, "mcp-XXXXXXXX", "mcp.sock"))) > SUN_PATH_MAX:
         parent = "/tmp"  # e.g. a long $TMPDIR on macOS
     check_sun_path(os.path.join(parent, "mcp-XXXXXXXX", "mcp.sock"))
     sock_dir = tempfile.mkdtemp(prefix="mcp-", dir=parent)  # mkdtemp creates it 0700
     path = os.path.join(sock_dir, "mcp.sock")
+    sock = None
     try:
         check_sun_path(path)
-        server = await asyncio.get_event_loop().create_unix_server(protocol_factory, path=path,
-                                                                   backlog=LISTEN_BACKLOG)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # type: ignore[attr-defined]
+        sock.bind(path)
         os.chmod(path, 0o600)
+        sock.listen(LISTEN_BACKLOG)
+        sock.setblocking(False)
     except BaseException:
+        if sock is not None:
+            sock.close()
+        shutil.rmtree(sock_dir, ignore_errors=True)
+        raise
+    return sock, sock_dir, path
+
+
+async def listen_unix(protocol_factory: Callable[[], asyncio.BaseProtocol],
+                      directory: Optional[str] = None) -> Tuple[Any, str, str]:
+    """An asyncio Unix socket server on `bind_unix`'s socket; returns (server, socket
+    directory, socket path). (The tracer's; the IDE server's `Listener` accepts on
+    its own.)"""
+    sock, sock_dir, path = bind_unix(directory)
+    try:
+        server = await asyncio.get_event_loop().create_unix_server(protocol_factory, sock=sock, backlog=LISTEN_BACKLOG)
+    except BaseException:
+        sock.close()
         shutil.rmtree(sock_dir, ignore_errors=True)
         raise
     return server, sock_dir, path

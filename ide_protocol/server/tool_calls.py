@@ -116,7 +116,7 @@ class ToolCalls:
             return self._tool_later(name, arguments, ctx, None)
         try:
             value = handler(arguments, ctx)
-            if type(value) is jsonrpc.Encoded:
+            if type(value) is tools.RenderedResult:
                 result = value  # rendered already (the selection)
             elif not isinstance(value, (dict, list, str)) and inspect.isawaitable(value):  # cheap test first
                 return _ToolCallAwaitable(self._tool_later(name, arguments, ctx, value), value)

@@ -18,7 +18,10 @@ answer (a blocking `open_diff`) is noticed at once and the handler task cancelle
 
 Keep-alive (PROTOCOL.md §2): the CLI sends its next request on the connection whose SSE
 answer just ended, so a connection keeps reading until the peer closes it, or until a
-request or answer says `Connection: close`. The listening socket and the set of
+request closes it (the parser's `Request.keep_alive`) or an answer does (`Reply.close`):
+`http11.keeps_alive_after` decides, and the wire writer spells the `Connection` field.
+Every framing decision comes from `wire.http11` (the parser's events, its rules, its
+writers); this module decides none. The listening socket and the set of
 connections are `listener.Listener`'s; Windows named pipes are served by
 `common.winpipe` with the same protocol class.
 """
@@ -28,10 +31,10 @@ import asyncio
 import collections
 import logging
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Deque, Optional, Tuple, Union
 
 from ..wire import http11
-from .answers import Answer, App, Fields, PendingReply, Reply, Stream
+from .answers import Answer, App, Judge, PendingReply, Reply, Stream
 # (The socket helpers, here too for the tracer: `from ..server.transport import listen_unix`.)
 from .sockets import SUN_PATH_MAX, check_sun_path, listen_unix, wait_server_closed  # noqa: F401
 
@@ -40,8 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["App", "HttpConnection", "MAX_PENDING", "MAX_WRITE_BUFFER", "REQUEST_TIMEOUT", "chunked_head",
-           "connection_field"]
+__all__ = ["App", "HttpConnection", "MAX_PENDING", "MAX_WRITE_BUFFER", "REQUEST_TIMEOUT"]
 
 #: A request that has started arriving must finish within this many seconds (a slow
 #: or stuck peer must not hold a connection forever with half a request).
@@ -61,44 +63,6 @@ MAX_WRITE_BUFFER = 16 * 1024 * 1024
 _INTERNAL_ERROR = Reply(500, (("Content-Type", "text/plain"),), b"Internal Server Error")
 
 
-def connection_field(request: http11.Request, fields: Fields) -> Tuple[Fields, bool]:
-    """The answer's fields with `Connection` settled, and whether the connection stays
-    open after it: only when the request allows it and the answer does not say `close`
-    (RFC 9112 §9.3; keep-alive is the rule for the CLI, PROTOCOL.md §2)."""
-    for name, value in fields:
-        if len(name) == 10 and name.lower() == "connection":
-            return fields, request.keep_alive and http11.keep_alive("1.1", http11.connection_tokens(value))
-    keep_open = request.keep_alive
-    return tuple(fields) + (("Connection", "keep-alive" if keep_open else "close"),), keep_open
-
-
-#: Encoded heads of chunked answers, by (status, fields, the request's keep-alive): a
-#: pure function of that key, remembered because the same few repeat on every request
-#: (a session's SSE answer, PROTOCOL.md §2). Bounded; hashable fields of text only.
-_CHUNKED_HEADS: Dict[Tuple[Any, ...], Tuple[bytes, bool]] = {}
-
-
-def chunked_head(request: http11.Request, status: int, fields: Fields) -> Tuple[bytes, bool]:
-    """The head of a chunked answer with `Connection` settled (`connection_field`), and
-    whether the connection stays open after it. Raises ValueError for fields the wire
-    layer refuses."""
-    key: Optional[Tuple[Any, ...]] = (status, fields, request.keep_alive)
-    try:
-        known = _CHUNKED_HEADS.get(key)  # type: ignore[arg-type]
-    except TypeError:  # (a list of fields, an unhashable value)
-        key = known = None
-    if known is not None:
-        return known
-    settled, keep_open = connection_field(request, fields)
-    known = (http11.write_response_head(status, settled), keep_open)
-    if key is not None and all(type(value) is str for _, value in fields):
-        # (Text values only: True, 1 and 1.0 are equal keys but not the same field.)
-        if len(_CHUNKED_HEADS) >= 256:
-            _CHUNKED_HEADS.clear()
-        _CHUNKED_HEADS[key] = known
-    return known
-
-
 if sys.version_info >= (3, 12):
     def _start_task(loop: asyncio.AbstractEventLoop, coro: Any) -> "asyncio.Task[None]":
         # Eager (Python 3.12+): the coroutine's first step runs now, inside
@@ -107,15 +71,6 @@ if sys.version_info >= (3, 12):
 else:
     def _start_task(loop: asyncio.AbstractEventLoop, coro: Any) -> "asyncio.Task[None]":
         return loop.create_task(coro)
-
-
-def _closes(reply: Reply) -> bool:
-    return any(k.lower() == "connection" and v.lower() == "close" for k, v in reply.headers)
-
-
-def _has_body(request: http11.Request) -> bool:
-    headers = request.headers
-    return headers.get("transfer-encoding") is not None or headers.get("content-length") not in (None, "0")
 
 
 class _Answering:
@@ -131,9 +86,9 @@ class _Answering:
         self.keep_open = keep_open
 
 
-#: A complete request waiting for its turn (its head and body), or the parse error
-#: that ends the input.
-_Queued = Union[Tuple[http11.Request, bytes], http11.ParseError]
+#: A complete request waiting for its turn (its head, its body, and its judge's refusal
+#: or None), or the parse error that ends the input.
+_Queued = Union[Tuple[http11.Request, bytes, Optional[Reply]], http11.ParseError]
 
 
 class HttpConnection(asyncio.Protocol):
@@ -153,8 +108,9 @@ class HttpConnection(asyncio.Protocol):
     `connection_made` until the transport is gone *and* the handler task has finished.
     """
 
-    def __init__(self, app: App, number: int, max_body: int, request_timeout: float = REQUEST_TIMEOUT,
-                 owner: "Optional[Listener]" = None) -> None:
+    def __init__(self, app: App, number: int, max_body: Optional[int] = None,
+                 request_timeout: float = REQUEST_TIMEOUT, owner: "Optional[Listener]" = None,
+                 judge: Optional[Judge] = None) -> None:
         self.app = app
         self.number = number
         self.closed = False
@@ -162,11 +118,13 @@ class HttpConnection(asyncio.Protocol):
         self.transport: Any = None
         self._owner = owner
         self._loop = asyncio.get_event_loop()
-        self._parser = http11.RequestParser(max_body=max_body)
+        self._parser = (http11.RequestParser() if max_body is None  # (the wire layer's default)
+                        else http11.RequestParser(max_body=max_body))
         self._request_timeout = request_timeout
         # The request being received: its head, and its body so far (the first piece
         # as it came, then one growing buffer rather than a list of pieces).
         self._receiving: Optional[http11.Request] = None
+        self._refusal: Optional[Reply] = None  # its judge's refusal, answered in turn (no body follows)
         self._body: Union[bytes, bytearray] = b""
         self._input_done = False       # a parse error, a timeout or `Connection: close`: read no more requests
         self._queue: "Deque[_Queued]" = collections.deque()
@@ -177,9 +135,9 @@ class HttpConnection(asyncio.Protocol):
         self._writing_paused = False
         self._writable: Optional[asyncio.Event] = None  # made at the first pause_writing
         self._lost = False
-        # The app's judgement of a request by its head alone (`McpApp.judge_head`):
-        # a refused request is answered before its body is read, and never buffered.
-        self._judge_head: Optional[Callable[[http11.Request], Optional[Reply]]] = getattr(app, "judge_head", None)
+        # The judgement of every request by its head alone (`answers.Judge`, e.g.
+        # `McpApp.judge_head`), once per request, before its body is read.
+        self._judge = judge
         self.last_active = self._loop.time()  # for the idle timeout and the connection limit
 
     # ------------------------------------------------------------ asyncio.Protocol
@@ -203,26 +161,30 @@ class HttpConnection(asyncio.Protocol):
                         self._body = bytearray(self._body)
                     self._body += event.data  # type: ignore[union-attr, operator]
             elif kind is http11.Request:
-                if self._judge_head is not None:
-                    refusal = self._judge_head(event)  # type: ignore[arg-type]
-                    # Refused now when the answer closes the connection (no nonce, an
-                    # Origin) or a body would follow; a bodiless one is answered in turn.
-                    if refusal is not None and (_closes(refusal) or _has_body(event)):  # type: ignore[arg-type]
-                        self._refuse(event, refusal)  # type: ignore[arg-type]
-                        return
+                if self._judge is not None:
+                    refusal = self._judge(event)  # type: ignore[arg-type]
+                    if refusal is not None:
+                        # Refused now when the answer closes the connection (no nonce,
+                        # an Origin) or a body would follow (`Request.body_follows`):
+                        # that body is never read. A bodiless one is answered in turn.
+                        if refusal.close or event.body_follows:  # type: ignore[union-attr]
+                            self._refuse(event, refusal)  # type: ignore[arg-type]
+                            return
+                        self._refusal = refusal
                 # (The body is empty here: each message's end, a parse error and a
                 # refusal empty it, and the parser ends one message before the next.)
                 self._receiving = event  # type: ignore[assignment]
             elif kind is http11.EndOfMessage:
                 request, self._receiving = self._receiving, None
+                refusal, self._refusal = self._refusal, None
                 body = self._body if type(self._body) is bytes else bytes(self._body)
                 self._body = b""
                 if request is not None:
-                    self._received(request, body)
+                    self._received(request, body, refusal)
                     if self.closed:
                         return  # its answer closed the connection (the only event that answers)
             elif kind is http11.ParseError:
-                self._receiving = None
+                self._receiving = self._refusal = None
                 self._body = b""
                 self._input_done = True
                 self._queue.append(event)  # type: ignore[arg-type]
@@ -264,16 +226,17 @@ class HttpConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------- incoming requests
 
-    def _received(self, request: http11.Request, body: bytes) -> None:
-        """A complete request: answered now when nothing is ahead of it, else queued."""
+    def _received(self, request: http11.Request, body: bytes, refusal: Optional[Reply] = None) -> None:
+        """A complete request: answered now when nothing is ahead of it, else queued.
+        `refusal`: its judge's answer, given instead of the application's."""
         if not request.keep_alive:
             # PROTOCOL.md §2: keep-alive is the rule; a request that says
             # `Connection: close` is the last one read.
             self._input_done = True
         if self._task is not None or self._queue or self._writing_paused:
-            self._queue.append((request, body))
+            self._queue.append((request, body, refusal))
             return
-        keep_open = self._answer(request, body)
+        keep_open = self._answer(request, body) if refusal is None else self._write_reply(request, refusal)
         if keep_open is None:
             self._start_handler()
         elif not keep_open:
@@ -284,15 +247,14 @@ class HttpConnection(asyncio.Protocol):
         answered in turn without reading its body, then the connection closes. Nothing
         more is read from it, so a peer cannot make us buffer what it sends."""
         self._input_done = True
-        self._receiving = None
+        self._receiving = self._refusal = None
         self._body = b""
-        closing = refusal if _closes(refusal) else Reply(refusal.status, tuple(refusal.headers) + (
-            ("Connection", "close"),), refusal.body)
+        closing = refusal.closing()
         if self._task is None and not self._queue and not self._writing_paused:
             self._write_reply(request, closing)
             self.close()
             return
-        self._queue.append((request, closing))  # type: ignore[arg-type]  # after what is ahead of it
+        self._queue.append((request, b"", closing))  # after what is ahead of it
         if self._task is None:
             self._start_handler()
 
@@ -340,8 +302,10 @@ class HttpConnection(asyncio.Protocol):
         if type(answer) is Reply:
             return self._write_reply(request, answer)  # type: ignore[arg-type]
         if type(answer) is Stream:
+            keep_open = http11.keeps_alive_after(request.keep_alive, answer.close_after)  # type: ignore[union-attr]
             try:
-                head, keep_open = chunked_head(request, answer.status, answer.headers)  # type: ignore[union-attr]
+                head = http11.write_response_head(answer.status, answer.headers,  # type: ignore[union-attr]
+                                                  keep_alive=keep_open)
             except ValueError:
                 answer.close()  # type: ignore[union-attr]
                 return self._refuse_encoding()
@@ -358,16 +322,17 @@ class HttpConnection(asyncio.Protocol):
 
     def _write_reply(self, request: http11.Request, reply: Reply) -> bool:
         """Write a complete answer; whether the connection stays open after it."""
+        keep_open = http11.keeps_alive_after(request.keep_alive, reply.close)
         try:
             if reply.chunked:
                 # The head, the body as one chunk (none when empty), the last chunk; the
                 # head only for HEAD (`http11.has_body`). One write: one system call.
-                data, keep_open = chunked_head(request, reply.status, reply.headers)
+                data = http11.write_response_head(reply.status, reply.headers, keep_alive=keep_open)
                 if http11.has_body(request.method, reply.status):
                     data = b"".join((data, http11.encode_chunk(reply.body), http11.LAST_CHUNK))
             else:
-                fields, keep_open = connection_field(request, reply.headers)
-                data = http11.write_response(reply.status, fields, reply.body, request_method=request.method)
+                data = http11.write_response(reply.status, reply.headers, reply.body, request_method=request.method,
+                                             keep_alive=keep_open)
         except ValueError:
             return self._refuse_encoding()
         return self.write_nowait(data) and keep_open
@@ -376,8 +341,7 @@ class HttpConnection(asyncio.Protocol):
         """An answer the wire layer refuses to encode (a header value with a line
         break, a body on a 204) is an application bug: logged, answered 500, closed."""
         log.error("cannot encode the answer", exc_info=True)
-        self.write_nowait(http11.write_response(500, [("Content-Type", "text/plain"), ("Connection", "close")],
-                                                _INTERNAL_ERROR.body))
+        self.write_nowait(http11.write_response(500, _INTERNAL_ERROR.headers, _INTERNAL_ERROR.body, keep_alive=False))
         return False
 
     async def _finish(self, answering: _Answering) -> bool:
@@ -443,11 +407,11 @@ class HttpConnection(asyncio.Protocol):
                     self._write_error(item)
                     keep_open = False
                     continue
-                if type(item[1]) is Reply:  # refused by its head (_refuse)
-                    self._write_reply(*item)  # type: ignore[arg-type]
-                    keep_open = False
+                request, body, refusal = item
+                if refusal is not None:  # refused by its head (its judge)
+                    keep_open = self._write_reply(request, refusal)
                     continue
-                done = self._answer(*item)
+                done = self._answer(request, body)
                 if done is None:
                     assert self._answering is not None
                     done = await self._finish(self._answering)
@@ -475,8 +439,8 @@ class HttpConnection(asyncio.Protocol):
 
     def _write_error(self, error: http11.ParseError) -> None:
         body = ("%s\n" % error.message).encode("utf-8")
-        self.write_nowait(http11.write_response(error.status, [("Content-Type", "text/plain; charset=utf-8"),
-                                                               ("Connection", "close")], body))
+        self.write_nowait(http11.write_response(error.status, [("Content-Type", "text/plain; charset=utf-8")], body,
+                                                keep_alive=False))
 
     # ---------------------------------------------------------------------- writing
 

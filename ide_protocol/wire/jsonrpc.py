@@ -17,7 +17,7 @@ The rules, each stated once:
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 from . import json_text
 
@@ -85,77 +85,9 @@ class TransportClosed(ConnectionError):
 # ---------------------------------------------------------------------------- codec
 
 
-def _make_text_encoder() -> Callable[[Any], str]:
-    """`_encoder.encode`, with C encoders kept for reuse instead of one made per call
-    (as `JSONEncoder.iterencode` makes them). A small pool: each call takes an encoder
-    of its own, so threads and nested calls never share one's circular-reference
-    markers. Where CPython's accelerator is missing, plain `_encoder.encode`."""
-    try:
-        from _json import make_encoder  # CPython's accelerator; absent elsewhere
-        from json.encoder import encode_basestring
-    except ImportError:
-        return _encoder.encode
-    def new() -> Any:
-        # Its own markers (circular-reference detection, as json's): an encoder is
-        # never used by two calls at once.
-        return make_encoder({}, _encoder.default, encode_basestring, None, ":", ",", False, False, False)
-
-    idle: List[Any] = []  # encoders not in use; list.pop/append are atomic
-
-    def encode(obj: Any) -> str:
-        try:
-            c_encode = idle.pop()
-        except IndexError:
-            c_encode = new()  # the first call, another thread's, or a nested one
-        text = "".join(c_encode(obj, 0))
-        # (Not returned after an exception: it may have left containers marked.)
-        if len(idle) < 4:
-            idle.append(c_encode)
-        return text
-
-    return encode
-
-
-_encode_text = _make_text_encoder()
-
-
-class Encoded(dict):  # type: ignore[type-arg]
-    """A JSON object whose encoding is known already: `dumps` of a response carrying
-    one as its result splices `encoded` in instead of encoding it again (a result
-    rendered once and sent many times, such as the current selection). It is the dict
-    it encodes, for whoever reads it; do not change it: the bytes are a pure function
-    of its content at creation."""
-
-    __slots__ = ("encoded",)
-
-    def __init__(self, value: Dict[str, Any]) -> None:
-        super().__init__(value)
-        # None when it holds a lone surrogate: the whole answer must then be escaped
-        # to ASCII, as `dumps` does, so nothing is spliced.
-        self.encoded: Optional[bytes] = _utf8_json(value)
-
-
-def _utf8_json(value: Any) -> Optional[bytes]:
-    """The UTF-8 JSON of a value, or None when UTF-8 cannot carry it."""
-    try:
-        return _encode_text(value).encode("utf-8")
-    except UnicodeEncodeError:
-        return None
-
-
 def dumps(obj: Any) -> bytes:
     """Compact UTF-8 JSON. NaN and infinities are refused (not valid JSON)."""
-    if type(obj) is dict and len(obj) == 3:
-        result = obj.get("result")
-        if type(result) is Encoded and result.encoded is not None and obj.get("jsonrpc") == "2.0" and "id" in obj:
-            # A response carrying an Encoded result: the bytes of encoding it all (with
-            # the members in the usual order, whatever order the dict has them in).
-            msg_id = obj["id"]
-            id_json = str(msg_id).encode() if type(msg_id) is int else (
-                _utf8_json(msg_id) if type(msg_id) is str else None)
-            if id_json is not None:
-                return b"".join((b'{"jsonrpc":"2.0","id":', id_json, b',"result":', result.encoded, b"}"))
-    text = _encode_text(obj)
+    text = _encoder.encode(obj)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
@@ -163,7 +95,7 @@ def dumps(obj: Any) -> bytes:
 
 
 def dumps_str(obj: Any) -> str:
-    text = _encode_text(obj)
+    text = _encoder.encode(obj)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -7,14 +7,18 @@ h11, nothing here touches a socket or an event loop, which keeps every framing r
 testable byte by byte. By concern:
 
 * `headers` — `Headers`, the ordered fields with case-insensitive lookups; `NO_TRAILERS`.
-* `events`  — what the readers emit: `Request`, `Response`, `Data`, `EndOfMessage`,
-  `ParseError`, `ConnectionClosed`.
-* `rules`   — every framing rule, one function each: where a head ends, start lines
-  and field lines, `body_framing`, `has_body` (none for HEAD, 1xx, 204, 304),
-  `chunk_size` (the chunk-size grammar), `check_body_size` (the body limit),
-  `keep_alive`.
+* `events`  — what the readers emit: `Request` (with `keep_alive` and `body_follows`
+  decided), `Response` (with `keep_alive`), `Data`, `EndOfMessage`, `ParseError`,
+  `ConnectionClosed`.
+* `rules`   — every framing rule, one function each: where a head ends and its size
+  limit (one for heads and trailers), start lines and field lines and their count,
+  `body_framing`, `body_follows` (a request's body), `has_body` (none for HEAD, 1xx,
+  204, 304), `chunk_size` (the chunk-size grammar), `check_body_size` (the body limit,
+  one default), `keep_alive` (after a message), `keeps_alive_after` (after an answer)
+  and `connection_value` (how an answer says it).
 * `readers` — `RequestParser` and `ResponseParser`, one state machine applying them.
-* `writers` — `write_request`, `write_response`, `write_response_head`, `encode_chunk`,
+* `writers` — `write_request`, `write_response`, `write_response_head` (each spells
+  the framing fields, and the `Connection` field given `keep_alive`), `encode_chunk`,
   `LAST_CHUNK`.
 
 The readers never raise on input. A malformed message becomes a `ParseError` event with
@@ -26,15 +30,15 @@ from __future__ import annotations
 from .events import ConnectionClosed, Data, EndOfMessage, Event, ParseError, ParserEvent, Request, Response
 from .headers import NO_TRAILERS, Headers, HeadersLike
 from .readers import RequestParser, ResponseParser
-from .rules import (DEFAULT_MAX_BODY, DEFAULT_MAX_HEAD, MAX_CHUNK_LINE, REASONS, connection_tokens, has_body,
-                    keep_alive)
+from .rules import (DEFAULT_MAX_BODY, DEFAULT_MAX_HEAD, MAX_CHUNK_LINE, MAX_FIELDS, REASONS, connection_tokens,
+                    connection_value, has_body, keep_alive, keeps_alive_after)
 from .writers import (LAST_CHUNK, ChunkedWriter, encode_chunk, encode_chunked_body, write_request, write_response,
                       write_response_head)
 
 __all__ = [
     "ChunkedWriter", "ConnectionClosed", "DEFAULT_MAX_BODY", "DEFAULT_MAX_HEAD", "Data", "EndOfMessage", "Event",
-    "Headers", "HeadersLike", "LAST_CHUNK", "MAX_CHUNK_LINE", "NO_TRAILERS", "ParseError", "ParserEvent",
-    "REASONS", "Request", "RequestParser", "Response", "ResponseParser", "connection_tokens", "encode_chunk",
-    "encode_chunked_body", "has_body", "keep_alive", "write_request", "write_response",
+    "Headers", "HeadersLike", "LAST_CHUNK", "MAX_CHUNK_LINE", "MAX_FIELDS", "NO_TRAILERS", "ParseError", "ParserEvent",
+    "REASONS", "Request", "RequestParser", "Response", "ResponseParser", "connection_tokens", "connection_value",
+    "encode_chunk", "encode_chunked_body", "has_body", "keep_alive", "keeps_alive_after", "write_request", "write_response",
     "write_response_head",
 ]

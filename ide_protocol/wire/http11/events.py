@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional, Tuple, Union
 
 from .headers import NO_TRAILERS, Headers, HeadersLike
-from .rules import keep_alive
+from .rules import Refusal, body_follows, body_framing, keep_alive
 
 
 class Event:
@@ -30,21 +30,28 @@ class Event:
 
 
 class Request(Event):
-    """A request head. `keep_alive`: whether the connection stays open after this
-    request (`rules.keep_alive`), decided once, when it is made."""
+    """A request head, with what the reader decided from it, once: `keep_alive`,
+    whether the connection stays open after this request (`rules.keep_alive`), and
+    `body_follows`, whether a body follows the head (`rules.body_follows`). The layers
+    above read these two; they never look at the framing fields themselves."""
 
-    __slots__ = ("method", "target", "headers", "http_version", "keep_alive")
+    __slots__ = ("method", "target", "headers", "http_version", "keep_alive", "body_follows")
     _fields = ("method", "target", "headers", "http_version")
 
     def __init__(self, method: str, target: str, headers: HeadersLike = None, http_version: str = "1.1",
-                 keep_alive: Optional[bool] = None) -> None:
+                 keep_alive: Optional[bool] = None, body_follows: Optional[bool] = None) -> None:
         self.method = method
         self.target = target
         self.headers = headers if isinstance(headers, Headers) else Headers(headers)
         self.http_version = http_version
-        if keep_alive is None:  # (a parser passes what it decided from the same fields)
+        # (A reader passes what it decided from the same fields; made by hand, the
+        # request is judged by the same rules here.)
+        if keep_alive is None:
             keep_alive = _keep_alive_of(http_version, self.headers)
         self.keep_alive = keep_alive
+        if body_follows is None:
+            body_follows = _body_follows_of(self.headers)
+        self.body_follows = body_follows
 
     @property
     def path(self) -> str:
@@ -71,6 +78,13 @@ class Response(Event):
 
 def _keep_alive_of(http_version: str, headers: Headers) -> bool:
     return keep_alive(http_version, headers.tokens("connection"))
+
+
+def _body_follows_of(headers: Headers) -> bool:
+    try:
+        return body_follows(body_framing(headers))
+    except Refusal:
+        return True  # (framing a reader refuses: something follows that is not read)
 
 
 class Data(Event):

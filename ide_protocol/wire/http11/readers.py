@@ -23,7 +23,8 @@ split between calls to `feed`.
 The parse of a request head is a pure function of its bytes, and Copilot CLI sends the
 same head again and again on a connection (PROTOCOL.md §2), so a request reader keeps
 the last head it parsed with its bytes: when the next head is those bytes again (one
-comparison), its parse is the same (fields, their index, framing, keep-alive). What
+comparison), its parse is the same (fields, their index, framing, keep-alive, whether a
+body follows). What
 depends on the reader's settings, the body limit, is checked on every request.
 """
 from __future__ import annotations
@@ -32,9 +33,9 @@ from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 from .events import ConnectionClosed, Data, EndOfMessage, ParseError, ParserEvent, Request, Response
 from .headers import NO_TRAILERS, Headers
-from .rules import (DEFAULT_MAX_BODY, DEFAULT_MAX_HEAD, MAX_CHUNK_LINE, NO_FRAMING, Framing, Refusal,
-                    body_framing, check_body_size, check_request_fields, chunk_size, has_body, head_end,
-                    keep_alive, parse_fields, parse_request_line, parse_status_line)
+from .rules import (DEFAULT_MAX_BODY, DEFAULT_MAX_HEAD, NO_FRAMING, Framing, Refusal, body_follows, body_framing,
+                    body_room, check_body_size, check_request_fields, check_section_size, chunk_size, has_body,
+                    head_end, keep_alive, parse_fields, parse_request_line, parse_status_line)
 
 __all__ = ["RequestParser", "ResponseParser"]
 
@@ -50,6 +51,7 @@ class _RequestHead(NamedTuple):
     index: Dict[str, List[str]]
     framing: Framing
     keep_alive: bool
+    body_follows: bool
 
 
 def _parse_request_head(lines: List[bytes]) -> _RequestHead:
@@ -57,8 +59,9 @@ def _parse_request_head(lines: List[bytes]) -> _RequestHead:
     line = parse_request_line(start[:-1] if start.endswith(b"\r") else start)
     headers = parse_fields(lines[1:])
     check_request_fields(line.http_version, headers)
+    framing = body_framing(headers)
     return _RequestHead(line.method, line.target, line.http_version, tuple(headers.raw), headers.index(),
-                        body_framing(headers), keep_alive(line.http_version, headers.tokens("connection")))
+                        framing, keep_alive(line.http_version, headers.tokens("connection")), body_follows(framing))
 
 
 class _Reader:
@@ -174,21 +177,29 @@ class _Reader:
             if self._state == "CHUNK_SIZE" and self._pos < len(buf):
                 return self._read_chunked(events)  # (its body, in the same step)
             return True
-        found = head_end(buf, max(pos, self._scan))
+        found = self._section_end(pos, "header block")
         if found is None:
-            # The head cannot end before len(buf) - 2 (its end is at most "\n\r\n", two
-            # bytes of which may be here): fail only when even that is past the limit,
-            # so that the outcome never depends on how the bytes were split.
-            self._scan = max(pos, len(buf) - 2)
-            if len(buf) - pos - 2 > self.max_head:
-                raise Refusal(431, "header block larger than %d bytes" % self.max_head)
             return False
         end, after = found
-        if end - pos > self.max_head:
-            raise Refusal(431, "header block larger than %d bytes" % self.max_head)
         self._pos = self._scan = after
         self._start_message(events, bytes(buf[pos:after]), end - pos)
         return True
+
+    def _section_end(self, pos: int, what: str) -> Optional[Tuple[int, int]]:
+        """Where the head or trailer section starting at `pos` ends (`rules.head_end`),
+        or None while it is incomplete; either way within the size limit
+        (`rules.check_section_size`, one limit for both)."""
+        buf = self._buf
+        found = head_end(buf, max(pos, self._scan))
+        if found is None:
+            # The section cannot end before len(buf) - 2 (its end is at most "\n\r\n",
+            # two bytes of which may be here): refuse only when even that is past the
+            # limit, so that the outcome never depends on how the bytes were split.
+            self._scan = max(pos, len(buf) - 2)
+            check_section_size(len(buf) - pos - 2, self.max_head, what)
+            return None
+        check_section_size(found[0] - pos, self.max_head, what)
+        return found
 
     def _start_message(self, events: List[ParserEvent], head: bytes, lines_end: int) -> None:
         raise NotImplementedError
@@ -276,15 +287,10 @@ class _Reader:
             self._pos = pos + 1
             self._end_message(events, NO_TRAILERS)
             return True
-        found = head_end(buf, max(pos, self._scan))
+        found = self._section_end(pos, "trailer section")
         if found is None:
-            self._scan = max(pos, len(buf) - 2)
-            if len(buf) - pos - 2 > self.max_head:
-                raise Refusal(431, "trailer section larger than %d bytes" % self.max_head)
             return False
         end, after = found
-        if end - pos > self.max_head:
-            raise Refusal(431, "trailer section larger than %d bytes" % self.max_head)
         trailers = parse_fields(bytes(buf[pos:end]).split(b"\n"))
         self._pos = after
         self._end_message(events, trailers)
@@ -293,14 +299,13 @@ class _Reader:
     def _read_until_close(self, events: List[ParserEvent]) -> bool:
         pos = self._pos
         avail = len(self._buf) - pos
-        if self.max_body is not None and self._body_seen + avail > self.max_body:
-            allowed = self.max_body - self._body_seen
-            if allowed > 0:
-                events.append(Data(self._take(pos, pos + allowed)))
-            check_body_size(self._body_seen + avail, self.max_body)  # (refuses: 413)
-        events.append(Data(self._take(pos, pos + avail)))
-        self._body_seen += avail
-        self._pos = pos + avail
+        room = body_room(self._body_seen, self.max_body)
+        take = avail if room is None else max(0, min(avail, room))
+        if take:
+            events.append(Data(self._take(pos, pos + take)))
+        self._body_seen += take
+        self._pos = pos + take
+        check_body_size(self._body_seen + avail - take, self.max_body)  # (refuses the rest: 413)
         return False
 
     def _end_message(self, events: List[ParserEvent], trailers: Headers) -> None:
@@ -348,11 +353,11 @@ class RequestParser(_Reader):
         else:
             parsed = _parse_request_head(head[:lines_end].split(b"\n"))
             self._head_bytes, self._head = head, parsed
-        method, target, version, fields, index, framing, keep_alive = parsed  # type: ignore[misc]
+        method, target, version, fields, index, framing, keep_alive, follows = parsed  # type: ignore[misc]
         if framing.kind == "length":
             check_body_size(framing.length, self.max_body)
         self._keep_alive = keep_alive
-        events.append(Request(method, target, Headers.parsed(fields, index), version, keep_alive))
+        events.append(Request(method, target, Headers.parsed(fields, index), version, keep_alive, follows))
         self._begin_body(events, framing)
 
 

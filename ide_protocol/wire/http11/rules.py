@@ -1,10 +1,14 @@
 """The framing rules of HTTP/1.1, one function each, used by the readers and writers.
 
-Every rule a message is read or written by is here, once: where a head ends, what a
-start line and a field line may hold, how the body is framed (`body_framing`), whether
-there is a body at all (`has_body`), the chunk-size grammar (`chunk_size`), the body
-limit (`check_body_size`) and whether the connection stays open (`keep_alive`). The
-readers and writers only apply them. RFC 9112 is the grammar; PROTOCOL.md §2 says what
+Every rule a message is read or written by is here, once: where a head ends and how
+large a head or trailer section may be (`check_section_size`), what a start line, a
+target and a field line may hold (`check_target`, `check_field`, `check_field_count`),
+how the body is framed (`body_framing`), whether a request's body follows
+(`body_follows`), whether a response has one (`has_body`), the chunk-size grammar
+(`chunk_size`), the body limit (`body_room`, `check_body_size`), whether the connection
+stays open (`keep_alive`, `keeps_alive_after`) and how an answer says so
+(`connection_value`). The readers and writers only apply them; the server and the
+client above them spell none of these tokens. RFC 9112 is the grammar; PROTOCOL.md §2 says what
 Copilot CLI sends (chunked POSTs, keep-alive, large bodies).
 
 A rule that refuses input raises `Refusal`, carrying the status a server should answer
@@ -17,9 +21,14 @@ from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from .headers import Headers
 
+#: The largest head, and the largest trailer section (one limit for both).
 DEFAULT_MAX_HEAD = 64 * 1024
-#: PROTOCOL.md §2: bodies can be large (`open_diff` carries a whole file).
-DEFAULT_MAX_BODY = 32 * 1024 * 1024
+#: The most field lines a head or trailer section may have.
+MAX_FIELDS = 256
+#: The body limit, the one default: a server's `max_body` option overrides it. PROTOCOL.md
+#: §2: bodies can be large (`open_diff` carries a whole file, JSON-escaped, so a 32 MiB
+#: file needs more than 32 MiB of body).
+DEFAULT_MAX_BODY = 64 * 1024 * 1024
 MAX_CHUNK_LINE = 4096
 
 REASONS: Dict[int, str] = {
@@ -32,8 +41,9 @@ REASONS: Dict[int, str] = {
 }
 
 
-class Refusal(Exception):
-    """Input that breaks a rule; `status` is the response a server should send."""
+class Refusal(ValueError):
+    """Input that breaks a rule; `status` is the response a server should send. A
+    `ValueError`, so that a writer refusing what a reader would refuse raises one."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -62,10 +72,33 @@ def head_end(buf: bytes, start: int) -> Optional[Tuple[int, int]]:
     return None
 
 
+def check_section_size(size: int, limit: int, what: str) -> None:
+    """The size limit of a head or a trailer section (`what`): more than `limit` bytes
+    up to the end of its last line is refused with 431 (RFC 6585 §5)."""
+    if size > limit:
+        raise Refusal(431, "%s larger than %d bytes" % (what, limit))
+
+
+def check_field_count(count: int) -> None:
+    """At most MAX_FIELDS field lines in a head or trailer section (431)."""
+    if count > MAX_FIELDS:
+        raise Refusal(431, "more than %d header fields" % MAX_FIELDS)
+
+
+def check_field(name: bytes, value: bytes) -> None:
+    """A field line's name is a token (RFC 9110 §5.1) and its value holds no control
+    character but HTAB (RFC 9110 §5.5): the rule for reading and for writing one."""
+    if not TOKEN.match(name):
+        raise Refusal(400, "invalid header name %r" % name[:40])
+    if VALUE_BAD.search(value):
+        raise Refusal(400, "invalid character in header %r" % name[:40])
+
+
 def parse_fields(lines: Sequence[bytes]) -> Headers:
     """Field lines (without their line ends) -> Headers (RFC 9112 §5)."""
     headers = Headers()
     raw = headers.raw
+    check_field_count(len(lines))
     for line in lines:
         if line.endswith(b"\r"):
             line = line[:-1]
@@ -77,11 +110,8 @@ def parse_fields(lines: Sequence[bytes]) -> Headers:
         if colon <= 0:
             raise Refusal(400, "malformed header line %r" % line[:40])
         name = line[:colon]
-        if not TOKEN.match(name):
-            raise Refusal(400, "invalid header name %r" % name[:40])
         value = line[colon + 1:].strip(b" \t")
-        if VALUE_BAD.search(value):
-            raise Refusal(400, "invalid character in header %r" % name[:40])
+        check_field(name, value)
         raw.append((name.decode("ascii"), value.decode("latin-1")))
     return headers
 
@@ -106,13 +136,32 @@ def parse_request_line(line: bytes) -> RequestLine:
             raise Refusal(505, "unsupported HTTP version")
         raise Refusal(400, "malformed request line %r" % line[:60])
     method, target, major, minor = m.groups()
-    if not TOKEN.match(method):
-        raise Refusal(400, "invalid method %r" % method[:20])
+    check_method(method)
     if (major, minor) not in ((b"1", b"1"), (b"1", b"0")):
         raise Refusal(505, "unsupported HTTP version %s.%s" % (major.decode(), minor.decode()))
-    if VALUE_BAD.search(target) or b"\t" in target:
-        raise Refusal(400, "invalid request target")
+    check_target(target)
     return RequestLine(method.decode("ascii"), target.decode("latin-1"), "1.1" if minor == b"1" else "1.0")
+
+
+def check_method(method: bytes) -> None:
+    """A method is a token (RFC 9110 §9.1)."""
+    if not TOKEN.match(method):
+        raise Refusal(400, "invalid method %r" % method[:20])
+
+
+_TARGET_BAD = re.compile(rb"[\x00-\x20\x7f]")
+
+
+def check_target(target: bytes) -> None:
+    """A request target is not empty and holds no space or control character."""
+    if not target or _TARGET_BAD.search(target):
+        raise Refusal(400, "invalid request target %r" % target[:60])
+
+
+def check_reason(reason: bytes) -> None:
+    """A reason phrase holds no control character but HTAB (RFC 9112 §4)."""
+    if VALUE_BAD.search(reason):
+        raise Refusal(400, "invalid reason phrase %r" % reason[:60])
 
 
 class StatusLine(NamedTuple):
@@ -180,9 +229,21 @@ def body_framing(headers: Headers) -> Framing:
     return Framing("length", values.pop())
 
 
+def body_follows(framing: Framing) -> bool:
+    """Whether a body follows a request head: chunked, or a Content-Length above 0
+    (RFC 9112 §6.3: a request with neither has none)."""
+    return framing.kind == "chunked" or framing.length > 0
+
+
+def body_room(seen: int, limit: Optional[int]) -> Optional[int]:
+    """How many more body bytes the body limit allows after `seen` (None: no limit;
+    below 0: past it, which `check_body_size` refuses)."""
+    return None if limit is None else limit - seen
+
+
 def check_body_size(size: int, limit: Optional[int]) -> None:
-    """The body limit: a body of more than `limit` bytes (None: no limit) is refused
-    with 413, whether it says so up front (Content-Length) or as its chunks arrive."""
+    """A body of more than `limit` bytes (None: no limit) is refused with 413, whether
+    it says so up front (Content-Length) or as its chunks arrive."""
     if limit is not None and size > limit:
         raise Refusal(413, "body larger than %d bytes" % limit)
 
@@ -227,6 +288,18 @@ def keep_alive(http_version: str, connection: Iterable[str]) -> bool:
     if "close" in tokens:
         return False
     return http_version != "1.0" or "keep-alive" in tokens
+
+
+def keeps_alive_after(request_keeps_alive: bool, close: bool) -> bool:
+    """Whether the connection stays open after an answer: when its request allowed it
+    (`keep_alive`) and the answer does not ask to close (`close`)."""
+    return request_keeps_alive and not close
+
+
+def connection_value(keep_open: bool) -> str:
+    """The `Connection` field an answer carries: `keep-alive` or `close` (RFC 9112
+    §9.3; VS Code writes `keep-alive` on every answer it leaves open, PROTOCOL.md §2)."""
+    return "keep-alive" if keep_open else "close"
 
 
 def connection_tokens(value: str) -> List[str]:
