@@ -18,7 +18,6 @@ from typing import Any, AsyncIterator, Callable, Deque, List, Optional, Tuple
 
 from ..common import lockfile
 from ..wire import http11, jsonrpc, sse
-from ..wire.http11 import rules as http_rules
 from .errors import IdeTimeout, ProtocolViolation, ServerGone
 
 __all__ = ["DEFAULT_TIMEOUT", "DEFAULT_CONNECT_TIMEOUT", "READ_SIZE", "MAX_MESSAGE_BYTES", "WireHook",
@@ -144,14 +143,6 @@ class ClientResponse:
     @property
     def is_sse(self) -> bool:
         return self.content_type == "text/event-stream"
-
-    @property
-    def chunked(self) -> bool:
-        """Whether the body came in chunked coding (the framing rule is `wire.http11`'s)."""
-        try:
-            return http_rules.body_framing(self.headers) is http_rules.CHUNKED
-        except http_rules.Refusal:  # (a body-less answer whose fields were never judged)
-            return False
 
     async def next_data(self, timeout: Optional[float] = None) -> Optional[bytes]:
         """The next piece of the body, or None at its end."""
@@ -340,7 +331,9 @@ class ClientConnection:
         """
         if self.busy:
             raise RuntimeError("connection #%d is busy with another request" % self.number)
-        data = http11.write_request(method, target, headers, body, chunked=chunked and body is not None)
+        # Kept alive, as the CLI asks on every request (PROTOCOL.md §2): the writer spells it.
+        data = http11.write_request(method, target, headers, body, chunked=chunked and body is not None,
+                                    keep_alive=True)
         self.busy = True
         self.requests += 1
         self._parser.expect(method)

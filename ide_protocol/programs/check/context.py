@@ -15,6 +15,7 @@ import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ...wire import http11, json_text, jsonrpc, sse
+from ...wire.http11 import rules as http_rules
 from ...client import (DEFAULT_CONNECT_TIMEOUT, STREAM_ACCEPT, ClientConnection, ClientError, ClientResponse,
                         cli_headers)
 from ...common.lockfile import LockInfo
@@ -69,6 +70,15 @@ class Reply:
         return "\n".join(lines)
 
 
+def sent_chunked(response: ClientResponse) -> bool:
+    """Whether a response's body came in chunked coding (PROTOCOL.md §2), by the wire
+    layer's framing rule."""
+    try:
+        return http_rules.body_framing(response.headers) is http_rules.CHUNKED
+    except http_rules.Refusal:  # (a body-less answer whose fields were never judged)
+        return False
+
+
 def shape(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, default=repr)
     return text if len(text) <= 600 else text[:600] + "…"
@@ -118,7 +128,7 @@ class CheckContext:
         else:
             h = cli_headers(lock_headers, self.client_session_id, accept=None, content_type=None,
                             mcp_session_id=session)
-        return h[:-2] + list(extra) + h[-2:]  # Host and Connection stay last
+        return h[:-1] + list(extra) + h[-1:]  # Host stays last (the writer adds Connection after it)
 
     def next_id(self) -> int:
         self._ids += 1
@@ -206,7 +216,8 @@ class CheckContext:
         conn = await self.connect()
         rid = self.next_id()
         data = jsonrpc.dumps(jsonrpc.request(rid, "tools/call", {"name": name, "arguments": arguments}))
-        await conn.send(http11.write_request("POST", "/mcp", self.headers("POST", session), data, chunked=True))
+        await conn.send(http11.write_request("POST", "/mcp", self.headers("POST", session), data, chunked=True,
+                                             keep_alive=True))
         return PendingCall(self, conn, rid, name)
 
     async def delete(self, session: str, conn: Optional[ClientConnection] = None) -> Reply:
