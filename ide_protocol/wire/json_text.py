@@ -33,7 +33,7 @@ class JsonTextError(ValueError):
 
 
 def _reject_constant(name: str) -> Any:
-    raise ValueError("%s is not JSON" % name)
+    raise ValueError("invalid JSON constant %s" % name)
 
 
 def _parse_float(text: str) -> float:
@@ -72,17 +72,13 @@ def loads(data: Union[bytes, bytearray, memoryview, str], errors: str = "strict"
 
     ``errors="replace"`` decodes invalid UTF-8 as U+FFFD instead of refusing it (what
     Node's ``readFile(..., "utf8")`` does for lock files)."""
+    # The messages are the json module's own (a BOM refused as json.loads refuses it).
     try:
         text = data if isinstance(data, str) else bytes(data).decode("utf-8", errors)
-    except UnicodeDecodeError as exc:
-        raise JsonTextError("not UTF-8: %s" % exc) from None
-    if text.startswith("\ufeff"):
-        raise JsonTextError("starts with a UTF-8 byte-order mark, which JSON parsers refuse")
-    try:
+        if text.startswith("\ufeff"):
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
         value = _decoder.decode(text)
-    except RecursionError:
-        raise JsonTextError("nested more than %d deep" % MAX_DEPTH) from None
-    except (ValueError, TypeError) as exc:  # JSONDecodeError is a ValueError
+    except (ValueError, TypeError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError: ValueErrors
         raise JsonTextError(str(exc)) from None
     if text.count("[") + text.count("{") > MAX_DEPTH and depth_exceeds(value):
         raise JsonTextError("nested more than %d deep" % MAX_DEPTH)
