@@ -1,11 +1,12 @@
-# Two commands matter (see README): `make serve` runs the main job, `make test` the suite.
+# Two commands matter (see README): `python3 -m ide_protocol serve` (or `make serve`) runs the
+# main job, `make test` the suite.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 VERSIONS ?= 3.8 3.9 3.10 3.11 3.12 3.13
 
-.PHONY: serve test test-deps test-all interop interop-matrix dist dist-test distclean bench bench-venv bench-node wire-doc clean vim-plugin vim-deps bench-vim
+.PHONY: serve test test-deps test-all test-windows typecheck interop interop-matrix acp-agents interop-acp-agents dist dist-test distclean pyz bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim emacs-package emacs-deps bench-emacs
 
 serve:
 	$(PYTHON) -m ide_protocol serve $(FOLDER)
@@ -23,9 +24,31 @@ test-deps: $(PY)
 test: test-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# Type checking (development only): mypy, pinned, in its own virtual environment, with the
+# configuration of setup.cfg ([mypy]: ide_protocol and acp as Python 3.8 reads them).
+# Installed on first use; later runs reuse it and mypy's cache (.mypy_cache), so they
+# take seconds.
+MYPY_VERSION ?= 1.14.1
+TYPECHECK_VENV ?= .venv-typecheck
+typecheck:
+	@$(TYPECHECK_VENV)/bin/python -c "import mypy.version, sys; sys.exit(mypy.version.__version__ != '$(MYPY_VERSION)')" 2>/dev/null \
+	  || { $(PYTHON) -m venv $(TYPECHECK_VENV) && $(TYPECHECK_VENV)/bin/python -m pip install --quiet "mypy==$(MYPY_VERSION)"; }
+	$(TYPECHECK_VENV)/bin/mypy
+
 # The suite under every CPython 3.8-3.13 that pyenv (or PATH) provides.
 test-all:
 	PYTHON_VERSIONS="$(VERSIONS)" bash tools/test_all.sh $(PYTEST_ARGS)
+
+# The suite under a Windows CPython 3.12 in Wine (docs/WINDOWS.md): installs what it
+# needs when missing (Debian's wine, a prefix in .wine/, the CPython and pytest in
+# .win-python/), then runs pytest there; WINDOWS_PYTEST_ARGS picks tests (default: all).
+# Where Wine cannot be installed it says why and stops without failing.
+WINDOWS_PYTEST_ARGS ?=
+test-windows:
+	@PYTHON=$(PYTHON) bash tools/windows/setup.sh; status=$$?; \
+	if [ $$status = 3 ]; then echo "test-windows: SKIPPED (see the reason above)"; exit 0; fi; \
+	[ $$status = 0 ] || exit $$status; \
+	bash tools/windows/run_tests.sh $(WINDOWS_PYTEST_ARGS)
 
 # The real Copilot CLI offline against this code: the newest listed version (the pin),
 # or any published one with CLI_VERSION=X (installed into .interop/X/); interop-matrix
@@ -37,6 +60,16 @@ interop:
 interop-matrix:
 	bash tests/interop/matrix.sh $(PYTEST_ARGS)
 
+# ACP agents this project did not write (docs/ACP.md §10), each pinned in its own folder
+# under .acp-agents/: the official Python SDK in its own venv (its top-level package is
+# also called `acp`), the TypeScript SDK; interop-acp-agents runs tests/acp_agents
+# against them (what cannot be installed is reported skipped, with the reason).
+acp-agents:
+	bash tests/acp_agents/install.sh
+
+interop-acp-agents: test-deps acp-agents
+	timeout --kill-after=30 600 $(PY) -m pytest -p no:cacheprovider -m interop -ra tests/acp_agents $(PYTEST_ARGS)
+
 # Development only: the benchmark's baselines (the MCP Python SDK in .bench-venv/, the
 # VS Code stack's Node.js packages in .bench-node/), never a requirement of the library.
 bench-venv: bench-node
@@ -46,7 +79,7 @@ bench-node:
 	bash tools/bench_node/install.sh
 
 bench:
-	$(PYTHON) tools/bench.py
+	$(PYTHON) -m tools.bench
 
 wire-doc:
 	$(PYTHON) tools/make_wire_doc.py
@@ -62,7 +95,17 @@ vim-plugin:
 	find $(VIM_PLUGIN_DIR) -name __pycache__ -prune -exec rm -rf {} +
 	rm -f $(VIM_PLUGIN_DIR)/doc/tags
 	vim -N -u NONE -i NONE -es -c 'helptags $(VIM_PLUGIN_DIR)/doc' -c 'qa!' || echo "no vim: run :helptags ALL in Vim"
-	@echo "built $(VIM_PLUGIN_DIR): cp -R $(VIM_PLUGIN_DIR) ~/.vim/pack/copilot/start/"
+	@echo "built $(VIM_PLUGIN_DIR); install it with: make vim-install"
+	@echo "  (or: mkdir -p ~/.vim/pack/copilot/start && cp -R $(VIM_PLUGIN_DIR) ~/.vim/pack/copilot/start/)"
+
+# The built plugin into Vim's package folder (created when missing); an earlier install
+# of this plugin there (VIM_PACK/copilot_ide) is replaced, nothing else is touched.
+VIM_PACK ?= $(HOME)/.vim/pack/copilot/start
+vim-install: vim-plugin
+	mkdir -p "$(VIM_PACK)"
+	rm -rf "$(VIM_PACK)/copilot_ide"
+	cp -R $(VIM_PLUGIN_DIR) "$(VIM_PACK)/copilot_ide"
+	@echo "installed $(VIM_PACK)/copilot_ide: start Vim in a project, then copilot in a terminal there"
 
 # What the Vim plugin's tests need (Debian's vim-nox, tmux), installed when missing;
 # tests/vim runs the same script and skips, with the reason, where it cannot install.
@@ -72,8 +115,40 @@ vim-deps:
 bench-vim:
 	$(PYTHON) tools/bench_vim.py
 
+# The Emacs package, ready for `load-path` or use-package (docs/BRIDGE.md): copilot-ide.el,
+# byte-compiled, its autoloads, and the library copied beside it (ide_protocol/), which
+# the package then finds by itself.
+EMACS ?= emacs
+EMACS_PACKAGE_DIR ?= build/emacs/copilot-ide
+emacs-package:
+	rm -rf $(EMACS_PACKAGE_DIR)
+	mkdir -p $(EMACS_PACKAGE_DIR)
+	cp editors/emacs/copilot-ide.el $(EMACS_PACKAGE_DIR)/
+	cp -R ide_protocol $(EMACS_PACKAGE_DIR)/ide_protocol
+	find $(EMACS_PACKAGE_DIR) -name __pycache__ -prune -exec rm -rf {} +
+	$(EMACS) -Q --batch --eval '(setq byte-compile-error-on-warn t)' -f batch-byte-compile $(EMACS_PACKAGE_DIR)/copilot-ide.el
+	$(EMACS) -Q --batch --eval '(progn (require (quote autoload) nil t) (require (quote loaddefs-gen) nil t) (let ((dir (expand-file-name "$(EMACS_PACKAGE_DIR)")) (backup-inhibited t)) (if (fboundp (quote loaddefs-generate)) (loaddefs-generate dir (expand-file-name "copilot-ide-autoloads.el" dir)) (let ((generated-autoload-file (expand-file-name "copilot-ide-autoloads.el" dir))) (update-directory-autoloads dir)))))'
+	@echo "built $(EMACS_PACKAGE_DIR): (add-to-list 'load-path \"$(abspath $(EMACS_PACKAGE_DIR))\") (require 'copilot-ide-autoloads)"
+
+# What a selection push costs Emacs (tools/bench_emacs.el), the package byte-compiled.
+bench-emacs:
+	mkdir -p build/bench-emacs
+	cp editors/emacs/copilot-ide.el build/bench-emacs/
+	$(EMACS) -Q --batch -f batch-byte-compile build/bench-emacs/copilot-ide.el
+	$(EMACS) -Q --batch -L build/bench-emacs --eval '(setq copilot-ide-library-path "$(CURDIR)")' -l tools/bench_emacs.el
+
+# What the Emacs package's tests need (Debian's emacs-nox, tmux), installed when missing;
+# tests/emacs runs the same script and skips, with the reason, where it cannot install.
+emacs-deps:
+	bash tests/emacs/install_deps.sh
+
 # The sdist and the wheel into dist/ (the `build` front end in .venv-build/); dist-test
 # unpacks the sdist into build/sdist-test/ and runs its own test suite there.
+# One file to copy to a container or server with just Python 3.8+ (the relay's other half):
+# build/copilot-ide.pyz, a zipapp of ide_protocol (stdlib only).
+pyz:
+	$(PYTHON) tools/build_pyz.py build/copilot-ide.pyz
+
 dist:
 	[ -x .venv-build/bin/python ] || $(PYTHON) -m venv .venv-build
 	.venv-build/bin/python -m pip install --quiet build
@@ -93,4 +168,4 @@ clean:
 	find ide_protocol acp tests tools editors -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) .venv-* .interop .bench-venv .bench-node
+	rm -rf $(VENV) .venv-* .interop .bench-venv .bench-node .acp-agents .wine .win-python

@@ -6,7 +6,20 @@ as `ide_protocol` (see `_core.py`). Public names load lazily, so `import acp` is
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what `__getattr__` gives, for a type checker (nothing is imported at run time)
+    from ._core import __version__
+    from .client import Client, default_agent
+    from .connection import USE_DEFAULT, AgentConnection
+    from .endpoints import DEFAULT_AGENT, parse_address
+    from .errors import (AcpError, AgentConnectError, AgentExited, AgentNotAcp, AgentStartError, JsonRpcError,
+                         LineTooLong, NotAdvertised, RequestTimeout, SessionBusy)
+    from .fs import FileSystem
+    from .permissions import (PermissionRequest, TerminalAsker, TerminalConsentAsker, allow_always, allow_once,
+                              reject)
+    from .session import PromptResult, Session, Turn
+    from .terminal import TerminalRequest, Terminals
 
 _LAZY = {
     "__version__": "_core",  # the project's one version, defined in ide_protocol
@@ -20,10 +33,14 @@ _LAZY = {
     "parse_address": "endpoints",
     "PermissionRequest": "permissions",
     "TerminalAsker": "permissions",
+    "TerminalConsentAsker": "permissions",
     "allow_once": "permissions",
+    "allow_always": "permissions",
     "reject": "permissions",
     "FileSystem": "fs",
     "Terminals": "terminal",
+    "TerminalRequest": "terminal",
+    "USE_DEFAULT": "connection",
     "AcpError": "errors",
     "AgentStartError": "errors",
     "AgentConnectError": "errors",
@@ -31,6 +48,8 @@ _LAZY = {
     "AgentExited": "errors",
     "RequestTimeout": "errors",
     "SessionBusy": "errors",
+    "NotAdvertised": "errors",
+    "LineTooLong": "errors",
     "JsonRpcError": "errors",
 }
 

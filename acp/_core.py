@@ -6,13 +6,20 @@ relatively; otherwise the top-level `ide_protocol` is used.
 """
 from __future__ import annotations
 
-try:  # vendored: <host>/acp and <host>/ide_protocol
-    from ..ide_protocol import __version__, rpc  # type: ignore[misc]
-    from ..ide_protocol.wire import jsonrpc, ndjson  # type: ignore[misc]
-    from ..ide_protocol.common.terminal_text import safe_text  # type: ignore[misc]
-except (ImportError, ValueError):  # top level (installed, or run from the checkout)
-    from ide_protocol import __version__, rpc  # type: ignore[no-redef]
-    from ide_protocol.wire import jsonrpc, ndjson  # type: ignore[no-redef]
-    from ide_protocol.common.terminal_text import safe_text  # type: ignore[no-redef]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a type checker reads the top-level package (the same code either way)
+    from ide_protocol import __version__, rpc
+    from ide_protocol.common.terminal_text import safe_text
+    from ide_protocol.wire import jsonrpc, ndjson
+else:
+    try:  # vendored: <host>/acp and <host>/ide_protocol
+        from ..ide_protocol import __version__, rpc
+        from ..ide_protocol.wire import jsonrpc, ndjson
+        from ..ide_protocol.common.terminal_text import safe_text
+    except (ImportError, ValueError):  # top level (installed, or run from the checkout)
+        from ide_protocol import __version__, rpc
+        from ide_protocol.wire import jsonrpc, ndjson
+        from ide_protocol.common.terminal_text import safe_text
 
 __all__ = ["__version__", "jsonrpc", "ndjson", "rpc", "safe_text"]  # one version for both packages

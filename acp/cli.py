@@ -1,6 +1,6 @@
 """`python3 -m acp`: talk to an ACP agent from the terminal or a script.
 
-    python3 -m acp [--agent CMD | --connect [HOST:]PORT] [--cwd DIR] [--yes | --no]
+    python3 -m acp [--agent CMD | --connect [HOST:]PORT] [--cwd DIR] [--yes | --no | --allow KIND]
                    [--json] [--resume SESSION_ID [--quiet]] [PROMPT...]
     python3 -m acp [--agent CMD | --connect [HOST:]PORT] [--cwd DIR] --list-sessions
 
@@ -14,8 +14,12 @@ lines starting with `/` are sent as prompts (the agent's slash commands, ACP.md 
 session (`session/load`, ACP.md §3.5), `--list-sessions` lists them.
 
 Exit status: 0; 1 for an `Error:` answer (ACP.md §6), a failed start, an agent that
-does not speak ACP, a refused or lost connection or a dead agent; 130 after Ctrl-C
-(the first cancels the turn, a second quits); 2 for bad usage.
+does not speak ACP, a refused or lost connection, a dead agent or a line over the
+limit; 130 after Ctrl-C (the first cancels the turn, a second quits); 2 for bad usage,
+or `--resume`/`--list-sessions` with an agent that does not advertise them.
+
+Terminal commands the agent asks to run (`terminal/create`) need consent: `--yes` or
+`--allow once|always`, or a person's answer on the terminal; otherwise they are refused.
 """
 from __future__ import annotations
 
@@ -32,9 +36,9 @@ from . import __version__, render
 from .client import Client, default_agent
 from .endpoints import parse_address, split_command
 from .console import Console, ReadlineConsole, write_stderr
-from .errors import AcpError, AgentExited, AgentNotAcp, AgentStartError, RequestTimeout
+from .errors import AcpError, AgentExited, AgentNotAcp, AgentStartError, NotAdvertised, RequestTimeout
 from ._core import jsonrpc, safe_text
-from .permissions import TerminalAsker
+from .permissions import TerminalAsker, TerminalConsentAsker
 from .session import FINAL_TOOL_STATUSES, Session, Turn, text_of
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -43,6 +47,11 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # socket, or not an ACP agent) would only hide the problem.
 TCP_INITIALIZE_TIMEOUT = 10.0
 LOCAL_COMMANDS = ("/commands", "/quit", "/exit")  # handled by the chat, never sent
+# `--allow WORD`: the permission policy it names (chosen by option kind, ACP.md §5).
+ALLOW_CHOICES = {"once": "allow", "y": "allow", "yes": "allow", "always": "always",
+                 "reject": "reject", "n": "reject", "no": "reject"}
+# `/commands` typed before the agent's first list came waits this long for it.
+COMMANDS_WAIT = 2.0
 
 
 def program_name(argv0: Optional[str] = None) -> str:
@@ -65,10 +74,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--connect", metavar="[HOST:]PORT",
                         help="connect to an agent listening on TCP (`copilot --acp --port PORT`; "
                              "HOST defaults to 127.0.0.1) instead of starting one")
-    parser.add_argument("--cwd", metavar="DIR", help="the session's folder (default: the current one)")
+    parser.add_argument("--folder", "--cwd", dest="cwd", metavar="FOLDER",
+                        help="the session's folder (default: the current one)")
     answer = parser.add_mutually_exclusive_group()
-    answer.add_argument("--yes", "-y", action="store_true", help="allow every permission request once")
-    answer.add_argument("--no", "-n", action="store_true", help="reject every permission request")
+    answer.add_argument("--yes", "-y", action="store_true",
+                        help="allow every permission request once, and the agent's terminal commands")
+    answer.add_argument("--no", "-n", action="store_true",
+                        help="reject every permission request and terminal command")
+    answer.add_argument("--allow", choices=sorted(ALLOW_CHOICES), metavar="once|always|reject",
+                        help="answer every permission request by the option's kind: allow once, "
+                             "allow always, or reject (once/always also allow terminal commands)")
     parser.add_argument("--json", action="store_true",
                         help="print every session update as one JSON line (and the result, "
                              "with sessionId and stopReason, last)")
@@ -139,7 +154,7 @@ class Output:
         elif kind == "plan":
             entries = update.get("entries") or []
             marks = {"completed": "x", "in_progress": ">", "pending": " "}
-            self.line("[plan] " + "  ".join("[%s] %s" % (marks.get(e.get("status"), " "), e.get("content", ""))
+            self.line("[plan] " + "  ".join("[%s] %s" % (marks.get(str(e.get("status")), " "), e.get("content", ""))
                                             for e in entries if isinstance(e, dict)))
 
     def end_turn(self, turn: Turn) -> None:
@@ -170,14 +185,19 @@ class App:
         self.interrupts = 0
         self.main_task: Optional["asyncio.Task[int]"] = None
         self.cancelling: Optional["asyncio.Task[None]"] = None  # the turn.cancel() Ctrl-C started
-        if args.yes:
-            policy: Any = "allow"
-        elif args.no:
-            policy = "reject"
+        allow = ALLOW_CHOICES.get(args.allow or "") or ("allow" if args.yes else "reject" if args.no else None)
+        policy: Any = allow if allow is not None else TerminalAsker(self.console.readline, self._ask_write)
+        # Terminals (ACP.md §5) run only with consent: an allowing flag, or a person
+        # asked on the terminal; with nobody to ask they are refused.
+        terminal: Any
+        if allow is not None:
+            terminal = "reject" if allow == "reject" else "allow"
+        elif self.console.isatty():
+            terminal = TerminalConsentAsker(self.console.readline, self._ask_write)
         else:
-            policy = TerminalAsker(self.console.readline, self._ask_write)
+            terminal = "reject"
         self.client = Client(args.agent or default_agent(), connect=args.connect, cwd=self.cwd,
-                             permission=policy, request_timeout=args.timeout)
+                             permission=policy, terminal=terminal, request_timeout=args.timeout)
         self.output: Optional[Output] = None
         self.replaying = False  # a session/load is replaying history (ACP.md §3.5)
 
@@ -239,6 +259,10 @@ class App:
         except AgentStartError as exc:
             if self.args.connect:
                 return fail("%s (is `copilot --acp --port PORT` running?)" % exc)
+            if self.args.agent is None and not os.environ.get("ACP_AGENT"):  # the default: Copilot CLI
+                return fail("%s\nCopilot CLI is not installed here (or not on PATH). Install it with "
+                            "`npm install -g @github/copilot`, run `copilot` once to log "
+                            "in, then try again; or choose another agent with --agent or ACP_AGENT" % exc)
             return fail("%s (choose one with --agent or ACP_AGENT)" % exc)
         if self.args.json:
             self.client.add_update_listener(self._print_json)
@@ -256,7 +280,7 @@ class App:
         except AgentExited as exc:
             return fail(str(exc) if over_tcp else "the agent failed to start: %s" % exc)
         except (jsonrpc.JsonRpcError, AcpError) as exc:
-            return fail("the agent failed to start: %s" % exc)
+            return fail("the agent failed to start: %s" % render.error_text(exc))
         if self.args.list_sessions:
             return await self.list_sessions()
         try:
@@ -266,9 +290,11 @@ class App:
                 session = await self.client.new_session(self.cwd)
         except (AgentExited, RequestTimeout) as exc:
             return fail(str(exc))
+        except NotAdvertised as exc:
+            return fail(str(exc), EXIT_USAGE)
         except jsonrpc.JsonRpcError as exc:
             what = "resume session %s" % self.args.resume if self.args.resume else "start a session"
-            return fail("could not %s: %s" % (what, exc))
+            return fail("could not %s: %s" % (what, render.error_text(exc)))
         except AcpError as exc:
             return fail(str(exc))
         self.session = session
@@ -283,8 +309,10 @@ class App:
         """One line per session: id, last update, title (`session/list`, ACP.md §3.5)."""
         try:
             sessions = await self.client.list_sessions(cwd=self.cwd if self.args.cwd else None)
+        except NotAdvertised as exc:
+            return fail(str(exc), EXIT_USAGE)
         except jsonrpc.JsonRpcError as exc:
-            return fail("the agent could not list its sessions: %s" % exc)
+            return fail("the agent could not list its sessions: %s" % render.error_text(exc))
         except (AgentExited, RequestTimeout, AcpError) as exc:
             return fail(str(exc))
         for entry in sessions:
@@ -303,7 +331,7 @@ class App:
         it is shown briefly unless --quiet. Without --cwd the session's own folder is
         used, as `session/list` reports it."""
         cwd = self.cwd
-        if not self.args.cwd:
+        if not self.args.cwd and self.client.can_list_sessions:
             try:
                 for entry in await self.client.list_sessions():
                     if isinstance(entry, dict) and entry.get("sessionId") == session_id \
@@ -350,6 +378,7 @@ class App:
             if text in ("/quit", "/exit"):
                 break
             if text == "/commands":
+                await session.wait_commands(COMMANDS_WAIT)
                 self.show_commands(session)
                 continue
             status = await self.turn(session, text)
@@ -374,7 +403,7 @@ class App:
             return fail(str(exc))
         except (jsonrpc.JsonRpcError, RequestTimeout, AcpError) as exc:
             output.newline()
-            return fail("the prompt failed: %s" % exc)
+            return fail("the prompt failed: %s" % render.error_text(exc))
         finally:
             self.current = None
         if self.args.json:
@@ -403,7 +432,8 @@ class App:
             self.output.line("(the agent has advertised no slash commands)")
             return
         for command in commands:
-            hint = command.get("input") if isinstance(command.get("input"), dict) else {}
+            given = command.get("input")
+            hint: Dict[str, Any] = given if isinstance(given, dict) else {}
             usage = "/" + command["name"] + (" <%s>" % hint["hint"] if isinstance(hint.get("hint"), str) else "")
             self.output.line("  %-24s %s" % (usage, render.preview(str(command.get("description") or ""))))
 
@@ -416,9 +446,9 @@ class App:
         print(json.dumps(record, ensure_ascii=False), flush=True)
 
 
-def fail(message: str) -> int:
-    write_stderr("Error: %s\n" % message)
-    return EXIT_ERROR
+def fail(message: str, status: int = EXIT_ERROR) -> int:
+    write_stderr("Error: %s\n" % safe_text(message))  # may quote the agent: never drives the terminal
+    return status
 
 
 def usage_problem(args: argparse.Namespace) -> Optional[str]:
@@ -444,7 +474,7 @@ def usage_problem(args: argparse.Namespace) -> Optional[str]:
                 if args.agent is not None or command.strip():
                     return "%s is empty: give the agent's command line" % named
     if args.cwd and not os.path.isdir(args.cwd):
-        return "--cwd %s is not a folder" % args.cwd
+        return "--folder %s is not a folder" % args.cwd
     if args.list_sessions and args.prompt:
         return "--list-sessions takes no prompt"
     if args.quiet and not args.resume:

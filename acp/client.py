@@ -19,12 +19,13 @@ from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
 
 from ._core import __version__, jsonrpc, ndjson, rpc
 from . import permissions as _permissions
-from .connection import DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, AgentConnection
+from .connection import (DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, USE_DEFAULT, AgentConnection,
+                         Timeout)
 from .endpoints import DEFAULT_AGENT, Argv, parse_address
-from .errors import AcpError
+from .errors import AcpError, NotAdvertised
 from .fs import FileSystem, fixed_roots
 from .session import PromptInput, Session, Turn, Update
-from .terminal import Terminals
+from .terminal import TerminalPolicy, Terminals, allow_terminals, refuse_terminals
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,21 @@ MAX_EARLY_UPDATES = 1000
 
 Handler = Callable[[Any, Any], Any]
 UpdateListener = Callable[[str, Update], None]
+
+
+def _terminal_policy(spec: Union[bool, str, TerminalPolicy, None]) -> TerminalPolicy:
+    if spec is True or spec == "allow":
+        return allow_terminals
+    if spec is False or spec is None or spec == "reject":
+        return refuse_terminals
+    if spec == "ask":
+        from .console import Console, write_stderr  # late: only interactive use needs it
+        from .permissions import TerminalConsentAsker
+
+        return TerminalConsentAsker(Console.for_stdin().readline, write_stderr)
+    if callable(spec):
+        return spec
+    raise ValueError("unknown terminal policy %r (True, False, 'allow', 'reject', 'ask' or a callable)" % (spec,))
 
 
 def default_agent() -> str:
@@ -54,6 +70,12 @@ class Client:
     write inside `fs_roots`, default each session's cwd), `terminal` (real subprocesses),
     and `handlers` to add or replace any method (`{method: fn(params, client)}`; `None`
     removes one, which then answers `-32601`).
+
+    Terminals (`terminal/*`) are offered only when the host says so: `terminal=True`
+    (or `"allow"`) runs what the agent asks, `"ask"` asks on this process's terminal, a
+    callable `fn(TerminalRequest)` returns `"once"`, `"session"` or None (refuse); the
+    default, False, offers none. A command's `cwd` must lie inside the session's folder
+    (or `fs_roots`) unless `terminal_any_cwd=True`.
     """
 
     def __init__(self, agent: Optional[Argv] = None, *, streams: Optional[Sequence[Any]] = None,
@@ -61,7 +83,8 @@ class Client:
                  connect_timeout: Optional[float] = DEFAULT_CONNECT_TIMEOUT,
                  cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                  permission: _permissions.PolicySpec = "reject", fs: bool = True,
-                 fs_roots: Optional[Sequence[str]] = None, terminal: bool = True,
+                 fs_roots: Optional[Sequence[str]] = None,
+                 terminal: Union[bool, str, TerminalPolicy] = False, terminal_any_cwd: bool = False,
                  handlers: Optional[Mapping[str, Optional[Handler]]] = None,
                  request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
                  prompt_timeout: Optional[float] = None, client_info: Optional[Dict[str, Any]] = None,
@@ -93,19 +116,21 @@ class Client:
         self.dispatcher = rpc.Dispatcher()
         self.dispatcher.add("session/update", self._on_update)
         self.dispatcher.add("session/request_permission", self._on_permission)
-        self.files = FileSystem(fixed_roots(self.fs_roots) if self.fs_roots is not None else self._session_roots)
+        roots = fixed_roots(self.fs_roots) if self.fs_roots is not None else self._session_roots
+        self.files = FileSystem(roots)
         if fs:
             self.dispatcher.add("fs/read_text_file", self.files.read_text_file)
             self.dispatcher.add("fs/write_text_file", self.files.write_text_file)
-        self.terminals = Terminals(self._session_cwd)
-        if terminal:
+        self.terminals = Terminals(self._session_cwd, policy=_terminal_policy(terminal),
+                                   roots_for=None if terminal_any_cwd else roots)
+        if terminal is not False and terminal is not None:
             for method, handler in self.terminals.methods().items():
                 self.dispatcher.add(method, handler)
-        for method, handler in (handlers or {}).items():
-            if handler is None:
+        for method, given in (handlers or {}).items():
+            if given is None:
                 self.dispatcher.remove(method)
             else:
-                self.dispatcher.add(method, handler)
+                self.dispatcher.add(method, given)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -165,8 +190,9 @@ class Client:
 
     # ------------------------------------------------------------------ raw access
 
-    async def request(self, method: str, params: Any = None, timeout: Optional[float] = -1.0) -> Any:
-        """Any request (extension methods too). `timeout=-1`: the client's default."""
+    async def request(self, method: str, params: Any = None, timeout: Timeout = USE_DEFAULT) -> Any:
+        """Any request (extension methods too); `timeout` in seconds, None for no limit,
+        by default the client's `request_timeout`."""
         return await self.conn.request(method, params, timeout=timeout)
 
     async def notify(self, method: str, params: Any = None) -> None:
@@ -191,7 +217,7 @@ class Client:
 
     async def initialize(self, protocol_version: int = PROTOCOL_VERSION,
                          client_capabilities: Optional[Dict[str, Any]] = None,
-                         timeout: Optional[float] = -1.0) -> Dict[str, Any]:
+                         timeout: Timeout = USE_DEFAULT) -> Dict[str, Any]:
         """ACP.md §3.1. Returns the answer; also kept in `initialize_result`."""
         result = await self.request("initialize", {
             "protocolVersion": protocol_version,
@@ -209,6 +235,12 @@ class Client:
     def agent_info(self) -> Dict[str, Any]:
         value = self.initialize_result.get("agentInfo")
         return value if isinstance(value, dict) else {}
+
+    @property
+    def can_list_sessions(self) -> bool:
+        """The agent advertised `session/list` (`sessionCapabilities.list`)."""
+        listed = self.agent_capabilities.get("sessionCapabilities")
+        return isinstance(listed, dict) and listed.get("list") not in (None, False)
 
     @property
     def auth_methods(self) -> List[Dict[str, Any]]:
@@ -236,6 +268,9 @@ class Client:
                            mcp_servers: Optional[List[Dict[str, Any]]] = None) -> Session:
         """ACP.md §3.5: the history is replayed as updates before the answer; they land
         in the returned session (`history`, `tool_calls`)."""
+        if self.agent_capabilities.get("loadSession") is not True:
+            raise NotAdvertised("the agent does not advertise loadSession: it cannot resume a session "
+                                "(ACP.md §3.5)")
         cwd = os.path.abspath(cwd or self.cwd or os.getcwd())
         session = Session(self, session_id, cwd)
         previous = self.sessions.get(session_id)
@@ -259,6 +294,9 @@ class Client:
 
     async def list_sessions(self, cwd: Optional[str] = None, cursor: Optional[str] = None) -> List[Dict[str, Any]]:
         """`session/list` (ACP.md §3.5): `[{sessionId, cwd, title, updatedAt}]`."""
+        if not self.can_list_sessions:
+            raise NotAdvertised("the agent does not advertise sessionCapabilities.list: it cannot list "
+                                "its sessions (ACP.md §3.5)")
         params: Dict[str, Any] = {}
         if cwd is not None:
             params["cwd"] = os.path.abspath(cwd)
@@ -336,6 +374,8 @@ class Client:
 
     async def _on_permission(self, params: Any, _context: Any = None) -> Dict[str, Any]:
         request = _permissions.PermissionRequest.from_params(params)
+        if not request.options:  # nothing to choose: no question (and nothing allowed)
+            return request.cancelled()
         session = self.sessions.get(request.session_id) if request.session_id else None
         loop = asyncio.get_event_loop()
         cancelled = session.cancel_waiter() if session is not None else loop.create_future()

@@ -21,7 +21,8 @@ from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
 
 from ._core import jsonrpc, ndjson, rpc
 from .endpoints import DEFAULT_AGENT, Address, Argv, keep_alive, parse_address, split_command
-from .errors import AgentConnectError, AgentExited, AgentNotAcp, AgentStartError, RequestTimeout
+from .errors import (AgentConnectError, AgentExited, AgentNotAcp, AgentStartError, LineTooLong,
+                     RequestTimeout)
 
 log = logging.getLogger(__name__)
 agent_log = logging.getLogger("acp.agent")  # the agent's own stderr lines
@@ -39,6 +40,17 @@ NOT_ACP_MAX_LINES = 100
 # grandchild can hold the pipe open for ever).
 EXIT_DRAIN = 0.5
 
+
+class _UseDefault:
+    """The type of `USE_DEFAULT`: "the connection's request timeout", as opposed to a
+    number of seconds or None (no limit)."""
+
+    def __repr__(self) -> str:
+        return "USE_DEFAULT"
+
+
+USE_DEFAULT = _UseDefault()
+Timeout = Union[float, None, _UseDefault]
 
 
 class _ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
@@ -66,8 +78,9 @@ class AgentConnection:
                  request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
                  max_line: int = ndjson.DEFAULT_MAX_LINE, stderr_lines: int = 50,
                  on_stderr: Optional[Callable[[str], None]] = None) -> None:
-        self.peer = rpc.Peer(self._send, dispatcher, context=context,
-                                 default_timeout=request_timeout)
+        # The peer gets every timeout already resolved (see `request`).
+        self.peer = rpc.Peer(self._send, dispatcher, context=context)
+        self.request_timeout = request_timeout
         self.max_line = max_line
         self.on_stderr = on_stderr
         self.stderr_tail: Deque[str] = collections.deque(maxlen=stderr_lines)
@@ -215,29 +228,32 @@ class AgentConnection:
 
     # ------------------------------------------------------------------ sending
 
-    async def request(self, method: str, params: Any = None, timeout: Optional[float] = -1.0) -> Any:
-        """One request; `timeout=-1` means the connection's default, None waits forever.
+    async def request(self, method: str, params: Any = None,
+                      timeout: Timeout = USE_DEFAULT) -> Any:
+        """One request; `timeout` in seconds, None waits forever, `USE_DEFAULT` (the
+        default) means the connection's `request_timeout`, resolved here and only here.
 
         Raises `jsonrpc.JsonRpcError` for an error answer, `RequestTimeout`, or
         `AgentExited` when the agent goes away first.
         """
-        if self._exc is not None:
-            raise self._exc
-        if timeout is not None and timeout < 0:
-            timeout = self.peer.default_timeout
+        self._raise_if_closed()
+        seconds = self.request_timeout if isinstance(timeout, _UseDefault) else timeout
         try:
-            return await self.peer.request(method, params, timeout=timeout)
+            return await self.peer.request(method, params, timeout=seconds)
         except asyncio.TimeoutError:
-            raise RequestTimeout(method, timeout or 0.0) from None
-        except jsonrpc.TransportClosed as exc:
-            if self._exc is not None and exc is not self._exc:
-                raise self._exc from None
+            raise RequestTimeout(method, seconds or 0.0) from None
+        except jsonrpc.TransportClosed:
+            self._raise_if_closed()  # the connection's own reason, not the peer's copy
             raise
 
     async def notify(self, method: str, params: Any = None) -> None:
+        self._raise_if_closed()
+        await self.peer.notify(method, params)
+
+    def _raise_if_closed(self) -> None:
+        """Every operation on a connection that is over fails with the one reason why."""
         if self._exc is not None:
             raise self._exc
-        await self.peer.notify(method, params)
 
     async def send_raw(self, data: bytes) -> None:
         """Write bytes as they are (tests and debugging: a malformed line, a batch)."""
@@ -247,8 +263,7 @@ class AgentConnection:
         await self._write(ndjson.encode(msg))
 
     async def _write(self, data: bytes) -> None:
-        if self._exc is not None:
-            raise self._exc
+        self._raise_if_closed()
         if self._writer is None or self._closing:
             raise AgentExited("the agent connection is closing")
         try:
@@ -257,8 +272,7 @@ class AgentConnection:
             async with self._drain_lock:
                 await self._writer.drain()
         except (ConnectionError, OSError, RuntimeError) as exc:
-            if self._exc is not None:
-                raise self._exc from None
+            self._raise_if_closed()
             raise AgentExited("could not write to the agent: %s" % exc) from exc
 
     # ------------------------------------------------------------------ reading
@@ -283,19 +297,28 @@ class AgentConnection:
         await self._finish()
 
     async def _handle_line(self, line: ndjson.Line) -> None:
-        if isinstance(self._exc, AgentNotAcp):
-            return  # given up on this program: its output is no longer read as protocol
+        if self._exc is not None:
+            return  # given up on this agent: its output is no longer read as protocol
         if isinstance(line, ndjson.LineTooLong):
+            # The line is lost, and with it maybe the answer a turn waits for: the
+            # connection cannot go on reliably, so it ends, saying which limit.
             self.bad_lines += 1
-            log.warning("dropped a line of %d bytes from the agent (limit %d)", line.size, self.max_line)
+            self._fail(LineTooLong(
+                "%s sent a line of %d bytes, over the limit of %d bytes (max_line); "
+                "the connection was closed" % (self.where, line.size, self.max_line),
+                line.size, self.max_line))
+            self._hang_up()
             return
         try:
             obj = jsonrpc.loads(line)
-        except jsonrpc.JsonRpcError:
-            # Not JSON: stray output, not a request, so nothing is owed in reply.
+        except jsonrpc.JsonRpcError as exc:
+            # Not JSON (or not UTF-8): JSON-RPC 2.0 §5 answers a parse error with id null,
+            # so an agent that sent a broken request is not left waiting for ever.
             self.bad_lines += 1
-            log.warning("ignored a line from the agent that is not JSON: %.120r", line)
+            log.warning("a line from the agent is not JSON: %.120r", line)
             self._not_json_rpc(line)
+            if self._exc is None:  # (not once given up on as no ACP agent at all)
+                await self.peer.receive_error(exc)
             return
         if isinstance(obj, dict) and obj.get("jsonrpc") == "2.0":
             self.messages += 1
@@ -390,6 +413,15 @@ class AgentConnection:
                 callback(exc)
             except Exception:
                 log.exception("close callback failed")
+
+    def _hang_up(self) -> None:
+        """Stop talking to an agent we gave up on: close our end (a child then sees EOF
+        and is shut down by `close`, as usual)."""
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except (OSError, RuntimeError):
+                pass
 
     # ------------------------------------------------------------------ shutdown
 

@@ -38,7 +38,7 @@ def parse_address(text: Union[str, int, Sequence[Any]]) -> Address:
     if isinstance(text, int):
         host, port_text = DEFAULT_HOST, str(text)
     elif not isinstance(text, str):
-        host, port = text
+        host, port = tuple(text)
         return parse_address("%s:%s" % (host if ":" not in str(host) else "[%s]" % host, port))
     elif text.startswith("["):
         host, sep, port_text = text[1:].partition("]:")

@@ -83,6 +83,16 @@ class AgentNotAcp(AgentExited):
         super().__init__(message)
 
 
+class LineTooLong(AgentExited):
+    """The agent sent a line longer than the client's `max_line`: the line (perhaps an
+    answer someone waits for) is lost, so the connection is ended, naming the limit."""
+
+    def __init__(self, message: str, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(message)
+
+
 class RequestTimeout(AcpError, asyncio.TimeoutError):
     """No answer in time. The agent drops lines it cannot parse without replying
     (ACP.md §1), so a request can otherwise wait forever."""
@@ -91,6 +101,11 @@ class RequestTimeout(AcpError, asyncio.TimeoutError):
         self.method = method
         self.timeout = timeout
         super().__init__("the agent did not answer %s within %g s" % (method, timeout))
+
+
+class NotAdvertised(AcpError):
+    """The agent did not advertise the capability a call needs (`loadSession`,
+    `sessionCapabilities.list`): nothing was sent."""
 
 
 class SessionBusy(AcpError):

@@ -3,16 +3,21 @@
 The agent names absolute paths; we serve a path only when its real location (symlinks
 and `..` resolved, so a link pointing out of the root does not count as inside) lies in
 one of the roots. The roots are the session's cwd unless the client was given a list.
-Refusals and failures are JSON-RPC errors; the connection is never affected.
+Only regular files are read or written (a FIFO, device or socket is refused), within a
+size limit, in a worker thread. Refusals and failures are JSON-RPC errors; the
+connection is never affected.
 """
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
-from typing import Callable, List, Optional, Sequence
+import stat
+from typing import Any, Callable, List, Optional, Sequence, Union
 
 from ._core import jsonrpc
 
+MAX_FILE_BYTES = 64 * 1024 * 1024  # what one read or write may move (the line limit's size)
 RESOURCE_NOT_FOUND = -32002  # ACP's code for a missing resource (the capture uses it)
 ACCESS_DENIED_CODE = jsonrpc.INVALID_PARAMS
 
@@ -37,11 +42,12 @@ class FileSystem:
     (the client passes one returning the session's cwd, or a fixed list)."""
 
     def __init__(self, roots_for: RootsFor, read: bool = True, write: bool = True,
-                 max_read_bytes: int = 64 * 1024 * 1024) -> None:
+                 max_read_bytes: int = MAX_FILE_BYTES, max_write_bytes: int = MAX_FILE_BYTES) -> None:
         self.roots_for = roots_for
         self.read = read
         self.write = write
         self.max_read_bytes = max_read_bytes
+        self.max_write_bytes = max_write_bytes
 
     def _check(self, params: dict) -> str:
         path = params["path"]
@@ -68,13 +74,8 @@ class FileSystem:
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: line starts at 1")
         if limit is not None and limit < 0:
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: limit must be >= 0")
-        try:
-            if os.path.getsize(real) > self.max_read_bytes:
-                raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "File too large: %s" % p["path"])
-            with open(real, "rb") as handle:
-                text = handle.read().decode("utf-8", "replace")
-        except OSError as exc:
-            raise _os_error(exc, p["path"]) from None
+        data = await _off_loop(_read_regular, real, p["path"], self.max_read_bytes)
+        text = data.decode("utf-8", "replace")
         if line is not None or limit is not None:
             # Split on "\n" only and keep the terminators, so the slice is byte-faithful.
             parts = text.split("\n")
@@ -86,20 +87,91 @@ class FileSystem:
 
     async def write_text_file(self, params: object, _context: object = None) -> None:
         """`{sessionId, path, content}` → null (ACP.md §5). Creates the file and missing
-        parent folders inside the root; writes through an in-root symlink to its target."""
+        parent folders inside the root; writes through an in-root symlink to its target;
+        writes only regular files, of at most `max_write_bytes`."""
         if not self.write:
             raise jsonrpc.JsonRpcError(jsonrpc.METHOD_NOT_FOUND, "Method not found: fs/write_text_file")
         p = jsonrpc.require_params(params, ("path", "content"), {"path": str, "content": str})
         real = self._check(p)
         try:
-            parent = os.path.dirname(real)
-            if not os.path.isdir(parent):
-                os.makedirs(parent, exist_ok=True)
-            with open(real, "w", encoding="utf-8", newline="") as handle:
-                handle.write(p["content"])
-        except OSError as exc:
-            raise _os_error(exc, p["path"]) from None
+            data = p["content"].encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate from a "\ud800" escape
+            raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: content is not valid Unicode text",
+                                       {"path": p["path"]}) from None
+        if len(data) > self.max_write_bytes:
+            raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "File too large: %d bytes to write, the limit "
+                                       "is %d: %s" % (len(data), self.max_write_bytes, p["path"]), {"path": p["path"]})
+        await _off_loop(_write_regular, real, p["path"], data)
         return None
+
+
+# Opening a FIFO blocks until the other end opens it, a device can be endless: files
+# are opened without blocking, checked to be regular files before one byte moves, and
+# all of it runs in a worker thread so the event loop (and Ctrl-C) never waits on a disk.
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
+
+
+async def _off_loop(function: Callable[..., Any], *args: Any) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(None, function, *args)
+
+
+def _refuse_unless_regular(fd_or_path: Union[int, str], shown: str) -> None:
+    try:
+        mode = os.fstat(fd_or_path).st_mode if isinstance(fd_or_path, int) else os.stat(fd_or_path).st_mode
+    except FileNotFoundError:
+        return  # a write creates it
+    except OSError as exc:
+        raise _os_error(exc, shown) from None
+    if not stat.S_ISREG(mode):
+        raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Not a regular file: %s" % shown, {"path": shown})
+
+
+def _read_regular(real: str, shown: str, limit: int) -> bytes:
+    _refuse_unless_regular(real, shown)  # where O_NONBLOCK is missing (Windows) it is all we have
+    try:
+        fd = os.open(real, os.O_RDONLY | _NONBLOCK | _BINARY)
+    except OSError as exc:
+        raise _os_error(exc, shown) from None
+    try:
+        _refuse_unless_regular(fd, shown)  # the file opened, not the one checked before
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise _os_error(exc, shown) from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if len(data) > limit:
+        raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "File too large: over %d bytes: %s" % (limit, shown),
+                                   {"path": shown})
+    return data
+
+
+def _write_regular(real: str, shown: str, data: bytes) -> None:
+    _refuse_unless_regular(real, shown)
+    try:
+        parent = os.path.dirname(real)
+        if not os.path.isdir(parent):
+            os.makedirs(parent, exist_ok=True)
+        # No O_TRUNC yet: a FIFO or device is refused before anything is changed.
+        fd = os.open(real, os.O_WRONLY | os.O_CREAT | _NONBLOCK | _BINARY, 0o666)
+    except OSError as exc:
+        raise _os_error(exc, shown) from None
+    try:
+        _refuse_unless_regular(fd, shown)
+        os.ftruncate(fd, 0)
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+    except OSError as exc:
+        raise _os_error(exc, shown) from None
+    finally:
+        os.close(fd)
 
 
 def _os_error(exc: OSError, path: str) -> jsonrpc.JsonRpcError:

@@ -2,7 +2,7 @@
 
 A policy is a callable taking a `PermissionRequest` and returning the chosen
 `optionId`, or None for `cancelled` (sync or async). Named policies: `"allow"` (allow
-once), `"reject"` (the library default: nothing happens without consent), `"cancel"`,
+once), `"always"` (allow always), `"reject"` (the library default: nothing happens without consent), `"cancel"`,
 and `"ask"` (a question on the terminal). Whatever a policy returns, only an id the
 agent offered is ever sent; anything else becomes `cancelled`, which the agent counts as
 a denial.
@@ -91,6 +91,11 @@ def allow_once(request: PermissionRequest) -> Decision:
     return request.option_of_kind("allow_once", "allow_always")
 
 
+def allow_always(request: PermissionRequest) -> Decision:
+    """Allow this kind of call from now on; `allow_once` when no always-option is offered."""
+    return request.option_of_kind("allow_always", "allow_once")
+
+
 def reject(request: PermissionRequest) -> Decision:
     """Deny; with no reject option offered, answer cancelled (also a denial)."""
     return request.option_of_kind("reject_once", "reject_always")
@@ -133,6 +138,28 @@ class TerminalAsker:
 _INVALID = object()
 
 
+class TerminalConsentAsker:
+    """Asks a person whether a `terminal/create` may run (ACP.md §5): the command and
+    its folder shown escaped, then allow once, allow for this session, or refuse. An
+    empty line, end of input or an unknown answer refuses."""
+
+    def __init__(self, readline: Callable[[], Awaitable[Optional[str]]],
+                 write: Callable[[str], None]) -> None:
+        self.readline = readline
+        self.write = write
+
+    async def __call__(self, request: Any) -> Optional[str]:
+        self.write(render.terminal_question(request))
+        line = await self.readline()
+        answer = (line or "").strip().lower()
+        if answer in ("1", "y", "yes", "once"):
+            return "once"
+        if answer in ("2", "s", "session", "a", "always"):
+            return "session"
+        self.write("(refused)\n")
+        return None
+
+
 def parse_answer(line: str, request: PermissionRequest) -> Any:
     """Map a typed answer to an option id (None: cancelled); `_INVALID` to ask again."""
     answer = line.strip().lower()
@@ -157,8 +184,9 @@ def parse_answer(line: str, request: PermissionRequest) -> Any:
 
 
 _NAMED = {
-    "allow": allow_once, "allow_once": allow_once, "yes": allow_once,
-    "reject": reject, "deny": reject, "no": reject,
+    "allow": allow_once, "allow_once": allow_once, "yes": allow_once, "once": allow_once, "y": allow_once,
+    "always": allow_always, "allow_always": allow_always,
+    "reject": reject, "deny": reject, "no": reject, "n": reject,
     "cancel": cancel,
 }
 

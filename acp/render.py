@@ -6,7 +6,10 @@ share them and tests can check them without a terminal.
 from __future__ import annotations
 
 import difflib
+import json
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List
+
+from ._core import safe_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from .permissions import PermissionRequest
@@ -17,25 +20,38 @@ STATUS_MARKS = {"completed": "done", "failed": "FAILED", "cancelled": "cancelled
 # allow_always and reject_once), whatever name the agent gives it.
 CHOICE_LABELS = {"allow_once": "allow once", "allow_always": "allow always",
                  "reject_once": "reject", "reject_always": "reject always"}
+ERROR_DATA_LIMIT = 500  # characters of an error's `data` shown
 PREVIEW_WIDTH = 100  # a replayed message is shown as one line of at most this many characters
 
 
 def _lines(text: str) -> List[str]:
-    # Split on "\n" only: U+2028 inside file text is content, not a line break (ACP.md §1).
-    return text.split("\n")
+    """Lines with their "\n" kept (the last one may lack it). Split on "\n" only: U+2028
+    inside file text is content, not a line break (ACP.md §1)."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+NO_NEWLINE = "\\ No newline at end of file"
 
 
 def diff_text(old: str, new: str, path: str) -> str:
     """A unified diff of one diff content block. Copilot's `oldText`/`newText` are the
-    replaced fragment, not the whole file (ACP.md §4), so line numbers are relative."""
-    old_lines = _lines(old) if old else []
-    new_lines = _lines(new) if new else []
-    if old_lines and old_lines[-1] == "" and new_lines and new_lines[-1] == "":
-        old_lines, new_lines = old_lines[:-1], new_lines[:-1]
-    diff = difflib.unified_diff(old_lines, new_lines,
-                                "a/" + path.lstrip("/") if old else "/dev/null",
-                                "b/" + path.lstrip("/"), lineterm="", n=2)
-    return "\n".join(diff)
+    replaced fragment, not the whole file (ACP.md §4), so line numbers are relative.
+    Lines are compared with their terminators, so a new file, a deletion or a change
+    of the final newline shows no empty line that is not there (a missing final
+    newline is marked as `diff` marks it when only that changed)."""
+    mark = bool(old and new) and old.endswith("\n") != new.endswith("\n")
+    out = []
+    for line in difflib.unified_diff(_lines(old), _lines(new),
+                                     "a/" + path.lstrip("/") if old else "/dev/null",
+                                     "b/" + path.lstrip("/"), lineterm="", n=2):
+        if line.endswith("\n"):
+            out.append(line[:-1])
+        else:
+            out.append(line)
+            if mark and line[:1] in "+- " and not line.startswith(("---", "+++")):
+                out.append(NO_NEWLINE)
+    return "\n".join(out)
 
 
 def content_diffs(content: Any) -> Iterable[str]:
@@ -69,7 +85,8 @@ def permission_question(request: "PermissionRequest") -> str:
     call = request.tool_call
     lines = ["", "Permission requested: %s%s" % (request.title,
                                                    " (%s)" % call["kind"] if call.get("kind") else "")]
-    raw = call.get("rawInput") if isinstance(call.get("rawInput"), dict) else {}
+    raw_input = call.get("rawInput")
+    raw: Dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
     if isinstance(raw.get("command"), str):
         lines.append("    $ " + raw["command"])
     if isinstance(raw.get("diff"), str) and raw["diff"].strip():
@@ -79,6 +96,29 @@ def permission_question(request: "PermissionRequest") -> str:
             if isinstance(location, dict) and location.get("path"):
                 lines.append("    " + str(location["path"]))
     return "\n".join(lines) + "\n"
+
+
+def terminal_question(request: Any) -> str:
+    """The question before a terminal command runs: what and where, every control
+    character escaped (the agent chose these strings), one key per answer."""
+    return ("\nThe agent wants to run a command:\n    $ %s\n    in %s\n"
+            "  [1] allow once  [2] allow for this session  [3] refuse\nAnswer (Enter refuses): "
+            % (safe_text(request.command_line, multiline=False),
+               safe_text(request.cwd or "(the current folder)", multiline=False)))
+
+
+def error_text(exc: BaseException, limit: int = ERROR_DATA_LIMIT) -> str:
+    """An error as a person sees it: for a JSON-RPC error its message and code and,
+    when the agent sent one, its `data` (the reason, often), cut to `limit`
+    characters; every control character escaped."""
+    text = str(exc)
+    data = getattr(exc, "data", None)
+    if data is not None:
+        shown = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=repr)
+        if len(shown) > limit:
+            shown = shown[:limit] + "... (%d more characters)" % (len(shown) - limit)
+        text += ": " + shown
+    return safe_text(text)
 
 
 def choice_label(option: Dict[str, Any]) -> str:

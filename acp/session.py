@@ -42,16 +42,15 @@ _END = object()  # the queue marker after the last update of a turn
 class SessionHost(Protocol):
     """All a `Session` needs from whoever owns the connection (`Client` is one).
 
-    `request` waits for the answer (`timeout=None`: no limit, `-1`: the host's
-    default); `notify` sends a notification; `close_session` sends `session/close` and
+    `request` waits for the answer (`timeout` in seconds or None for no limit; left
+    out, the host's own default); `notify` sends a notification; `close_session` sends `session/close` and
     forgets the session; `prompt_timeout` bounds a `session/prompt` (None: a turn may
     run as long as the agent works).
     """
 
     prompt_timeout: Optional[float]
 
-    async def request(self, method: str, params: Any = None,
-                      timeout: Optional[float] = -1.0) -> Any: ...
+    async def request(self, method: str, params: Any = None, timeout: Any = ...) -> Any: ...
 
     async def notify(self, method: str, params: Any = None) -> None: ...
 
@@ -104,8 +103,9 @@ class Turn:
     `PromptResult`. Awaiting without iterating simply skips the updates (they are still
     applied to the session and kept in `updates`).
 
-    Updates are delivered in order and all of them before the end: the read loop
-    dispatches a notification before it resolves a later response (ACP.md §3.3).
+    Updates are delivered in order and all of them before the end, by construction: the
+    read loop applies each notification synchronously before it reads the next message,
+    so a response is matched only after the updates sent before it (ACP.md §3.3).
     """
 
     def __init__(self, session: "Session", blocks: List[Any]) -> None:
@@ -235,6 +235,7 @@ class Session:
         self._turns: List[Turn] = []  # queued and running
         self._lock = asyncio.Lock()  # FIFO: queued turns run in the order asked
         self._cancel_waiters: Set["asyncio.Future[None]"] = set()
+        self._commands_seen = asyncio.Event()  # an available_commands_update arrived
 
     def __repr__(self) -> str:
         return "Session(%r, title=%r)" % (self.session_id, self.title)
@@ -277,6 +278,7 @@ class Session:
         elif kind == "available_commands_update":
             commands = update.get("availableCommands")  # a full replacement (ACP.md §3.6)
             self.commands = commands if isinstance(commands, list) else []
+            self._commands_seen.set()
         elif kind == "current_mode_update":
             mode = update.get("currentModeId")
             if isinstance(mode, str):
@@ -327,6 +329,17 @@ class Session:
                                "status": LOCAL_CANCELLED, "_local": True})
         return closed
 
+    async def wait_commands(self, timeout: float) -> List[Dict[str, Any]]:
+        """The advertised commands, waiting up to `timeout` seconds for the agent's
+        first list when none has come yet (agents may send it just after
+        `session/new` answers, ACP.md §3.6)."""
+        if not self._commands_seen.is_set():
+            try:
+                await asyncio.wait_for(self._commands_seen.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+        return self.commands
+
     @property
     def busy(self) -> bool:
         """A turn is running or waiting in the queue."""
@@ -357,9 +370,10 @@ class Session:
                         timeout=self.client.prompt_timeout)
                 finally:
                     self._release_cancel_waiters()
-                # Updates dispatched before the answer are already queued; one more
-                # loop pass lets any handler task scheduled with the answer run first.
-                await asyncio.sleep(0)
+                # Every update the agent sent before this answer is in the turn's queue
+                # already: the read loop applies a notification (Session.apply, which
+                # is synchronous) before it reads the next message, so the answer was
+                # matched only after them, and the end marker goes in behind them.
                 if isinstance(result, dict) and isinstance(result.get("usage"), dict):
                     self.usage = result["usage"]
                 if isinstance(result, dict) and result.get("stopReason") == "cancelled":

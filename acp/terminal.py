@@ -7,17 +7,25 @@ the front to `outputByteLimit` bytes on a character boundary) and the exit statu
 known; `terminal/wait_for_exit` waits; `terminal/kill` stops the command but keeps the
 terminal readable; `terminal/release` kills if needed and forgets it. A command without
 `args` is a shell command line; with `args` it is executed directly.
+
+Nothing runs without consent (ACP.md §5): before a command starts, its `cwd` must lie
+inside the session's folder (unless the host allows any folder), and the host's policy
+must allow it, once or for the rest of the session. A refusal is a JSON-RPC error and
+no process is started.
 """
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import logging
 import os
+import shlex
 import signal
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Union
 
 from ._core import jsonrpc
+from .fs import is_within  # the one containment rule, shared with fs/*
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +33,47 @@ DEFAULT_OUTPUT_LIMIT = 32 * 1024 * 1024  # when the agent gives none: still boun
 READ_CHUNK = 65536
 
 CwdFor = Callable[[Optional[str]], Optional[str]]
+RootsFor = Callable[[Optional[str]], List[str]]
+REFUSED = -32000  # an implementation-defined JSON-RPC code: the user did not allow it
+
+# What a terminal policy answers: run this one command, run every command of this
+# session from now on, or (None) refuse.
+ALLOW_ONCE = "once"
+ALLOW_SESSION = "session"
+TerminalDecision = Optional[str]
+
+
+class TerminalRequest:
+    """A `terminal/create` waiting for consent: what would run, where."""
+
+    __slots__ = ("session_id", "command", "args", "cwd", "env")
+
+    def __init__(self, session_id: Optional[str], command: str, args: List[str], cwd: Optional[str],
+                 env: Dict[str, str]) -> None:
+        self.session_id = session_id
+        self.command = command
+        self.args = args
+        self.cwd = cwd
+        self.env = env  # only the variables the agent sets
+
+    @property
+    def command_line(self) -> str:
+        """As a shell would read it: a shell line as given, or the argv quoted."""
+        if not self.args:
+            return self.command
+        return " ".join(shlex.quote(a) for a in [self.command] + self.args)
+
+
+TerminalPolicy = Callable[[TerminalRequest], Union[TerminalDecision, Awaitable[TerminalDecision]]]
+
+
+def refuse_terminals(request: TerminalRequest) -> TerminalDecision:
+    """The library's default: a host that wants terminals says so."""
+    return None
+
+
+def allow_terminals(request: TerminalRequest) -> TerminalDecision:
+    return ALLOW_ONCE
 
 
 def _trim(buf: bytearray, limit: int) -> bool:
@@ -110,11 +159,17 @@ class Terminal:
 class Terminals:
     """The terminal handlers and the table of live terminals (one per `terminalId`)."""
 
-    def __init__(self, cwd_for: CwdFor, default_limit: int = DEFAULT_OUTPUT_LIMIT) -> None:
+    def __init__(self, cwd_for: CwdFor, default_limit: int = DEFAULT_OUTPUT_LIMIT, *,
+                 policy: TerminalPolicy = refuse_terminals, roots_for: Optional[RootsFor] = None) -> None:
+        """`policy` decides whether a command runs; `roots_for(session_id)` lists the
+        folders its `cwd` must lie in (None: anywhere)."""
         self.cwd_for = cwd_for
         self.default_limit = default_limit
+        self.policy = policy
+        self.roots_for = roots_for
         self._terminals: Dict[str, Terminal] = {}
         self._ids = itertools.count(1)
+        self._allowed_sessions: Set[Optional[str]] = set()  # "allow for the session" answers
 
     def __len__(self) -> int:
         return len(self._terminals)
@@ -153,6 +208,10 @@ class Terminals:
         args = p.get("args") or []
         if not all(isinstance(a, str) for a in args):
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: args must be strings")
+        sid = session_id if isinstance(session_id, str) else None
+        self._check_cwd(sid, cwd)
+        await self._consent(TerminalRequest(sid, p["command"], list(args), cwd,
+                                            {item["name"]: item["value"] for item in p.get("env") or []}))
         common: Dict[str, Any] = dict(stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                                       stderr=asyncio.subprocess.STDOUT, cwd=cwd, env=env)
         if os.name == "posix":
@@ -169,6 +228,27 @@ class Terminals:
         self._terminals[terminal_id] = Terminal(
             terminal_id, session_id if isinstance(session_id, str) else None, process, limit)
         return {"terminalId": terminal_id}
+
+    def _check_cwd(self, session_id: Optional[str], cwd: Optional[str]) -> None:
+        if self.roots_for is None:
+            return
+        roots = [r for r in self.roots_for(session_id) if r]
+        if cwd is None or not any(is_within(cwd, root) for root in roots):
+            raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Refused: cwd %s is outside the session's folder"
+                                       % cwd, {"cwd": cwd})
+
+    async def _consent(self, request: TerminalRequest) -> None:
+        """Ask the policy (unless this session was allowed already); refuse with an error."""
+        if request.session_id in self._allowed_sessions:
+            return
+        decision = self.policy(request)
+        if inspect.isawaitable(decision):
+            decision = await decision
+        if decision == ALLOW_SESSION:
+            self._allowed_sessions.add(request.session_id)
+        elif decision != ALLOW_ONCE:
+            raise jsonrpc.JsonRpcError(REFUSED, "Refused: the user did not allow running this command",
+                                       {"command": request.command_line})
 
     async def output(self, params: Any, _context: Any = None) -> Dict[str, Any]:
         terminal = self._get(params)
@@ -198,6 +278,8 @@ class Terminals:
 
     async def release_all(self, session_id: Optional[str] = None) -> None:
         """Kill and reap every terminal (of one session, or all): nothing outlives us."""
+        if session_id is not None:  # the session is over: so is its "allow for the session"
+            self._allowed_sessions.discard(session_id)
         for terminal_id, terminal in list(self._terminals.items()):
             if session_id is None or terminal.session_id == session_id:
                 del self._terminals[terminal_id]

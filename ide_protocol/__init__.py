@@ -6,7 +6,15 @@ names below are imported lazily, so `import ide_protocol` stays cheap inside edi
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what `__getattr__` gives, for a type checker (nothing is imported at run time)
+    from .client import IdeClient
+    from .common.tools import Diagnostic, Selection
+    from .server.diffs import DiffRequest
+    from .server.ide_server import IdeServer
+    from .server.threaded import ThreadedIdeServer
+    from .wire.jsonrpc import JsonRpcError
 
 __version__ = "0.1.0"
 

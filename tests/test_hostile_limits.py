@@ -301,9 +301,10 @@ def test_file_descriptors_running_out(tmp_path: Any, max_connections: int) -> No
                 assert not result.get("isError")  # the limit kept descriptors free
             for _, writer in flood:
                 writer.close()
-            await asyncio.sleep(1.5)  # (the loop retries accept after a second)
+            # Served again: the handshake waits in the listen backlog until the server,
+            # which retries accepting after a second, takes the connection.
             again = Cli(server.socket_path, server.nonce)
-            await asyncio.wait_for(again.handshake(probes=0), WAIT)  # served again
+            await asyncio.wait_for(again.handshake(probes=0), WAIT)
             again.close()
             cli.close()
 
@@ -319,3 +320,24 @@ def test_file_descriptors_running_out(tmp_path: Any, max_connections: int) -> No
         assert len(err.splitlines()) <= 200, err[-3000:]
     finally:
         server.kill()
+
+
+def test_the_server_installs_nothing_in_the_loop_it_runs_in(tmp_path: Any) -> None:
+    """The library is a guest in its host's loop: starting and stopping a server sets
+    no exception handler there (running out of descriptors is the listener's own
+    business, above), and leaves no timer behind."""
+    async def main() -> None:
+        loop = asyncio.get_event_loop()
+        server = make_server(tmp_path)
+        await server.start()
+        try:
+            assert loop.get_exception_handler() is None
+            cli = cli_for(server)
+            await cli.handshake(probes=0)
+            cli.close()
+        finally:
+            await server.stop()
+        assert loop.get_exception_handler() is None
+        assert server.listener._retry is None
+
+    run(main())

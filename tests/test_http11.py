@@ -614,3 +614,45 @@ def test_chunk_framing_takes_crlf_only(framing: bytes) -> None:
     events = req(b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + framing)
     assert isinstance(events[-1], ParseError) and events[-1].status == 400, events
     assert not any(isinstance(e, EndOfMessage) for e in events)
+
+
+def test_the_parser_decides_framing_for_the_layers_above():
+    # A request says whether a body follows its head; a response whether it is chunked.
+    events = RequestParser().feed(b"POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n"
+                                  b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+                                  b"POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\nab"
+                                  b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+    requests = [e for e in events if isinstance(e, Request)]
+    assert [r.body_follows for r in requests] == [False, True, True, False]
+    assert [r.keep_alive for r in requests] == [True, True, True, False]
+    assert Request("POST", "/", [("Transfer-Encoding", "chunked")]).body_follows  # made by hand: the same rule
+    chunked, = [e for e in ResponseParser().feed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                if isinstance(e, Response)]
+    plain, = [e for e in ResponseParser().feed(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+              if isinstance(e, Response)]
+    assert chunked.chunked and not plain.chunked
+
+
+def test_the_writers_spell_the_connection_field_given_keep_alive():
+    data = write_request("POST", "/mcp", [("Host", "localhost")], b"{}", chunked=True, keep_alive=True)
+    assert data.startswith(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nConnection: keep-alive\r\n"
+                           b"Transfer-Encoding: chunked\r\n\r\n")
+    assert b"\r\nConnection: close\r\n" in write_response(200, [], b"x", keep_alive=False)
+    assert b"Connection" not in write_response(200, [], b"x")  # (not asked: not written)
+    for writer in (lambda: write_response(200, [("connection", "x")], b"", keep_alive=True),
+                   lambda: write_response_head(200, (("Connection", "close"),), keep_alive=False),
+                   lambda: write_request("GET", "/", [("Connection", "close")], keep_alive=True)):
+        with pytest.raises(ValueError):
+            writer()
+
+
+def test_one_size_limit_for_heads_and_trailers_and_a_field_count():
+    trailer = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: " + b"a" * 300 + b"\r\n\r\n"
+    error, = [e for e in RequestParser(max_head=256).feed(trailer) if isinstance(e, ParseError)]
+    assert error.status == 431 and "trailer section larger than 256" in error.message
+    many = b"GET / HTTP/1.1\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(http11.MAX_FIELDS + 1)) + b"\r\n"
+    error, = [e for e in RequestParser().feed(many) if isinstance(e, ParseError)]
+    assert error.status == 431
+    fine = b"GET / HTTP/1.1\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(http11.MAX_FIELDS)) + b"\r\n"
+    assert [type(e) for e in RequestParser().feed(fine)] == [Request, EndOfMessage]
+    assert http11.DEFAULT_MAX_BODY == RequestParser().max_body == 64 * 1024 * 1024  # the one default

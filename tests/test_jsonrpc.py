@@ -80,8 +80,12 @@ def test_lone_surrogates_round_trip_as_escapes():
     assert json.loads(jsonrpc.dumps_str(obj)) == obj
 
 
+# Short ids: pytest puts the test's id in an environment variable (PYTEST_CURRENT_TEST),
+# and Windows refuses one longer than 32 767 characters, as 100 000 brackets would make.
 @pytest.mark.parametrize("data", [b"", b"{", b"\xff\xfe", b"[1,]", b"{'a':1}", "\ufeff{}".encode("utf-8"),
-                                  b"[" * 100000])
+                                  b"[" * 100000],
+                         ids=["empty", "open-brace", "not-utf8", "trailing-comma", "single-quotes", "bom",
+                              "100000-brackets"])
 def test_loads_parse_errors(data):
     with pytest.raises(JsonRpcError) as info:
         loads(data)
@@ -338,7 +342,10 @@ def test_outgoing_ids_match_out_of_order_and_strings():
         assert out.method_of(1) == "m1"
         assert out.resolve(parse_message(jsonrpc.result_response(2, "two")))
         assert out.resolve(parse_message(jsonrpc.error_response(0, JsonRpcError(-32001, "x"))))
-        assert out.resolve(parse_message(jsonrpc.result_response("1", "one")))  # echoed as a string
+        # Matched by value and type: "1" (or true) is not request 1's id.
+        assert not out.resolve(parse_message(jsonrpc.result_response("1", "forged")))
+        assert not out.resolve(jsonrpc.Response({"id": True}, True, "forged"))  # type: ignore[arg-type]
+        assert out.resolve(parse_message(jsonrpc.result_response(1, "one")))
         assert await futures[2] == "two" and await futures[1] == "one"
         with pytest.raises(JsonRpcError) as info:
             await futures[0]

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 
 from ide_protocol.client import NoIdeFound, discovery
-from ide_protocol.common import lockfile
+from ide_protocol.common import lock_rules, lockfile
 from ide_protocol.programs import check
 from ide_protocol.programs.doctor.diagnose import diagnose
 from test_lock_rules import OLD_TIMESTAMP, listening, lock_json, short_dir  # noqa: F401 (fixtures)
@@ -244,9 +244,12 @@ def _doctor(ws: str, home: str) -> Any:
 
 
 def test_doctor_and_discovery_give_the_same_verdicts(listening: str, ws: str, short_dir: str,
-                                                     dead_pid: int) -> None:
+                                                     dead_pid: int, monkeypatch: Any) -> None:
     """Every fixture lock alone, then all together: doctor's prediction of the CLI
     (usable, matching, picked) and `client` discovery's choice are the same."""
+    # Each reader still reads an invalid lock three times (PROTOCOL.md §1), without the
+    # 100 ms between reads: about seventy of them here, and no writer to wait for.
+    monkeypatch.setattr(lock_rules, "READ_RETRY_SECONDS", 0.0)
     refusing = os.path.join(short_dir, "refusing.sock")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(refusing)

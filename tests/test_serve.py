@@ -158,7 +158,7 @@ def test_serve_session_driven_through_stdin(make_serve: Any) -> None:
     async def scenario() -> None:
         cli = Cli(s.socket_path, s.nonce)
         await cli.handshake()
-        await s.aexpect(r"^connected: session %s, copilot-cli 1\.0\.102 \(pid 32748\)" % cli.session_id[:8])
+        await s.aexpect(r"^connected: session %s, Copilot CLI 1\.0\.102 \(pid 32748\)" % cli.session_id[:8])
         head, stream = await cli.open_stream()
         assert head.status == 200
 
@@ -232,15 +232,18 @@ def test_serve_session_driven_through_stdin(make_serve: Any) -> None:
             "selectedText": "hello\nwörld 😀 x"}}
         s.send("ref a.txt")
         note = await stream.next_notification()
+        while note["method"] == "diagnostics_changed":  # the clear's debounced push may come late
+            note = await stream.next_notification()
+        assert note["method"] == "add_file_reference"
         assert note["params"]["selection"] is None and note["params"]["selectedText"] is None
 
         await cli.call_tool("update_session_name", {"name": "fix the bug"})
         await s.aexpect(r'^session %s is named "fix the bug"' % cli.session_id[:8])
         s.send("status")
         await s.aexpect(r"^sessions: 1$")
-        await s.aexpect(r"^  %s copilot-cli 1\.0\.102 pid 32748, stream open, name \"fix the bug\"" % cli.session_id)
+        await s.aexpect(r"^  %s Copilot CLI 1\.0\.102 \(pid 32748\), stream open, name \"fix the bug\"" % cli.session_id)
         await s.aexpect(r"^pending diffs: 0$")
-        await s.aexpect(r"^selection: a\.txt 1:2-1:9")
+        await s.aexpect(r"^selection: a\.txt 2:3-2:9$")  # as typed: 1-based, not the wire's
 
         s.send("quit")
         assert await stream.next_notification() is None  # the server ended the stream

@@ -6,9 +6,10 @@ import json
 import os
 from typing import Any, Dict, List
 
-from ide_protocol.common.paths import path_to_uri
+from ide_protocol.common.paths import path_to_uri, uri_to_path
 from ide_protocol.common.tools import Diagnostic, Selection
 from ide_wire import cli_for, make_server, run, tool_error, tool_json, until
+import platforms
 
 SCHEMA = "http://json-schema.org/draft-07/schema#"
 EXEC = {"taskSupport": "forbidden"}
@@ -126,7 +127,10 @@ def test_get_diagnostics_filter_and_severities(tmp_path) -> None:
             server.set_diagnostics(path_to_uri(b), [Diagnostic("fyi", "info", (0, 0)), Diagnostic("h", "hint")])
             server.set_diagnostics(str(tmp_path / "clean.py"), [])
             everything = tool_json(await cli.call_tool("get_diagnostics"))
-            assert [e["filePath"] for e in everything] == [a, b]
+            # b was given as a URI: its path comes back as the URI says it (on Windows, VS
+            # Code's lower-case drive letter).
+            b_path = uri_to_path(path_to_uri(b))
+            assert [e["filePath"] for e in everything] == [a, b_path]
             assert [e["uri"] for e in everything] == [path_to_uri(a), path_to_uri(b)]
             assert [d["severity"] for e in everything for d in e["diagnostics"]] == [
                 "Error", "Warning", "Information", "Hint"]
@@ -135,14 +139,14 @@ def test_get_diagnostics_filter_and_severities(tmp_path) -> None:
                 "range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 3}},
                 "source": "lint", "code": "E1"}
             only_b = tool_json(await cli.call_tool("get_diagnostics", {"uri": path_to_uri(b)}))
-            assert [e["filePath"] for e in only_b] == [b]
+            assert [e["filePath"] for e in only_b] == [b_path]
             only_a = tool_json(await cli.call_tool("get_diagnostics", {"uri": path_to_uri(a)}))
             assert [e["filePath"] for e in only_a] == [a]
             none = tool_json(await cli.call_tool("get_diagnostics", {"uri": path_to_uri(str(tmp_path / "clean.py"))}))
             assert none == []
             # Clearing drops the file from the answer.
             server.set_diagnostics(a, [])
-            assert [e["filePath"] for e in tool_json(await cli.call_tool("get_diagnostics"))] == [b]
+            assert [e["filePath"] for e in tool_json(await cli.call_tool("get_diagnostics"))] == [b_path]
             cli.close()
     run(main())
 
@@ -157,8 +161,9 @@ def test_unknown_tool_and_bad_arguments_are_is_error(tmp_path) -> None:
                    ("open_diff", {"original_file_path": 1, "new_file_contents": "", "tab_name": "t"}),
                    ("close_diff", {}), ("close_diff", {"tab_name": None}),
                    ("get_diagnostics", {"uri": 5}), ("update_session_name", {}),
-                   ("update_session_name", {"name": ["x"]}), ("get_selection", {"extra": "x"}),
-                   ("get_diagnostics", {"uri": "file://remote-host/x"})]
+                   ("update_session_name", {"name": ["x"]}), ("get_selection", {"extra": "x"})]
+            if not platforms.WINDOWS:  # (on Windows it names a UNC path)
+                bad.append(("get_diagnostics", {"uri": "file://remote-host/x"}))
             for name, args in bad:
                 tool_error(await cli.call_tool(name, args))
             reply = await cli.send_request("tools/call", {"name": "get_selection", "arguments": "x"})
@@ -208,7 +213,7 @@ def test_open_diff_accepted_and_rejected_by_callback(tmp_path) -> None:
             return decisions[diff.tab_name]
 
         original = tmp_path / "hello.txt"
-        original.write_text("old\n")
+        original.write_bytes(b"old\n")
         async with make_server(tmp_path, on_diff=on_diff) as server:
             cli = cli_for(server)
             await cli.handshake(probes=0)
@@ -421,4 +426,35 @@ def test_open_diff_sends_its_head_at_once_while_the_user_decides(tmp_path) -> No
             event = await conn.next_sse()
             assert event is not None and json.loads(event.data)["id"] == 77
             cli.close()
+    run(main())
+
+
+def test_the_tools_stand_alone_on_the_parts_given_to_them(tmp_path) -> None:
+    # `IdeTools` answers from the editor state, pending diffs and reports it was given,
+    # with no server around it: what it depends on is what it is handed.
+    from ide_protocol.server.callbacks import Reports
+    from ide_protocol.server.diffs import PendingDiffs
+    from ide_protocol.server.editor_state import EditorState
+    from ide_protocol.server.sessions import CallContext
+    from ide_protocol.server.tool_calls import IdeTools
+
+    async def main() -> None:
+        state, diffs, seen = EditorState(), PendingDiffs(), []
+        tools = IdeTools(state, diffs, Reports(), ide_name="Alone", ide_info={}, instance_id="i-1", max_file=1024,
+                         on_diff=lambda diff: "accept", on_tool_call=lambda call, sid, result: seen.append(call))
+        ctx = CallContext(None, 1, None)
+        assert tool_json(tools.call({"name": "get_selection"}, ctx)) is None
+        path = str(tmp_path / "a.py")
+        state.set_selection(Selection(path, "x", (0, 0), (0, 1)))
+        assert tool_json(tools.call({"name": "get_selection", "arguments": {}}, ctx))["text"] == "x"
+        assert tool_json(tools.call({"name": "get_vscode_info"}, ctx))["appName"] == "Alone"
+        state.set_diagnostics(path, [Diagnostic("bad", "error", (0, 0))])
+        assert [e["filePath"] for e in tool_json(tools.call({"name": "get_diagnostics"}, ctx))] == [path]
+        waiting = tools.call({"name": "open_diff", "arguments": {"original_file_path": path, "tab_name": "t",
+                                                                  "new_file_contents": "y"}}, ctx)
+        assert asyncio.iscoroutine(waiting)  # a tool that waits: the dispatcher runs it
+        assert tool_json(await waiting)["result"] == "SAVED" and len(diffs) == 0
+        assert [call["name"] for call in seen] == ["get_selection", "get_selection", "get_vscode_info",
+                                                   "get_diagnostics", "open_diff"]
+
     run(main())

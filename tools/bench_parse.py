@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Throughput of the HTTP/1.1 request parser on large bodies (issue 2's benchmark).
+"""Throughput of the HTTP/1.1 request parser on large bodies .
 
 A 32 MiB body is fed in 64 KiB pieces (as a socket delivers it), once framed by
 Content-Length and once chunked with 64 KiB chunks (the pieces do not line up with the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make bench-venv`: a development virtual environment for tools/bench.py's comparison
+# `make bench-venv`: a development virtual environment for tools/bench's comparison
 # with the official MCP Python SDK (`mcp`, served by `uvicorn`), at pinned versions so
 # that runs on different days compare the same baseline. Never a requirement of the
 # library itself, which stays standard-library only. (`make bench-venv` also runs

@@ -246,7 +246,7 @@ class ClientResponse:
     async def messages(self, timeout: Optional[float] = None) -> List[Any]:
         """Every JSON-RPC message of the body (reads it to the end; `timeout` bounds it all)."""
         deadline = deadline_after(timeout)
-        out = []
+        out: List[Any] = []
         while True:
             message = await self._next_message(deadline)
             if message is None:

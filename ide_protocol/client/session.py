@@ -453,3 +453,4 @@ def _json_error(body: bytes) -> Optional[jsonrpc.JsonRpcError]:
         return None
     if isinstance(obj, dict) and isinstance(obj.get("error"), dict):
         return jsonrpc.JsonRpcError.from_dict(obj["error"])
+    return None

@@ -8,7 +8,11 @@ socket. So a lock is stale only when all of these hold:
 
 * it is valid and carries our writer marker (other IDEs' locks are never touched), and
   on POSIX the file belongs to our user;
-* its pid is not running here, by the CLI's own test (`lock_rules.pid_running`);
+* its pid is not running here, by the CLI's own test (`lock_rules.pid_running`); but
+  for a Windows named pipe the pid is not asked: Windows reuses pids at once (a server
+  restarted after a hard kill often gets its predecessor's pid), while a pipe exists
+  exactly as long as a server holds it, so a pipe that is not there is proof enough,
+  for any lock but those this process wrote itself (`written_here`);
 * its socket refuses a connection or is missing. A socket that accepts is a live
   server, whatever its pid says; a probe that times out proves nothing and keeps the
   lock too.
@@ -23,9 +27,9 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import List, Optional
+from typing import Callable, Iterable, List, Tuple
 
-from . import lock_rules, lockfile
+from . import lock_rules
 
 #: The file name of the socket inside its private directory (server.transport).
 SOCKET_NAME = "mcp.sock"
@@ -85,30 +89,35 @@ def remove_socket_leftovers(socket_path: str) -> bool:
     return removed
 
 
-def remove_stale_locks(directory: Optional[str] = None) -> List[str]:
-    """Remove this library's stale locks (see the module doc); return their paths."""
-    if directory is None:
-        directory = lockfile.lock_dir()
+def remove_stale_locks(lock_paths: Iterable[str], writer: Tuple[str, str],
+                       written_here: Callable[[str], bool] = lambda path: False) -> List[str]:
+    """Remove the stale locks among `lock_paths` that carry the writer marker `writer`
+    (key, value), see the module doc; return their paths. (`lockfile` names the lock
+    files, the marker and `written_here`, the locks this process wrote: this module
+    knows nothing of how locks are written.)"""
     removed = []
-    for path in lockfile._lock_paths(directory):
+    key, value = writer
+    for path in lock_paths:
         # One read: our locks are written atomically, never seen half written.
         raw, problems = lock_rules.read_lock(path, attempts=1)
-        if problems or raw is None or raw.get(lockfile.WRITER_KEY) != lockfile.WRITER_VALUE:
+        if problems or raw is None or raw.get(key) != value:
             continue
-        info = lockfile.LockInfo.from_json(raw, path)
         try:
             if not _owned(os.lstat(path)):
                 continue
         except OSError:
             continue
-        if lock_rules.pid_running(info.pid)[0]:
+        # (Valid by the schema: `pid` a number, `socketPath` a string.)
+        pipe_decides = lock_rules.is_pipe_path(raw["socketPath"]) and not written_here(path)
+        if lock_rules.pid_running(raw["pid"])[0] and not pipe_decides:
             continue
-        if not socket_refuses(info.socket_path):
+        socket_path = raw["socketPath"]
+        if not socket_refuses(socket_path):
             continue  # it accepts (another PID namespace?) or cannot be told: keep it
         try:
             os.unlink(path)
         except OSError:
             continue  # another process cleaned it up first, or we may not
         removed.append(path)
-        remove_socket_leftovers(info.socket_path)
+        remove_socket_leftovers(socket_path)
     return removed

@@ -1,4 +1,4 @@
-"""`python3 -m ide_protocol client list | call TOOL [JSON] | watch`.
+"""`copilot-ide client list [FOLDER] | call TOOL [JSON] | watch [FOLDER]`.
 
 A command line over `IdeClient`, so anyone can read the selection or diagnostics of a
 running IDE (VS Code, Visual Studio, JetBrains, our own `serve`) or watch its pushes,
@@ -12,14 +12,16 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any, Awaitable, List, Optional, Tuple
+from typing import Any, Awaitable, List, Optional, Tuple, Type
 
 from .. import __version__
 from ..wire import jsonrpc
 from ..common import tools
 from ..common.terminal_text import safe_text
-from ..client import ClientError, IdeClient, NoIdeFound, discovery
+from ..client import ClientError, IdeClient, NoIdeFound, discovery, program_client_info
+from .options import LOCK_DIR_DEFAULT, no_ide_advice
 from .progname import program_name
+from .stdio import utf8_output
 
 
 def _add_options(p: argparse.ArgumentParser, defaults: bool) -> None:
@@ -34,7 +36,7 @@ def _add_options(p: argparse.ArgumentParser, defaults: bool) -> None:
     p.add_argument("--folder", metavar="DIR", default=default(None),
                    help="find the IDE whose workspace is DIR (default: cwd)")
     p.add_argument("--lock-dir", metavar="DIR", default=default(None),
-                   help="lock directory (default: $COPILOT_HOME/ide or ~/.copilot/ide)")
+                   help="where to look for lock files (default: %s)" % LOCK_DIR_DEFAULT)
     p.add_argument("--json", action="store_true", default=default(False),
                    help="machine-readable output (one JSON document per line)")
     p.add_argument("--timeout", type=float, default=default(60.0),
@@ -48,12 +50,15 @@ def _parser() -> argparse.ArgumentParser:
     _add_options(p, defaults=True)
     sub = p.add_subparsers(dest="action", metavar="ACTION")
     sub.required = True
-    _add_options(sub.add_parser("list", help="list the server's tools"), defaults=False)
+    listing = sub.add_parser("list", help="connect and list the server's tools: list [FOLDER]")
+    listing.add_argument("folder_arg", nargs="?", metavar="FOLDER", help="the IDE's workspace folder (as --folder)")
+    _add_options(listing, defaults=False)
     call = sub.add_parser("call", help="call a tool: call TOOL [JSON-ARGUMENTS]")
     call.add_argument("tool")
     call.add_argument("arguments", nargs="?", default="{}", help='JSON object, e.g. \'{"uri": "file:///a.py"}\'')
     _add_options(call, defaults=False)
-    watch = sub.add_parser("watch", help="print pushes (selection_changed, ...) as they come")
+    watch = sub.add_parser("watch", help="print pushes (selection_changed, ...) as they come: watch [FOLDER]")
+    watch.add_argument("folder_arg", nargs="?", metavar="FOLDER", help="the IDE's workspace folder (as --folder)")
     watch.add_argument("--count", type=int, default=0, help="stop after N pushes (0: until interrupted)")
     _add_options(watch, defaults=False)
     return p
@@ -64,18 +69,25 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     exclude each other wherever they are given."""
     parser = _parser()
     args = parser.parse_args(argv)
+    positional = getattr(args, "folder_arg", None)
+    if positional is not None:
+        if args.folder is not None and args.folder != positional:
+            parser.error("the folder is given twice (%s and --folder %s): give it once" % (positional, args.folder))
+        args.folder = positional
     if args.lock is not None and args.folder is not None:
         parser.error("--lock and --folder exclude each other (a lock file names its folders)")
     return args
 
 
 def _client(args: argparse.Namespace) -> IdeClient:
+    me = program_client_info("client")  # who we are in clientInfo (client/identity.py)
     if args.lock:
-        return IdeClient.from_lock_file(args.lock, timeout=args.timeout)
+        return IdeClient.from_lock_file(args.lock, timeout=args.timeout, client_name=me["name"],
+                                        client_version=me["version"])
     lock, passed_over = discovery.choose(args.folder, args.lock_dir)
     if passed_over:  # several IDEs serve this folder: say which one answers, and why
         print(discovery.describe_choice(lock, passed_over), file=sys.stderr, flush=True)
-    return IdeClient(lock, timeout=args.timeout)
+    return IdeClient(lock, timeout=args.timeout, client_name=me["name"], client_version=me["version"])
 
 
 def _emit(args: argparse.Namespace, obj: Any, text: str) -> None:
@@ -143,7 +155,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def run_command(command: Awaitable[int], label: str, error_status: int,
-                errors: Tuple[type, ...] = (ClientError, OSError, ValueError)) -> int:
+                errors: Tuple[Type[BaseException], ...] = (ClientError, OSError, ValueError)) -> int:
     """Run a command-line program's coroutine; its exit status. Ctrl-C is 130, no IDE
     found is 1, an expected failure (`errors`) is `error_status` with one line on
     stderr, never a traceback (shared by `client` and `trace`)."""
@@ -152,7 +164,7 @@ def run_command(command: Awaitable[int], label: str, error_status: int,
     except KeyboardInterrupt:
         return 130
     except NoIdeFound as exc:
-        print(str(exc), file=sys.stderr)
+        print("%s: %s\n%s" % (label, exc, no_ide_advice(exc.folder)), file=sys.stderr)
         return 1
     except errors as exc:
         print("%s: %s" % (label, exc), file=sys.stderr)
@@ -160,8 +172,10 @@ def run_command(command: Awaitable[int], label: str, error_status: int,
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    utf8_output()
     args = parse_args(argv)
-    return run_command(_run(args), "error", 1, (ClientError, jsonrpc.JsonRpcError, OSError, ValueError))
+    return run_command(_run(args), program_name("client"), 1,
+                       (ClientError, jsonrpc.JsonRpcError, OSError, ValueError))
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ from .serve_diffs import DEFAULT_SHOWN_LINES, PendingDiffs, display_path, unifie
 from .serve_ide import HELP, TerminalIde, color_diff_line
 from .serve_output import DEFAULT_OUTPUT_LIMIT, Output
 from .serve_stdin import StdinReader
+from .options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of
 from .progname import program_name
 from ..common import lock_rules, lockfile
 
@@ -67,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="A terminal IDE for Copilot CLI's /ide: serves FOLDER, shows diffs, reads "
                                "commands on standard input (type `help` once it runs).")
-    parser.add_argument("folder", nargs="?", default=os.curdir, help="the workspace folder (default: the current one)")
+    add_folder(parser, "the workspace folder (default: the current one)", default=os.curdir)
     parser.add_argument("--name", default=DEFAULT_NAME, help="the IDE name in the lock file (default: %(default)s)")
     parser.add_argument("--trusted", action="store_true",
                         help="mark the folder trusted in the lock file (the CLI then skips its trust prompt)")
@@ -76,14 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     auto.add_argument("--auto-reject", action="store_true", help="reject every proposed diff at once")
     parser.add_argument("--debounce", type=float, default=0.2, metavar="SECONDS",
                         help="debounce of selection/diagnostics pushes (default: %(default)s)")
-    parser.add_argument("--lock-dir", default=None, metavar="DIR",
-                        help="where to write the lock file (default: $COPILOT_HOME/ide or ~/.copilot/ide)")
+    add_lock_dir(parser, "where to write the lock file (default: %s)" % LOCK_DIR_DEFAULT)
     parser.add_argument("--trace", action="store_true", help="print every HTTP exchange and JSON-RPC message")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="colour the diffs: auto = on a terminal unless NO_COLOR is set")
     parser.add_argument("--ignore-eof", action="store_true",
                         help="keep serving at the end of standard input (stop with quit, Ctrl-C or SIGTERM)")
-    limits = parser.add_argument_group("limits (README: Limits and safety)")
+    limits = parser.add_argument_group("limits (docs/LIMITS.md)")
     limits.add_argument("--diff-lines", type=int, default=DEFAULT_SHOWN_LINES, metavar="N",
                         help="diff lines printed at most per diff (default: %(default)s)")
     limits.add_argument("--output-buffer", type=int, default=DEFAULT_OUTPUT_LIMIT, metavar="BYTES",
@@ -230,7 +230,9 @@ def remove_signals(loop: asyncio.AbstractEventLoop, installed: Sequence[int]) ->
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    folder_of(parser, args)
     if not os.path.isdir(args.folder):
         print("%s: %s is not a folder" % (PROG, args.folder), file=sys.stderr)
         return 2

@@ -95,6 +95,7 @@ async def render_in_thread(diff: DiffRequest, folder: str, max_lines: int) -> Tu
             setter(value)
 
     def work() -> None:
+        setter: Callable[[Any], None]
         try:
             value: Any = render(diff, folder, max_lines)
             setter = future.set_result

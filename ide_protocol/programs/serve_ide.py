@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import json
 import os
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..common import tools
 from ..common.paths import resolve_path
@@ -20,6 +20,7 @@ from ..server.ide_server import DiffRequest, IdeServer
 from .serve_commands import CommandError, FileText, format_range, split_args
 from .serve_diffs import DEFAULT_SHOWN_LINES, PendingDiffs, display_path, one_line, render_in_thread
 from .serve_output import Output, Styled
+from .serve_peers import DIFF_GRACE, Peers
 from .serve_trace import TracingApp, short, summarize, summarize_result
 
 #: Longest JSON shown per message with --trace (open_diff carries whole files).
@@ -67,6 +68,9 @@ class TerminalIde:
         self.stop_event: Optional[asyncio.Event] = None
         self.diagnostics: Dict[str, List[Diagnostic]] = {}
         self.diffs = PendingDiffs()
+        self.peers = Peers()
+        self._folded_diffs: Dict[int, None] = {}
+        self._typed_selection = ""  # the last `select` range as typed (1-based), for `status`  # id(diff) of diffs folded into a check run
         self.server = IdeServer([self.folder], ide_name=args.name, is_trusted=args.trusted,
                                 on_diff=self.on_diff, on_diff_closed=self.on_diff_closed,
                                 on_session=self.on_session, on_tool_call=self.on_tool_call,
@@ -85,18 +89,23 @@ class TerminalIde:
     def on_session(self, event: str, info: Dict[str, Any]) -> None:
         sid = short(info.get("id"))
         if event == "connected":
-            client = " ".join(str(x) for x in (info.get("client"), info.get("client_version")) if x) or "a client"
-            pid = info.get("client_pid")
-            self.out.line(self.out.paint("connected", "green", "bold"), ": session %s, %s%s"
-                          % (sid, one_line(client), " (pid %s)" % one_line(pid) if pid else ""))
+            line = self.peers.connected(info)
+            if line is not None:
+                self.out.line(self.out.paint("connected", "green", "bold"), ": %s" % one_line(line))
         elif event == "disconnected":
-            self.out.line(self.out.paint("disconnected", "yellow"), ": session %s (%s)" % (sid, info.get("reason")))
+            if self.peers.ended(info.get("id")):
+                self.out.line(self.out.paint("disconnected", "yellow"), ": session %s (%s)"
+                              % (sid, info.get("reason")))
+        elif self.peers.folded(info.get("id")):
+            return
         elif event == "renamed":
             self.out.line("session %s is named %s" % (sid, json.dumps(info.get("name"), ensure_ascii=False)))
         else:
             self.out.line("session %s: %s" % (sid, event))
 
     def on_tool_call(self, call: Dict[str, Any], session_id: str, result: Dict[str, Any]) -> None:
+        if self.peers.folded(session_id):
+            return
         name = call.get("name")
         args = call.get("arguments") or {}
         shown = ", ".join("%s=%s" % (k, summarize(v)) for k, v in args.items()) if isinstance(args, dict) else ""
@@ -115,6 +124,8 @@ class TerminalIde:
         """Show a proposed diff; it can be answered once shown in full (`PendingDiffs`)."""
         number = self.diffs.reserve(diff)
         out = self.out
+        if self.peers.folded(diff.session_id):
+            return await self._folded_diff(diff, number)
         what = "new file" if diff.is_new_file else "edit"
         out.line(out.paint("diff %d" % number, "magenta", "bold"), " proposed by session %s: %s"
                  % (short(diff.session_id), one_line(diff.tab_name)))
@@ -144,7 +155,28 @@ class TerminalIde:
         out.line("diff %d waits: type `accept %d` or `reject %d`" % (number, number, number))
         return None
 
+    async def _folded_diff(self, diff: DiffRequest, number: int) -> Optional[bool]:
+        """A diff of a `check` run: decided by --auto-accept/--auto-reject, or closed by
+        check itself within DIFF_GRACE (nothing shown); else one line, to be answered."""
+        self._folded_diffs[id(diff)] = None  # not shown: its end is not shown either
+        if self.args.auto_accept or self.args.auto_reject:
+            return bool(self.args.auto_accept)
+        await asyncio.wait([diff.future], timeout=DIFF_GRACE)
+        if diff.done:
+            return None
+        self._folded_diffs.pop(id(diff), None)
+        self.diffs.show(diff)
+        self.out.line(self.out.paint("diff %d" % number, "magenta", "bold"),
+                      " from copilot-ide check: %s of %s waits: type `accept %d` or `reject %d`"
+                      % (one_line(diff.tab_name), one_line(display_path(diff.original_file_path, self.folder)),
+                         number, number))
+        return None
+
     def on_diff_closed(self, diff: DiffRequest, answer: Dict[str, Any]) -> None:
+        if id(diff) in self._folded_diffs:
+            del self._folded_diffs[id(diff)]
+            self.diffs.close(diff)
+            return
         number = self.diffs.close(diff)
         saved = answer.get("result") == "SAVED"
         self.out.line(self.out.paint("diff %d %s" % (number, answer.get("result")), "green" if saved else "red",
@@ -178,8 +210,8 @@ class TerminalIde:
         rng = text.resolve(words[1])
         selected = text.text_of(rng)
         self.server.set_selection(Selection(path, selected, text.wire(rng[0]), text.wire(rng[1])))
-        self.out.line("selected %s %s (%d characters)" % (display_path(path, self.folder), format_range(rng),
-                                                          len(selected)))
+        self._typed_selection = "%s %s" % (display_path(path, self.folder), format_range(rng))
+        self.out.line("selected %s (%d characters)" % (self._typed_selection, len(selected)))
 
     def cmd_deselect(self, rest: str) -> None:
         if rest:
@@ -193,19 +225,24 @@ class TerminalIde:
             raise CommandError("usage: %s" % ("addsel PATH L1[:C1]-L2[:C2]" if need_range else "ref PATH [L1-L2]"))
         path = self.path_arg(words[0])
         text = FileText(path)  # the file must exist and be readable
+        start: Optional[Tuple[int, int]] = None
+        end: Optional[Tuple[int, int]] = None
+        selected: Optional[str] = None
         if len(words) == 2:
             rng = text.resolve(words[1])
             start, end, selected = text.wire(rng[0]), text.wire(rng[1]), text.text_of(rng)
             where = "%s:%s" % (display_path(path, self.folder), format_range(rng))
         else:
-            start = end = selected = None
             where = display_path(path, self.folder)
         if method == "add_selection":
             assert start is not None and end is not None
             count = self.server.add_selection(path, start, end, selected)
         else:
             count = self.server.add_file_reference(path, start, end, selected)
-        self.out.line("sent %s %s to %d session%s" % (method, where, count, "" if count == 1 else "s"))
+        self.out.line("sent %s %s to %d session%s%s" % (
+            method, where, count, "" if count == 1 else "s",
+            "" if count else " (no client is connected: start `copilot` in %s, or pick this IDE with /ide "
+                             "in a running one)" % self.folder))
 
     def cmd_ref(self, rest: str) -> None:
         self._reference(rest, "add_file_reference", False)
@@ -257,10 +294,8 @@ class TerminalIde:
         sessions = s.sessions
         out.line("sessions: %d" % len(sessions))
         for info in sessions:
-            client = " ".join(str(x) for x in (info.get("client"), info.get("client_version")) if x) or "?"
-            out.line("  %s %s%s, stream %s%s" % (
-                one_line(info["id"]), one_line(client),
-                " pid %s" % one_line(info["client_pid"]) if info.get("client_pid") else "",
+            out.line("  %s %s, stream %s%s" % (
+                one_line(info["id"]), one_line(self.peers.describe(info)),
                 "open" if info.get("stream_open") else "closed",
                 ", name %s" % json.dumps(info["name"], ensure_ascii=False) if info.get("name") else ""))
         waiting = self.diffs.waiting()
@@ -272,9 +307,9 @@ class TerminalIde:
         if sel is None:
             out.line("selection: none")
         else:
-            out.line("selection: %s %d:%d-%d:%d (wire, 0-based)%s" % (
-                display_path(sel.file_path, self.folder), sel.start[0], sel.start[1], sel.end[0], sel.end[1],
-                "" if sel.current else ", cached"))
+            # As it was typed (1-based lines and columns), not as the wire carries it.
+            out.line("selection: %s%s" % (self._typed_selection, "" if sel.current else
+                                          " (cached: no active editor)"))
         count = sum(len(d) for d in self.diagnostics.values())
         out.line("diagnostics: %d in %d file%s" % (count, len(self.diagnostics), "" if len(self.diagnostics) == 1 else "s"))
         if out.writer.dropped:

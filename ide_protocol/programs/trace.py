@@ -57,6 +57,7 @@ from ..client import ClientError, discover, open_socket
 from ..common.lockfile import LockInfo
 from ..server.transport import listen_unix, wait_server_closed
 from ..common.terminal_text import safe_text
+from .options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of
 from .progname import program_name
 
 READ_SIZE = 256 * 1024
@@ -343,12 +344,18 @@ class Tracer:
         def streams() -> asyncio.StreamReaderProtocol:  # what start_unix_server builds
             return asyncio.StreamReaderProtocol(asyncio.StreamReader(limit=2 ** 20), self._accept)
 
-        self._server, self._private_dir, self.socket_path = await listen_unix(streams, self.socket_dir)
+        if os.name == "nt":  # Windows: a named pipe, as every server there (PROTOCOL.md §1)
+            from ..common import winpipe
+
+            self._server, self.socket_path = await winpipe.start_pipe_server(streams)
+        else:
+            self._server, self._private_dir, self.socket_path = await listen_unix(streams, self.socket_dir)
+        scheme = "pipe" if lockfile._is_pipe_path(self.socket_path) else "unix"
         try:
             if self.capture_path:
                 self._capture = open(self.capture_path, "w", encoding="utf-8", newline="\n")
                 self._capture.write(CAPTURE_HEADER + "\n")
-            info = LockInfo(socket_path=self.socket_path, scheme="unix", headers=dict(self.target.headers),
+            info = LockInfo(socket_path=self.socket_path, scheme=scheme, headers=dict(self.target.headers),
                             pid=os.getpid(), ide_name=self.target.ide_name + " (traced)",
                             timestamp=int(time.time() * 1000), workspace_folders=list(self.target.workspace_folders),
                             is_trusted=self.target.is_trusted)
@@ -462,6 +469,8 @@ class Tracer:
                 try:
                     if writer.can_write_eof():
                         writer.write_eof()  # half-close: the other side may still answer
+                    else:
+                        writer.close()  # a named pipe has no half-close: the end is a close
                 except (OSError, RuntimeError):
                     pass
                 return "%s closed its side" % sender
@@ -503,10 +512,9 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Trace the /ide wire between Copilot CLI and a real IDE server.",
                                 epilog="Run the CLI with COPILOT_HOME set to the tracer's directory (printed at "
                                        "start) so that it connects through the tracer.")
-    p.add_argument("folder", nargs="?", help="workspace folder of the IDE to trace (default: cwd)")
+    add_folder(p, "workspace folder of the IDE to trace (default: the current one)")
     p.add_argument("--lock", metavar="FILE", help="trace the server of this lock file")
-    p.add_argument("--lock-dir", metavar="DIR", help="where the real IDE's lock is (default: $COPILOT_HOME/ide "
-                                                     "or ~/.copilot/ide)")
+    add_lock_dir(p, "where the real IDE's lock is (default: %s)" % LOCK_DIR_DEFAULT)
     p.add_argument("--copilot-home", metavar="DIR", help="COPILOT_HOME for the traced CLI: the tracer's lock goes "
                                                           "into DIR/ide (default: a fresh temporary directory)")
     p.add_argument("--same-dir", action="store_true",
@@ -557,8 +565,13 @@ async def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     from .client_cli import run_command
+    from .stdio import utf8_output
 
-    return run_command(_run(_parser().parse_args(argv)), "trace", 2)
+    utf8_output()
+    parser = _parser()
+    args = parser.parse_args(argv)
+    folder_of(parser, args)
+    return run_command(_run(args), program_name("trace"), 2)
 
 
 if __name__ == "__main__":

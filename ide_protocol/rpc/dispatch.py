@@ -28,50 +28,67 @@ class Deferred:
 
     `Dispatcher.dispatch_now` and `call_now` return one instead of an answer, so that
     whoever owns the task decides where the waiting happens (the HTTP server answers
-    most requests inside `data_received`, with no task at all). `run()` makes
-    the coroutine that finishes the call, when awaited: the response for a message,
-    the result for `call_now`. `drop()` gives the call up before it ran.
+    most requests inside `data_received`, with no task at all). Its interface is two
+    methods: `run()` makes the coroutine that finishes the call, when awaited (the
+    response to `msg` when it was made for a message, else the result); `drop()` gives
+    the call up before it ran. Everything it needs is given when it is made.
     """
 
-    __slots__ = ("dispatcher", "method", "params", "context", "handler", "awaitable", "msg")
+    __slots__ = ("_method", "_params", "_context", "_handler", "_awaitable", "_msg")
 
-    def __init__(self, dispatcher: "Dispatcher", method: str, params: Any, context: Any,
-                 handler: Optional[Handler], awaitable: Any = None) -> None:
-        self.dispatcher = dispatcher
-        self.method = method
-        self.params = params
-        self.context = context
-        self.handler = handler        # a coroutine function not called yet, or None
-        self.awaitable = awaitable    # what a plain handler returned, or None
-        self.msg: Optional[Message] = None  # set by dispatch_now: run() answers it
+    def __init__(self, method: str, params: Any, context: Any, handler: Optional[Handler],
+                 awaitable: Any = None, msg: Optional[Message] = None) -> None:
+        self._method = method
+        self._params = params
+        self._context = context
+        self._handler = handler        # a coroutine function not called yet, or None
+        self._awaitable = awaitable    # what a plain handler returned, or None
+        self._msg = msg                # the message answered by run(), or None: the result
 
     async def _result(self) -> Any:
-        awaitable, self.awaitable = self.awaitable, None
+        awaitable, self._awaitable = self._awaitable, None
         try:
             if awaitable is None:
-                assert self.handler is not None
-                awaitable = self.handler(self.params, self.context)
+                assert self._handler is not None
+                awaitable = self._handler(self._params, self._context)
             return await awaitable
         except (JsonRpcError, asyncio.CancelledError):
             raise
         except Exception as exc:
-            raise self.dispatcher._internal_error(self.method, exc) from exc
+            raise internal_error(self._method, exc) from exc
 
     async def run(self) -> Any:
-        msg = self.msg
+        msg = self._msg
         if msg is None:
             return await self._result()
         try:
             result = await self._result()
         except JsonRpcError as exc:
-            return self.dispatcher._error_answer(msg, exc)
+            return error_answer(msg, exc)
         return result_response(msg.id, result) if isinstance(msg, Request) else None
 
     def drop(self) -> None:
         """Give the call up before `run()`: the handler never runs (an awaitable a plain
         handler returned is closed or cancelled, so nothing is left un-awaited)."""
-        awaitable, self.awaitable = self.awaitable, None
+        awaitable, self._awaitable = self._awaitable, None
         discard(awaitable)
+
+
+def internal_error(method: str, exc: Exception) -> JsonRpcError:
+    """The `-32603` a handler's unexpected exception becomes (logged with its
+    traceback): a handler bug must not kill the transport."""
+    log.error("handler for %s failed", method, exc_info=exc)
+    return JsonRpcError(INTERNAL_ERROR, "Internal error: %s: %s" % (type(exc).__name__, exc))
+
+
+def error_answer(msg: Message, exc: JsonRpcError) -> Optional[Dict[str, Any]]:
+    """The answer to a request or notification whose call failed with `exc`: an error
+    response for a request; none for a notification (its failure is logged)."""
+    if isinstance(msg, Request):
+        return error_response(msg.id, exc)
+    if exc.code != METHOD_NOT_FOUND:  # notifications: never answered, failures logged
+        log.warning("notification %s failed: %s", getattr(msg, "method", "?"), exc)
+    return None
 
 
 def discard(awaitable: Any) -> None:
@@ -112,12 +129,12 @@ class Dispatcher:
         self.set_fallback(fallback)
 
     def add(self, method: str, handler: Handler) -> None:
-        self._routes[method] = Route(handler, _is_async(handler))
+        self._routes[method] = Route(handler, is_async(handler))
 
     def set_fallback(self, handler: Optional[Handler]) -> None:
         """The handler of every method that has none of its own (None: such methods are
         answered `-32601`)."""
-        self._fallback = Route(handler, _is_async(handler)) if handler is not None else None
+        self._fallback = Route(handler, is_async(handler)) if handler is not None else None
 
     def method(self, name: str) -> Callable[[Handler], Handler]:
         """Decorator form of `add`."""
@@ -138,27 +155,25 @@ class Dispatcher:
         route = self._routes.get(method, self._fallback)
         return route.handler if route is not None else None
 
-    def _internal_error(self, method: str, exc: Exception) -> JsonRpcError:
-        # A handler bug must not kill the transport.
-        log.error("handler for %s failed", method, exc_info=exc)
-        return JsonRpcError(INTERNAL_ERROR, "Internal error: %s: %s" % (type(exc).__name__, exc))
-
     def call_now(self, method: str, params: Any, context: Any = None) -> Any:
         """Run the handler for `method` if it can answer at once: its result, or a
         `Deferred` when it has to wait. Raises `JsonRpcError` for every failure."""
+        return self._call(method, params, context, None)
+
+    def _call(self, method: str, params: Any, context: Any, msg: Optional[Message]) -> Any:
         route = self._routes.get(method, self._fallback)
         if route is None:  # an unknown method (PROTOCOL.md §3, ACP.md §3.5)
             raise JsonRpcError(METHOD_NOT_FOUND, "Method not found: %s" % method)
         if route.is_async:
-            return Deferred(self, method, params, context, route.handler)
+            return Deferred(method, params, context, route.handler, None, msg)
         try:
             result = route.handler(params, context)
         except JsonRpcError:
             raise
         except Exception as exc:
-            raise self._internal_error(method, exc) from exc
+            raise internal_error(method, exc) from exc
         if inspect.isawaitable(result):
-            return Deferred(self, method, params, context, None, result)
+            return Deferred(method, params, context, None, result, msg)
         return result
 
     async def call(self, method: str, params: Any, context: Any = None) -> Any:
@@ -167,13 +182,6 @@ class Dispatcher:
         if isinstance(result, Deferred):
             result = await result.run()
         return result
-
-    def _error_answer(self, msg: Message, exc: JsonRpcError) -> Optional[Dict[str, Any]]:
-        if isinstance(msg, Request):
-            return error_response(msg.id, exc)
-        if exc.code != METHOD_NOT_FOUND:  # notifications: never answered, failures logged
-            log.warning("notification %s failed: %s", getattr(msg, "method", "?"), exc)
-        return None
 
     def dispatch_now(self, msg: Message, context: Any = None) -> "Union[Optional[Dict[str, Any]], Deferred]":
         """Answer a classified message at once: a response dict, None when none is due,
@@ -185,11 +193,10 @@ class Dispatcher:
         """
         if isinstance(msg, (Request, Notification)):
             try:
-                result = self.call_now(msg.method, msg.params, context)
+                result = self._call(msg.method, msg.params, context, msg)
             except JsonRpcError as exc:
-                return self._error_answer(msg, exc)
+                return error_answer(msg, exc)
             if isinstance(result, Deferred):
-                result.msg = msg
                 return result
             return result_response(msg.id, result) if isinstance(msg, Request) else None
         if isinstance(msg, Invalid):
@@ -204,7 +211,7 @@ class Dispatcher:
         return answer
 
 
-def _is_async(handler: Any) -> bool:
+def is_async(handler: Any) -> bool:
     """A coroutine function (or an object whose `__call__` is one)."""
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(getattr(handler, "__call__", None))
 

@@ -8,6 +8,7 @@ server needs only the dispatcher.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 from typing import Any, Awaitable, Callable, Dict, NamedTuple, Optional
@@ -35,8 +36,9 @@ class Outgoing:
     """Bookkeeping for requests we send: ids, waiters, and failing them all at once.
 
     Ids are integers counting up from `first_id`; responses are matched by id (they may
-    come out of order, ACP.md §2), and a string id that looks like one of ours is matched
-    too because some peers echo ids as strings.
+    come out of order, ACP.md §2), by value and type: a response with `"id": "2"` does not
+    answer request 2 (JSON-RPC 2.0 §5: the same value as the request's), so a forged or
+    confused answer cannot end a request it does not belong to.
     """
 
     def __init__(self, first_id: int = 0) -> None:
@@ -66,13 +68,10 @@ class Outgoing:
         return self._methods.get(msg_id)
 
     def _pop(self, msg_id: Any) -> Optional["asyncio.Future[Any]"]:
-        future = self._waiting.pop(msg_id, None)
-        if (future is None and isinstance(msg_id, str) and 0 < len(msg_id) <= 18
-                and all("0" <= c <= "9" for c in msg_id)):
-            msg_id = int(msg_id)
-            future = self._waiting.pop(msg_id, None)
+        if type(msg_id) is not int:  # ours are ints; True == 1 and "1" are other ids
+            return None
         self._methods.pop(msg_id, None)
-        return future
+        return self._waiting.pop(msg_id, None)
 
     def resolve(self, msg: Message) -> bool:
         """Deliver a Response/ErrorResponse to its waiter; False if nobody waits for it."""
@@ -181,7 +180,10 @@ class Peer:
         key = next(self._task_keys)
         task = asyncio.ensure_future(self._handle(msg))
         self._tasks[key] = task
-        task.add_done_callback(lambda _t, key=key: self._tasks.pop(key, None))
+        task.add_done_callback(functools.partial(self._task_done, key))
+
+    def _task_done(self, key: int, task: "asyncio.Future[Any]") -> None:
+        self._tasks.pop(key, None)
 
     async def receive_error(self, error: JsonRpcError) -> None:
         """The transport could not decode a message: answer -32700 with a null id."""

@@ -1,4 +1,5 @@
-"""One pending `open_diff` (`DiffRequest`), and how its original file is read safely.
+"""The pending `open_diff`s (`DiffRequest`, and `PendingDiffs` holding them by tab
+name), and how an original file is read safely.
 
 `original_file_path` comes from the client, so reading it is reading untrusted input
 (PROTOCOL.md §4: the path may not exist yet, a new file, diffed against empty). The
@@ -16,7 +17,7 @@ rules, all in `check_original` and `read_original`:
 * A path with a NUL character or a lone surrogate (both possible in JSON) names no
   file: a clear error, not an exception from deep in `os`.
 
-`IdeServer` reads small files at once and larger ones in the loop's executor, and
+`IdeTools` reads small files at once and larger ones in the loop's executor, and
 registers the diff only after all this succeeded: a failed `open_diff` leaves nothing
 pending.
 """
@@ -26,13 +27,12 @@ import asyncio
 import os
 import stat
 import time
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from ..common import tools
 
 if TYPE_CHECKING:  # (imports only for the type checker: no cycle at run time)
-    from .ide_server import IdeServer
-    from .mcp import Session
+    from .sessions import Session
 
 #: Files up to this size are read on the loop at once (a page-cache read of this size
 #: takes microseconds); larger ones in the executor, so other connections go on.
@@ -129,10 +129,10 @@ class DiffRequest:
     the answer sent to the CLI.
     """
 
-    def __init__(self, server: "IdeServer", tab_name: str, original_file_path: str, new_file_contents: str,
+    def __init__(self, diffs: "PendingDiffs", tab_name: str, original_file_path: str, new_file_contents: str,
                  session: "Optional[Session]", original_contents: str = "",
                  is_new_file: Optional[bool] = None) -> None:
-        self._server = server
+        self._diffs = diffs
         self.tab_name = tab_name
         self.original_file_path = original_file_path
         self.new_file_contents = new_file_contents
@@ -170,14 +170,14 @@ class DiffRequest:
         except RuntimeError:
             running = None
         if running is loop or not loop.is_running():
-            return self._server._resolve(self, saved, trigger)
+            return self._diffs.resolve(self, saved, trigger)
         import concurrent.futures
 
         outcome: "concurrent.futures.Future[bool]" = concurrent.futures.Future()
 
         def run() -> None:
             try:
-                outcome.set_result(self._server._resolve(self, saved, trigger))
+                outcome.set_result(self._diffs.resolve(self, saved, trigger))
             except BaseException as exc:  # handed to the calling thread
                 outcome.set_exception(exc)
 
@@ -186,6 +186,20 @@ class DiffRequest:
             return outcome.result(timeout=10.0)
         except (RuntimeError, concurrent.futures.TimeoutError):  # the loop closed or is stuck
             return False
+
+    def decide(self, decision: Any) -> None:
+        """Apply what an `on_diff` callback returned: True/"accept" accepts, False/
+        "reject" rejects, None leaves the diff pending (decided later). Anything else
+        is the callback's mistake: ValueError."""
+        if decision is None or self.done:
+            return
+        word = decision.lower() if isinstance(decision, str) else None
+        if decision is True or word in ("accept", "accepted", "saved", "yes"):
+            self.accept()
+        elif decision is False or word in ("reject", "rejected", "no"):
+            self.reject()
+        else:
+            raise ValueError("on_diff returned %r; expected True/False, 'accept'/'reject' or None" % (decision,))
 
     def unified_diff(self, context: int = 3) -> str:
         import difflib
@@ -197,3 +211,59 @@ class DiffRequest:
 
     def __repr__(self) -> str:
         return "DiffRequest(%r, %r)" % (self.tab_name, self.original_file_path)
+
+
+class PendingDiffs:
+    """The diffs waiting for the user, of every session, oldest first (PROTOCOL.md §4,
+    as VS Code: a repeated tab name opens a second diff beside the first, and a tab
+    name finds the oldest diff of that name, whichever session opened it). A diff
+    leaves when it is answered, by whatever answers it: the user, `close_diff`, the end
+    of its session, the server's stop (after `close()`, no new diff is shown).
+    `on_closed(diff, answer)` hears of every answer."""
+
+    def __init__(self, on_closed: Optional[Callable[[DiffRequest, Dict[str, Any]], None]] = None) -> None:
+        self._pending: Dict[int, DiffRequest] = {}  # keyed by the diff itself: names may repeat
+        self._on_closed = on_closed
+        self.open = True
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def get(self, tab_name: str) -> Optional[DiffRequest]:
+        """The oldest pending diff with this tab name."""
+        return next((diff for diff in self._pending.values() if diff.tab_name == tab_name), None)
+
+    def pending(self) -> List[DiffRequest]:
+        """The diffs waiting, oldest first."""
+        return list(self._pending.values())
+
+    def add(self, diff: DiffRequest) -> None:
+        """Show `diff` (beside any other of the same tab name, §4)."""
+        self._pending[id(diff)] = diff
+
+    def forget(self, diff: DiffRequest) -> None:
+        """Drop an answered diff (it is normally dropped when answered)."""
+        if diff.done:
+            self._pending.pop(id(diff), None)
+
+    def resolve(self, diff: DiffRequest, saved: bool, trigger: str) -> bool:
+        """Answer `diff` (SAVED when `saved`); False when it was answered already."""
+        if diff.future.done():
+            return False
+        answer = tools.diff_answer(saved, trigger, diff.tab_name, diff.original_file_path)
+        diff.future.set_result(answer)
+        self._pending.pop(id(diff), None)
+        if self._on_closed is not None:
+            self._on_closed(diff, answer)
+        return True
+
+    def resolve_all(self, trigger: str, session_id: Optional[str] = None) -> None:
+        """Reject every pending diff (only those of one session when `session_id`)."""
+        for diff in [d for d in self._pending.values() if session_id is None or d.session_id == session_id]:
+            self.resolve(diff, False, trigger)
+
+    def close(self) -> None:
+        """The server stops: every pending diff is answered `client_disconnected`
+        (§4) and none is shown any more until `open` is set again."""
+        self.open = False
+        self.resolve_all(tools.CLIENT_DISCONNECTED)

@@ -5,6 +5,11 @@ to show a proposed diff and how to tell the user's decision — and tells the se
 things change (selection, diagnostics, file references). The server does the rest:
 socket, lock file, MCP sessions, the six tools, debounced pushes, clean shutdown.
 
+It is composed of parts with one job each, given their dependencies explicitly: the
+editor's state (`EditorState`), the pending diffs (`PendingDiffs`), the tools
+(`IdeTools`, `tool_calls.py`), the reporting callbacks' runner (`Reports`), the MCP
+application (`McpApp`) and the socket (`Listener`).
+
     server = IdeServer(["/home/me/project"], ide_name="My Editor", on_diff=show_diff)
     await server.start()                  # listens, then writes the lock file
     server.set_selection(Selection(path, text, (0, 0), (3, 5)))
@@ -25,19 +30,20 @@ import secrets
 import signal
 import sys
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from .. import rpc
 from ..wire import jsonrpc
 from ..common import lockfile, tools
-from .diffs import DiffRequest
+from .callbacks import Reports
+from .diffs import DiffRequest, PendingDiffs
+from .editor_state import EditorState
 from .limits import (DEFAULT_CONNECTION_IDLE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY,
                      DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS)
-from .mcp import CallContext, McpApp, Session
-from ..common.paths import path_to_uri, uri_to_path
+from .mcp import McpApp, Session
 from .pushes import Debounced, DiagnosticsWindow
 from ..common.tools import Diagnostic, Selection
-from .tool_calls import ToolCalls
+from .tool_calls import IdeTools
 from .listener import Listener
 from .transport import REQUEST_TIMEOUT
 
@@ -48,7 +54,7 @@ DEFAULT_DEBOUNCE = 0.2
 
 DiffHandler = Callable[[DiffRequest], Any]
 
-class IdeServer(ToolCalls):
+class IdeServer:
     """The `/ide` MCP server of one IDE window (asyncio form; see the module doc)."""
 
     def __init__(self, workspace_folders: Union[str, Sequence[str]] = (), *, ide_name: str = "Python IDE",
@@ -76,11 +82,8 @@ class IdeServer(ToolCalls):
         self._folders = [os.path.abspath(f) for f in workspace_folders]
         self.ide_name = ide_name
         self.is_trusted = bool(is_trusted)
-        self.on_diff = on_diff
         self.on_diff_closed = on_diff_closed
         self.on_session = on_session
-        self.on_tool_call = on_tool_call
-        self.ide_info = dict(ide_info or {})
         self.lock_dir = lock_dir
         self.socket_dir = socket_dir
         self.debounce = debounce
@@ -96,13 +99,19 @@ class IdeServer(ToolCalls):
         self._stopping = False
         self._stopped: Optional[asyncio.Event] = None
         self._stop_task: Optional["asyncio.Task[None]"] = None  # a stop a signal asked for
-        self._hook_tasks: Set["asyncio.Future[Any]"] = set()  # reporting callbacks' coroutines
+        self.reports = Reports()  # runs on_session, on_tool_call, on_diff_closed
+        self.editor = EditorState()
+        self.diffs = PendingDiffs(on_closed=self._diff_closed)
+        self.tools = IdeTools(self.editor, self.diffs, self.reports, ide_name=ide_name,
+                              ide_info=dict(ide_info or {}), instance_id=self.instance_id, max_file=max_body,
+                              on_diff=on_diff, on_tool_call=on_tool_call,
+                              on_renamed=lambda session: self._emit_session("renamed", session))
 
         self.dispatcher = rpc.Dispatcher()
         self.app = McpApp(self.dispatcher, self.nonce, server_info=server_info, json_response=json_response,
                           on_session_start=self._session_started, on_session_end=self._session_ended,
                           on_stream_open=self._stream_opened, on_exchange=on_exchange,
-                          streams_early=self._blocks)
+                          streams_early=self.tools.blocks)
         self.listener = Listener(self.app, max_body, request_timeout, judge=self.app.judge_head)
         # Bounded before authentication (README "Limits and safety"): connections (the
         # one idle longest makes room, else 503), sessions (likewise), idle connections
@@ -111,23 +120,7 @@ class IdeServer(ToolCalls):
         self.app.max_sessions = max_sessions
         self.connection_idle_timeout = connection_idle_timeout
         self.dispatcher.add("tools/list", lambda params, ctx: {"tools": tools.TOOLS})
-        self.dispatcher.add("tools/call", self._tools_call)
-        self._tool_handlers: Dict[str, Callable[[Dict[str, Any], CallContext], Any]] = {
-            "get_vscode_info": self._get_vscode_info,
-            "get_selection": self._get_selection,
-            "open_diff": self._open_diff,
-            "close_diff": self._close_diff,
-            "get_diagnostics": self._get_diagnostics,
-            "update_session_name": self._update_session_name,
-        }
-
-        self._tool_is_async: Dict[Callable[..., Any], bool] = {}
-        self._selection: Optional[Selection] = None
-        self._selection_json: Optional[Tuple[Selection, tools.RenderedResult]] = None  # get_selection's result
-        self._diagnostics: Dict[str, Tuple[str, List[Diagnostic]]] = {}  # uri -> (path, diags)
-        # The pending diffs of every session, oldest first (keyed by the diff itself:
-        # two may share a tab name, PROTOCOL.md §4).
-        self._diffs: Dict[int, DiffRequest] = {}
+        self.dispatcher.add("tools/call", self.tools.call)
         self._selection_push: Optional[Debounced] = None
         self._diagnostics_push: Optional[DiagnosticsWindow] = None
         self._reaper: Optional["asyncio.Task[None]"] = None
@@ -151,11 +144,12 @@ class IdeServer(ToolCalls):
         # A server stopped earlier may start again (an editor's Stop then Start): this
         # run has its own stop to do, so the last run's stop-in-progress flag goes.
         self._stopping = False
+        self.diffs.open = True
         self._stop_task = None
         self._stopped = asyncio.Event()
         self._selection_push = Debounced(self.debounce, self._push_selection, self.loop.call_later)
         self._diagnostics_push = DiagnosticsWindow(self.debounce, self._push_diagnostics, self.loop.call_later,
-                                                   self._diagnostics_json)
+                                                   self.editor.diagnostics_json)
         try:
             if sys.platform == "win32":
                 self.socket_path = await self.listener.start_pipe()
@@ -187,6 +181,7 @@ class IdeServer(ToolCalls):
                 await self._stopped.wait()
             return
         self._stopping = True
+        self.diffs.open = False  # (an open_diff still reading its file shows nothing)
         self._remove_lock()
         self.remove_signal_handlers()
         if self._reaper is not None:
@@ -195,18 +190,14 @@ class IdeServer(ToolCalls):
             self._reaper = None
         for session in list(self.app.sessions.values()):
             self.app.end_session(session, "server stopped")
-        for diff in list(self._diffs.values()):
-            self._resolve(diff, False, tools.CLIENT_DISCONNECTED)
+        self.diffs.close()
         await self._let_answers_out()
         if self._selection_push is not None:
             self._selection_push.cancel()
         if self._diagnostics_push is not None:
             self._diagnostics_push.cancel()
         await self.listener.close()
-        hooks = list(self._hook_tasks)
-        for task in hooks:
-            task.cancel()
-        await asyncio.gather(*hooks, return_exceptions=True)
+        await self.reports.cancel()
         self.started = False
         if self._stopped is not None:
             self._stopped.set()
@@ -290,42 +281,43 @@ class IdeServer(ToolCalls):
     def set_selection(self, selection: Optional[Selection]) -> None:
         """The active editor's selection changed. `None`: no active editor (the last
         selection stays available to `get_selection` with `current: false`)."""
-        if selection is None:
-            if self._selection is not None:
-                self._selection = self._selection.with_current(False)
-            return
-        self._selection = selection.with_current(True)
-        if self._selection_push is not None:
-            self._selection_push.update(self._selection.notification_params())
+        current = self.editor.set_selection(selection)
+        if current is not None and self._selection_push is not None:
+            self._selection_push.update(current.notification_params())
 
     @property
     def selection(self) -> Optional[Selection]:
-        return self._selection
+        return self.editor.selection
 
     def set_diagnostics(self, path_or_uri: str, diagnostics: Sequence[Diagnostic]) -> None:
         """Replace one file's diagnostics (an empty list clears them)."""
-        uri, path = self._uri_and_path(path_or_uri)
-        if diagnostics:
-            self._diagnostics[uri] = (path, list(diagnostics))
-        else:
-            self._diagnostics.pop(uri, None)
+        uri = self.editor.set_diagnostics(path_or_uri, diagnostics)
         if self._diagnostics_push is not None:
             self._diagnostics_push.changed(uri)
 
     def clear_diagnostics(self) -> None:
-        for uri in list(self._diagnostics):
+        for uri in list(self.editor.diagnostics):
             self.set_diagnostics(uri, [])
 
-    @staticmethod
-    def _uri_and_path(path_or_uri: str) -> Tuple[str, str]:
-        if path_or_uri.startswith("file:"):
-            return path_or_uri, uri_to_path(path_or_uri)
-        path = os.path.abspath(path_or_uri)
-        return path_to_uri(path), path
+    # ---------------------------------------------------------------------- diffs
 
-    def _diagnostics_json(self, uri: str) -> List[Dict[str, Any]]:
-        entry = self._diagnostics.get(uri)
-        return [d.to_json() for d in entry[1]] if entry else []
+    def pending_diffs(self) -> List[DiffRequest]:
+        return self.diffs.pending()
+
+    def resolve_diff(self, tab_name: Optional[str] = None, accept: bool = True) -> bool:
+        """Answer a pending diff by tab name (the most recent one when None)."""
+        pending = self.diffs.pending()
+        if tab_name is None:
+            diff = pending[-1] if pending else None
+        else:
+            diff = self.diffs.get(tab_name)
+        if diff is None:
+            return False
+        return diff.accept() if accept else diff.reject()
+
+    def _diff_closed(self, diff: DiffRequest, answer: Dict[str, Any]) -> None:
+        if self.on_diff_closed is not None:
+            self.reports.report("on_diff_closed", self.on_diff_closed, diff, answer)
 
     def add_file_reference(self, file_path: str, start: Optional[Tuple[int, int]] = None,
                            end: Optional[Tuple[int, int]] = None, selected_text: Optional[str] = None,
@@ -366,13 +358,13 @@ class IdeServer(ToolCalls):
 
     def _stream_opened(self, session: Session) -> None:
         # PROTOCOL.md §5: the CLI clears its cached selection on reconnect; send ours.
-        if self._selection is not None and self._selection.current:
+        selection = self.editor.selection
+        if selection is not None and selection.current:
             self.app.send_on_stream(session, jsonrpc.notification(
-                "selection_changed", self._selection.notification_params()))
+                "selection_changed", selection.notification_params()))
 
     def _session_ended(self, session: Session, reason: str) -> None:
-        for diff in [d for d in self._diffs.values() if d.session_id == session.id]:
-            self._resolve(diff, False, tools.CLIENT_DISCONNECTED)
+        self.diffs.resolve_all(tools.CLIENT_DISCONNECTED, session.id)
         self._emit_session("disconnected", session, reason=reason)
 
     def _emit_session(self, event: str, session: Session, **extra: Any) -> None:
@@ -380,7 +372,7 @@ class IdeServer(ToolCalls):
             return
         info = session.info()
         info.update(extra)
-        self._report("on_session", self.on_session, event, info)
+        self.reports.report("on_session", self.on_session, event, info)
 
     @property
     def sessions(self) -> List[Dict[str, Any]]:
@@ -392,7 +384,7 @@ class IdeServer(ToolCalls):
             "sessions": len(self.app.sessions),
             "streams": sum(1 for s in self.app.sessions.values() if s.stream is not None),
             "running_requests": sum(len(s.running) for s in self.app.sessions.values()),
-            "pending_diffs": len(self._diffs),
+            "pending_diffs": len(self.diffs),
             "connections": len(self.listener.connections),
             "connection_tasks": len(self.listener._tasks),
             "accepted_connections": self.listener.accepted,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import itertools
 import logging
 import shutil
@@ -159,9 +160,11 @@ class Listener:
                 self._pause_accepting(exc)
                 return
             conn.setblocking(False)
-            task = self._loop.create_task(self._loop.connect_accepted_socket(self._connection, conn))
+            # (On every loop since Python 3.5.3; typeshed lists it on AbstractEventLoop from 3.10.)
+            accepted = self._loop.connect_accepted_socket(self._connection, conn)  # type: ignore[attr-defined]
+            task = self._loop.create_task(accepted)
             self._pending.add(task)
-            task.add_done_callback(lambda t, conn=conn: self._made(t, conn))
+            task.add_done_callback(functools.partial(self._made, conn=conn))
 
     def _made(self, task: "asyncio.Task[Any]", conn: socket.socket) -> None:
         self._pending.discard(task)

@@ -245,7 +245,7 @@ class McpApp:
         if self.json_response:
             sid = (("mcp-session-id", session.id),) if session is not None else ()
             if response is None:
-                return Reply(202, ACCEPTED.headers + sid, b"")
+                return Reply(202, tuple(ACCEPTED.headers) + sid, b"")
             if self.on_exchange is not None:
                 self.on_exchange("out", response)
             return Reply(200, (("Content-Type", "application/json"),) + sid, jsonrpc.dumps(response))

@@ -46,7 +46,6 @@ _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(","
 # Only for text holding lone surrogates (which `loads` accepts from "\\ud800" escapes
 # and UTF-8 cannot encode): the same JSON with every non-ASCII character escaped.
 _ascii_encoder = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
-_decoder = json.JSONDecoder()
 
 
 class JsonRpcError(Exception):
@@ -86,7 +85,9 @@ class TransportClosed(ConnectionError):
 
 
 def dumps(obj: Any) -> bytes:
-    """Compact UTF-8 JSON. NaN and infinities are refused (not valid JSON)."""
+    """Compact UTF-8 JSON. NaN and infinities are refused (not valid JSON). The `json`
+    module's public encoder, on the whole message every time: a response is built by
+    `result_response` or `error_response` and encoded here, nowhere else."""
     text = _encoder.encode(obj)
     try:
         return text.encode("utf-8")

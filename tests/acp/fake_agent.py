@@ -20,6 +20,14 @@ The prompt's first word picks a scenario (see `Agent.turn`). Environment:
   FAKE_ACP_STORE=path      keep sessions (and their history) in this JSON file, so a
                            later run can list and load them, as the real agent does
   FAKE_ACP_BANNER=text     write this line to stdout before any protocol
+  FAKE_ACP_CAPS=bare       advertise no optional capability (no loadSession, no list)
+  FAKE_ACP_LATE_COMMANDS=s send the commands list only s seconds after session/new
+
+Hostile turns (an agent that does what a well-behaved one never would): FORGE answers
+the running prompt with a forged string id first; BADUTF8 sends a request that is not
+UTF-8 and reports the client's answer; ERRDATA fails the prompt with an error whose
+`data` holds the reason (and control characters, and bulk); BIGANSWER answers the
+prompt with one over-long line.
 """
 from __future__ import annotations
 
@@ -172,6 +180,8 @@ class Agent:
             self.send({"jsonrpc": "2.0", "id": msg["id"], "error": {
                 "code": -32601, "message": '"Method not found": %s' % method, "data": {"method": method}}})
             return
+        if method == "session/prompt":
+            self.prompt_id = msg["id"]
         try:
             result = await handler(params)
         except Ignore:
@@ -194,6 +204,9 @@ class Agent:
 
     async def do_initialize(self, params):
         self.client_capabilities = params.get("clientCapabilities")
+        if os.environ.get("FAKE_ACP_CAPS") == "bare":
+            return {"protocolVersion": 1, "agentCapabilities": {},
+                    "agentInfo": {"name": "fake-bare", "version": "0.0.1"}, "authMethods": []}
         return {"protocolVersion": 1,
                 "agentCapabilities": {"loadSession": True,
                                       "mcpCapabilities": {"http": True, "sse": True},
@@ -220,6 +233,12 @@ class Agent:
                    "allow_all": "off", "history": [], "tokens": 0, "updatedAt": "2026-01-01T00:00:00Z"}
         self.sessions[sid] = session
         self.mine.add(sid)
+        late = os.environ.get("FAKE_ACP_LATE_COMMANDS")
+        if late:  # some agents send the list a moment after the answer
+            asyncio.get_event_loop().call_later(
+                float(late), self.update, sid, {"sessionUpdate": "available_commands_update",
+                                                "availableCommands": COMMANDS})
+            return self.session_result(session)
         # ACP.md §2: the commands list names the session before session/new answers.
         self.update(sid, {"sessionUpdate": "available_commands_update", "availableCommands": COMMANDS})
         asyncio.get_event_loop().call_soon(
@@ -489,6 +508,44 @@ class Agent:
         size = int(rest) if rest else 5 * 1024 * 1024
         self.chunk(session["id"], "B" * (size - 3) + "END")
         return {"stopReason": "end_turn", "usage": self.usage(session)}
+
+    async def turn_diff(self, session, rest):
+        """`DIFF {"oldText": ..., "newText": ...}`: a completed edit carrying that diff."""
+        block = dict(json.loads(rest), type="diff", path=os.path.join(session["cwd"], "f.txt"))
+        self.update(session["id"], {"sessionUpdate": "tool_call", "toolCallId": "call_d", "title": "Editing f.txt",
+                                    "kind": "edit", "status": "completed", "content": [block]})
+        return {"stopReason": "end_turn"}
+
+    async def turn_biganswer(self, session, rest):
+        """The prompt's own answer as one over-long line (the turn waits for it)."""
+        size = int(rest) if rest else 5 * 1024 * 1024
+        return {"stopReason": "end_turn", "_pad": "A" * size}
+
+    async def turn_forge(self, session, rest):
+        """Answer the running prompt with its id as a string (not the client's id),
+        then work on and answer for real."""
+        forged = {"jsonrpc": "2.0", "id": str(self.prompt_id), "result": {"stopReason": "forged"}}
+        self.send(forged)
+        await asyncio.sleep(0.3)
+        self.chunk(session["id"], "after the forgery")
+        return {"stopReason": "end_turn"}
+
+    async def turn_badutf8(self, session, rest):
+        """A request whose bytes are not UTF-8: JSON-RPC wants -32700 with id null."""
+        future = asyncio.get_event_loop().create_future()
+        self.waiting[None] = future
+        self.write_line(b'{"jsonrpc":"2.0","id":77,"method":"fs/read_text_file","params":{"path":"/\xff"}}\n')
+        try:
+            answer = await asyncio.wait_for(future, 5.0)
+            self.chunk(session["id"], "PARSE-ANSWER " + json.dumps(answer))
+        except asyncio.TimeoutError:
+            self.chunk(session["id"], "NO-ANSWER")
+        return {"stopReason": "end_turn"}
+
+    async def turn_errdata(self, session, rest):
+        raise Failure({"code": -32603, "message": "Internal error",
+                       "data": {"details": "Query closed before response received\x1b[2J",
+                                "bulk": "x" * 5000}})
 
     async def turn_junk(self, session, rest):
         sid = session["id"]

@@ -15,9 +15,9 @@ pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 
 def test_initialize_advertises_what_is_registered(tmp_path):
     async def main():
-        async with make_client() as client:
+        async with make_client(terminal="allow") as client:
             full = await client.initialize()
-        async with make_client(fs=False, terminal=False) as bare:
+        async with make_client(fs=False) as bare:  # terminals: offered only when the host says so
             none = await bare.initialize()
         return client, full, none
 

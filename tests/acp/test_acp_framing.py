@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from acp_testlib import make_client, read_log, run, workspace
-from acp import AgentExited, RequestTimeout
+from acp import AgentExited, LineTooLong, RequestTimeout
 
 pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 
@@ -34,19 +34,24 @@ def test_five_megabyte_line_from_the_agent(tmp_path):
     assert bad == 0
 
 
-def test_line_over_the_limit_is_dropped_and_the_stream_stays_in_sync(tmp_path):
+@pytest.mark.parametrize("scenario", ["BIG 2000000", "BIGANSWER 2000000"])
+def test_a_line_over_the_limit_ends_the_connection_naming_the_limit(tmp_path, scenario):
+    # The lost line may be an update or the very answer the turn waits for (which
+    # used to be dropped, leaving the turn waiting for ever): either way the turn and
+    # the connection fail at once, with the limit in the message.
     async def main():
         async with make_client(max_line=1024 * 1024) as client:
             await client.initialize()
             session = await client.new_session(workspace(tmp_path))
-            big = await session.prompt("BIG 2000000")
-            after = await session.prompt("hello")
-            return big, after, client.connection.bad_lines
+            with pytest.raises(LineTooLong) as info:
+                await session.prompt(scenario)
+            with pytest.raises(LineTooLong):
+                await client.request("_fake/echo", {"value": 1})
+            return info.value
 
-    big, after, bad = run(main())
-    assert big.stop_reason == "end_turn" and big.text == ""
-    assert after.text == "Hello from the fake agent."
-    assert bad == 1
+    error = run(main())
+    assert error.limit == 1024 * 1024 and error.size > error.limit
+    assert "over the limit of 1048576 bytes" in str(error)
 
 
 def test_long_request_lines_are_sent_whole(tmp_path):

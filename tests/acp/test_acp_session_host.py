@@ -37,7 +37,7 @@ class Recorder:
         self.calls = []
         self.session = None
 
-    async def request(self, method, params=None, timeout=-1.0):
+    async def request(self, method, params=None, timeout="the host's default"):
         self.calls.append(("request", method, params, timeout))
         if method == "session/prompt":
             self.session.apply({"sessionUpdate": "agent_message_chunk",
@@ -68,5 +68,5 @@ def test_a_session_runs_on_any_host():
     assert host.calls == [
         ("request", "session/prompt", {"sessionId": "s1", "prompt": [{"type": "text", "text": "hello"}]}, 5.0),
         ("notify", "session/cancel", {"sessionId": "s1"}),
-        ("request", "session/set_mode", {"sessionId": "s1", "modeId": "m"}, -1.0),
+        ("request", "session/set_mode", {"sessionId": "s1", "modeId": "m"}, "the host's default"),
         ("close", "s1")]

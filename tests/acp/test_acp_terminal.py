@@ -17,6 +17,7 @@ pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 def drive(tmp_path, create, steps, **client_kwargs):
     """One TERM turn; returns the list of answers (create first, then each step)."""
     root = workspace(tmp_path)
+    client_kwargs.setdefault("terminal", "allow")
 
     async def main():
         async with make_client(**client_kwargs) as client:
@@ -45,12 +46,26 @@ def test_output_and_exit_status_of_a_shell_command(tmp_path):
 
 
 def test_args_env_and_cwd(tmp_path):
+    inner = tmp_path / "work" / "sub"
+    inner.mkdir(parents=True)
     answers, _ = drive(tmp_path, {"command": sys.executable,
                                   "args": ["-c", "import os; print(os.environ['ACP_T'], os.getcwd())"],
-                                  "env": [{"name": "ACP_T", "value": "v a l"}], "cwd": str(tmp_path)},
+                                  "env": [{"name": "ACP_T", "value": "v a l"}], "cwd": str(inner)},
                        ["wait", "output", "release"])
     assert answers[1] == {"result": {"exitCode": 0, "signal": None}}
-    assert answers[2]["result"]["output"] == "v a l %s\n" % os.path.realpath(str(tmp_path))
+    assert answers[2]["result"]["output"] == "v a l %s\n" % os.path.realpath(str(inner))
+
+
+def test_a_cwd_outside_the_session_folder_is_refused_unless_the_host_allows_it(tmp_path):
+    marker = tmp_path / "ran"
+    create = {"command": sys.executable, "args": ["-c", "open(%r, 'w').close()" % str(marker)],
+              "cwd": str(tmp_path)}
+    answers, left = drive(tmp_path, create, [])
+    assert answers[0]["error"]["code"] == -32602
+    assert "outside the session's folder" in answers[0]["error"]["message"]
+    assert not marker.exists() and left == 0
+    answers, _ = drive(tmp_path, create, ["wait", "release"], terminal_any_cwd=True)
+    assert answers[1] == {"result": {"exitCode": 0, "signal": None}} and marker.exists()
 
 
 def test_output_byte_limit_keeps_the_end_on_a_character_boundary(tmp_path):

@@ -77,3 +77,52 @@ def test_cancelled_turn_closes_its_running_tool_calls(tmp_path):
     assert session.tool_calls["call_long"]["status"] == "cancelled"
     assert seen[-1] == {"sessionUpdate": "tool_call_update", "toolCallId": "call_long",
                         "status": "cancelled", "_local": True}
+
+
+@pytest.mark.stdio_only  # in-process streams: no agent at all
+def test_updates_sent_with_the_answer_in_one_read_all_come_before_the_end():
+    # The agent's 200 updates and the prompt's answer arrive in one chunk: the read loop
+    # applies each update before it reads the next line, so the answer can only be
+    # matched after all of them, and the turn ends behind the last (ACP.md §3.3) —
+    # with no extra loop pass to hope for.
+    import asyncio
+    import json
+
+    from acp import Client
+
+    class Sink:
+        def __init__(self):
+            self.sent = []
+
+        def write(self, data):
+            self.sent.append(json.loads(data))
+
+        async def drain(self):
+            pass
+
+        def close(self):
+            pass
+
+    async def main():
+        reader, sink = asyncio.StreamReader(), Sink()
+        async with Client(streams=(reader, sink)) as client:
+            lines = [{"jsonrpc": "2.0", "id": 0, "result": {"sessionId": "s"}}]
+            reader.feed_data(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+            session = await client.new_session("/")
+            turn = session.prompt("go")
+            while len(sink.sent) < 2:  # the prompt request is out
+                await asyncio.sleep(0.01)
+            burst = [{"jsonrpc": "2.0", "method": "session/update", "params": {
+                "sessionId": "s", "update": {"sessionUpdate": "agent_message_chunk",
+                                             "content": {"type": "text", "text": "%d " % i}}}}
+                     for i in range(200)]
+            burst.append({"jsonrpc": "2.0", "id": sink.sent[1]["id"], "result": {"stopReason": "end_turn"}})
+            reader.feed_data(b"".join(json.dumps(m).encode() + b"\n" for m in burst))
+            streamed = [update["content"]["text"] async for update in turn]
+            result = await turn
+            reader.feed_eof()
+            return streamed, result
+
+    streamed, result = run(main())
+    assert streamed == ["%d " % i for i in range(200)]
+    assert result.text == "".join(streamed) and result.stop_reason == "end_turn"

@@ -44,7 +44,7 @@ def version_tuple(text):
 
 
 # The version under test: the one run.sh installed, else the pin. Tests compare what the
-# CLI reports (its ACP agentInfo, serve's "copilot-cli X" line) with it.
+# CLI reports (its ACP agentInfo, serve's "Copilot CLI X" line) with it.
 PINNED_VERSION = os.environ.get(VERSION_ENV) or listed_versions()[0]
 CLI_VERSION = PINNED_VERSION
 
@@ -148,7 +148,7 @@ def socket_accepts(path, timeout=1.0):
         sock.close()
 
 
-# What the CLI under test puts in its MCP clientInfo (serve prints "copilot-cli X").
+# What the CLI under test puts in its MCP clientInfo (serve prints "Copilot CLI X").
 MCP_CLIENT_VERSION = CLI_VERSION if at_least(REAL_CLIENT_VERSION_SINCE) else "1.0.0"
 
 

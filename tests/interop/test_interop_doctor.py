@@ -4,8 +4,8 @@ Each test sets up lock files, asks ``python3 -m ide_protocol doctor FOLDER --jso
 a CLI started in FOLDER would do, then starts the real CLI there (TUI in tmux) and
 checks its debug log. Where a test needs a lock it controls, ``serve`` writes its own
 lock to a private directory (``--lock-dir``) and the test writes the lock the CLI sees.
-doctor's own handshake makes serve print a "connected" line too, so the CLI's side is
-judged from the CLI's log, never from serve's output before the CLI started.
+doctor's own handshake makes serve print a "connected" line too (naming `copilot-ide
+doctor`, not the CLI); the CLI's side is judged from the CLI's log all the same.
 """
 
 import json

@@ -12,7 +12,7 @@ from fake_model import Turn
 
 pytestmark = pytest.mark.interop
 
-CONNECTED = r"connected: session (\S+), copilot-cli %s" % re.escape(H.MCP_CLIENT_VERSION)
+CONNECTED = r"connected: session (\S+), Copilot CLI %s" % re.escape(H.MCP_CLIENT_VERSION)
 
 
 @pytest.fixture

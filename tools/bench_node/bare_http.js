@@ -1,4 +1,4 @@
-// The "bare node:http" baseline of tools/bench.py: the least a Node.js server can do for
+// The "bare node:http" peer of tools/bench: the least a Node.js server can do for
 // the same exchange. node:http parses each request (chunked bodies included), the handler
 // checks the nonce, JSON.parse-s the body and answers initialize, notifications and
 // tools/call with one SSE event, with no framework, no MCP SDK and no schema validation.

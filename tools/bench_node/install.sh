@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make bench-node`: the Node.js packages of tools/bench.py's "VS Code stack" baseline
+# `make bench-node`: the Node.js packages of tools/bench's "VS Code stack" peer
 # (Express 5 + the official MCP TypeScript SDK + zod), installed with npm into the ignored
 # folder .bench-node/ at the versions pinned in tools/bench_node/package.json and its lock
 # file. Development only: the library itself stays standard-library Python.
@@ -7,7 +7,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 DEST=${BENCH_NODE:-.bench-node}
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  # Not an error: tools/bench.py then reports the Node.js baselines as skipped.
+  # Not an error: tools/bench then reports the Node.js peers as skipped.
   echo "bench-node: node and npm are needed (e.g. apt-get install nodejs npm); nothing installed" >&2
   exit 0
 fi

@@ -1,19 +1,14 @@
-// The "VS Code stack" baseline of tools/bench.py: an `/ide` server built the way VS Code
+// The "VS Code stack" peer of tools/bench: an `/ide` server built the way VS Code
 // builds its own (Express 5, the official MCP TypeScript SDK's McpServer and
 // StreamableHTTPServerTransport, one of each per session, the six tools registered with
 // zod schemas, express.json({limit: '10mb'}), a nonce check in front), on a Unix socket.
 //
 //   NODE_PATH=.bench-node/node_modules node tools/bench_node/vscode_stack.js DIR
 //
-// BENCH_MCP_TS_SDK names the SDK package: "@modelcontextprotocol/sdk" (default, the
-// release pinned in package.json) or "@modelcontextprotocol/sdk-1.24" (1.24.3, the last
-// release whose Node.js transport wrote to Node's response itself; from 1.25 on it turns
-// each request into a web-standard Request through @hono/node-server).
-//
 // Listens on DIR/vscode.sock, prints one JSON line {socket, auth, pid, versions} when it
-// accepts connections, and exits when its standard input closes (tools/bench.py holds
+// accepts connections, and exits when its standard input closes (tools/bench holds
 // it). The selection it answers comes from the BENCH_SELECTION environment variable (the
-// same JSON tools/bench.py gives our server), so both answer the same bytes of content.
+// same JSON tools/bench gives our server), so both answer the same bytes of content.
 // Development only (`make bench-node`); nothing here is part of the library.
 "use strict";
 
@@ -22,7 +17,7 @@ const fs = require("node:fs");
 const path = require("node:path");
 const express = require("express");
 const { z } = require("zod");
-const SDK = process.env.BENCH_MCP_TS_SDK || "@modelcontextprotocol/sdk";
+const SDK = "@modelcontextprotocol/sdk";  // the release pinned in package.json
 const { McpServer } = require(SDK + "/server/mcp.js");
 const { StreamableHTTPServerTransport } = require(SDK + "/server/streamableHttp.js");
 const { isInitializeRequest } = require(SDK + "/types.js");
@@ -63,7 +58,7 @@ function createServer() {
       tab_name: z.string().describe("Name for the diff tab"),
     },
   }, async ({ original_file_path, tab_name }) => asText({
-    // The benchmark's editor accepts every diff at once, as tools/bench.py's host of ours does.
+    // The benchmark's editor accepts every diff at once, as tools/bench's host of ours does.
     success: true, result: "SAVED", trigger: "accepted_via_button", tab_name,
     message: "User accepted changes for " + original_file_path,
   }));

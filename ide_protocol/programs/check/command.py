@@ -8,19 +8,24 @@ import json
 import sys
 from typing import List, Optional
 
-from ...client import ClientError
+from ...client import ClientError, NoIdeFound
 from ...client import discovery as lock_choice  # not the checks of §1 (.discovery)
+from ..options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of, no_ide_advice
 from ..progname import program_name
+from ..stdio import utf8_output
 from .registry import CHECKS, DEFAULT_CHECK_TIMEOUT, FAIL, PASS, Result, SKIP, WARN
 from .runner import load_lock, run_checks, summary
 
 
+PROG = program_name("check")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=program_name("check"),
+    p = argparse.ArgumentParser(prog=PROG,
                                 description="Check a running /ide server against PROTOCOL.md.")
-    p.add_argument("folder", nargs="?", help="workspace folder of the IDE to check (default: cwd)")
+    add_folder(p, "workspace folder of the IDE to check (default: the current one)")
     p.add_argument("--lock", metavar="FILE", help="check the server of this lock file")
-    p.add_argument("--lock-dir", metavar="DIR", help="lock directory (default: $COPILOT_HOME/ide or ~/.copilot/ide)")
+    add_lock_dir(p, "where to look for lock files (default: %s)" % LOCK_DIR_DEFAULT)
     p.add_argument("--json", action="store_true", help="print a JSON report")
     p.add_argument("--with-diff", "--interactive", dest="with_diff", action="store_true",
                    help="also run the checks that need a person (accept a diff in the IDE)")
@@ -31,7 +36,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = _parser().parse_args(argv)
+    utf8_output()
+    parser = _parser()
+    args = parser.parse_args(argv)
+    folder_of(parser, args)
     if args.list:
         for c in CHECKS:
             print("%-32s %-3s %s%s" % (c.name, c.section, c.title, " (needs --with-diff)" if c.interactive else ""))
@@ -44,8 +52,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             if passed_over:  # several IDEs serve the folder: say which one is checked, and why
                 print(lock_choice.describe_choice(lock, passed_over), file=sys.stderr, flush=True)
             _, raw = load_lock(lock.path) if lock.path else (lock, None)
+    except NoIdeFound as exc:
+        print("%s: %s\n%s" % (PROG, exc, no_ide_advice(args.folder)), file=sys.stderr)
+        return 2
     except (ClientError, OSError, ValueError) as exc:
-        print("ide-check: %s" % exc, file=sys.stderr)
+        print("%s: %s" % (PROG, exc), file=sys.stderr)
         return 2
     if not args.json:
         print("checking %s (pid %s) at %s" % (lock.ide_name, lock.pid, lock.socket_path), flush=True)

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from ...wire import http11, json_text, jsonrpc, sse
 from ...wire.http11 import rules as http_rules
 from ...client import (DEFAULT_CONNECT_TIMEOUT, STREAM_ACCEPT, ClientConnection, ClientError, ClientResponse,
-                        cli_headers)
+                        cli_headers, program_client_info)
 from ...common.lockfile import LockInfo
 from .registry import DEFAULT_CHECK_TIMEOUT, Fail, Outcome
 
@@ -155,9 +155,12 @@ class CheckContext:
     async def rpc(self, method: str, params: Any = None, *, session: Optional[str] = None,
                   notification: bool = False, **kwargs: Any) -> Tuple[Reply, Any]:
         """POST a JSON-RPC request (or notification); returns the reply and its id."""
-        request_id = None if notification else self.next_id()
-        message = (jsonrpc.notification(method, params) if notification
-                   else jsonrpc.request(request_id, method, params))
+        request_id: Optional[int] = None
+        if notification:
+            message = jsonrpc.notification(method, params)
+        else:
+            request_id = new_id = self.next_id()
+            message = jsonrpc.request(new_id, method, params)
         return await self.send("POST", message, session=session, **kwargs), request_id
 
     # -- sessions
@@ -165,7 +168,7 @@ class CheckContext:
     async def initialize(self, version: str = "2025-11-25", *, chunked: bool = True,
                          conn: Optional[ClientConnection] = None) -> Tuple[Reply, Any]:
         reply, rid = await self.rpc("initialize", {"protocolVersion": version, "capabilities": {},
-                                                   "clientInfo": {"name": "ide-check", "version": "1"}},
+                                                   "clientInfo": program_client_info("check")},
                                     chunked=chunked, conn=conn)
         sid = reply.headers.get("mcp-session-id")
         if sid:
@@ -251,7 +254,7 @@ def tool_value(reply: Reply, rid: Any, name: str) -> Any:
     if (not isinstance(content, list) or not content or not isinstance(content[0], dict)
             or content[0].get("type") != "text" or not isinstance(content[0].get("text"), str)):
         raise Fail("%s result is not {\"content\":[{\"type\":\"text\",\"text\":…}]}" % name, reply.evidence())
-    if result.get("isError"):
+    if isinstance(result, dict) and result.get("isError"):
         raise Fail("%s failed: %s" % (name, content[0]["text"][:200]), reply.evidence())
     try:
         return json_text.loads(content[0]["text"])

@@ -9,7 +9,10 @@ imported in the order of the contract (see the package's `__init__`).
 """
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional
+
+if TYPE_CHECKING:  # (for the type checker only: context.py imports this module)
+    from .context import CheckContext
 
 
 

@@ -86,8 +86,9 @@ def load_lock(path: str) -> Tuple[LockInfo, Optional[Dict[str, Any]]]:
     except lockfile.LockFileError:
         if not isinstance(raw, dict) or not isinstance(raw.get("socketPath"), str):
             raise
-        headers = raw.get("headers") if isinstance(raw.get("headers"), dict) else {}
-        folders = raw.get("workspaceFolders") if isinstance(raw.get("workspaceFolders"), list) else []
+        headers, folders, pid = raw.get("headers"), raw.get("workspaceFolders"), raw.get("pid")
+        headers = headers if isinstance(headers, dict) else {}
+        folders = folders if isinstance(folders, list) else []
         return LockInfo(raw["socketPath"], str(raw.get("scheme")), {str(k): str(v) for k, v in headers.items()},
-                        raw.get("pid") if isinstance(raw.get("pid"), int) else 0, str(raw.get("ideName")),
+                        pid if isinstance(pid, int) else 0, str(raw.get("ideName")),
                         0, [str(f) for f in folders], False, path), raw

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ...wire import jsonrpc
 from ...common import tools
+from ..progname import program_name
 from .registry import Fail, INTERACTIVE_TIMEOUT, Warn, check
 from .context import CheckContext, PendingCall, Reply, is_position, selection_problems, shape
 
@@ -39,7 +40,7 @@ async def check_tool_names(ctx: CheckContext) -> Optional[str]:
     names = [t.get("name") for t in listed]
     missing = [n for n in tools.TOOL_NAMES if n not in names]
     extra = [n for n in names if n not in tools.TOOL_NAMES]
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    dupes = sorted({n for n in names if names.count(n) > 1}, key=str)
     if missing or extra or dupes:
         raise Fail("missing %s, unexpected %s, repeated %s" % (missing or "none", extra or "none", dupes or "none"),
                    "listed: %s" % names)
@@ -286,7 +287,7 @@ async def check_diff_accept(ctx: CheckContext) -> Optional[str]:
     sid = await ctx.session()
     path = ctx.scratch_path()
     tab = "%s - %s (%s)" % (TAB_PREFIX, os.path.basename(path), uuid.uuid4().hex[:6])
-    ctx.prompt("ide-check: a diff %r opens in the IDE: please ACCEPT it." % tab)
+    ctx.prompt("%s: a diff %r opens in the IDE: please ACCEPT it." % (program_name("check"), tab))
     reply, answer = await ctx.tool("open_diff", _diff_args(path, tab), session=sid,
                                    timeout=INTERACTIVE_TIMEOUT if ctx.interactive else ctx.timeout)
     problems = _diff_answer_problems(answer, "SAVED", tools.ACCEPTED_VIA_BUTTON, tab)

@@ -18,7 +18,9 @@ import sys
 from typing import List, Optional, TextIO
 
 from ...common.terminal_text import safe_text
+from ..options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of
 from ..progname import program_name
+from ..stdio import utf8_output
 from . import diagnose as dx
 
 PROG = program_name("doctor")
@@ -29,11 +31,12 @@ def _parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Explain whether Copilot CLI started in FOLDER would connect to an IDE at start-up, and why "
                     "not: every lock file the CLI reads, checked by the CLI's own rules. Only reads files.")
-    p.add_argument("folder", nargs="?", default=os.curdir,
-                   help="where you are about to start copilot (default: the current folder)")
+    add_folder(p, "where you are about to start copilot (default: the current folder)", default=os.curdir)
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.add_argument("--config-dir", metavar="DIR",
-                   help="the --config-dir copilot will be started with (default: $COPILOT_HOME or ~/.copilot)")
+    add_lock_dir(p, "the lock folder the CLI reads: CONFIG/ide for a CLI started with --config-dir CONFIG or "
+                    "COPILOT_HOME=CONFIG (default: %s)" % LOCK_DIR_DEFAULT)
+    # The older name: the CLI's own --config-dir CONFIG, whose lock folder is CONFIG/ide.
+    p.add_argument("--config-dir", metavar="CONFIG", help=argparse.SUPPRESS)
     p.add_argument("--no-handshake", action="store_true",
                    help="do not connect to the IDEs' servers (no server/discover, initialize)")
     p.add_argument("--timeout", type=float, default=dx.HANDSHAKE_TIMEOUT, metavar="SECONDS",
@@ -61,14 +64,25 @@ def _lock_label(report: dx.Report, lock: dx.LockReport) -> str:
 def _handshake_line(hs: dx.Handshake) -> Optional[str]:
     parts = []
     if hs.discover_seconds is not None:
-        parts.append("server/discover %.0f ms%s" % (hs.discover_seconds * 1000,
-                                                   " (%s)" % hs.discover_answer if hs.discover_answer else ""))
+        parts.append("server/discover %.0f ms%s" % (hs.discover_seconds * 1000, _discover_note(hs)))
     if hs.initialize_seconds is not None:
         parts.append("initialize %.0f ms" % (hs.initialize_seconds * 1000))
     if hs.server_info.get("name"):
         parts.append("server %s" % hs.server_info.get("name"))
     parts.extend(hs.notes)
     return ("handshake: " + ", ".join(parts)) if parts else None
+
+
+def _discover_note(hs: dx.Handshake) -> str:
+    """How the server answered server/discover. An error answer is what the CLI expects
+    from an IDE (it then falls back to initialize, PROTOCOL.md §3): said so, so that a
+    healthy report does not read like a failure."""
+    answer = hs.discover_answer
+    if not answer:
+        return ""
+    if answer.startswith("JSON-RPC error") or answer in ("HTTP 400", "HTTP 404"):
+        return " (not supported, as expected: %s; the CLI then uses initialize)" % answer
+    return " (%s)" % answer
 
 
 def render_text(report: dx.Report, out: TextIO) -> None:
@@ -119,6 +133,9 @@ def render_text(report: dx.Report, out: TextIO) -> None:
         else:
             why = "no usable IDE lock"
         w("=> copilot started in %s does NOT connect to an IDE at start-up: %s.\n" % (one_line(report.folder), why))
+        if report.picked is None:  # no IDE for this folder: say how to get one
+            w("   To start one: `%s %s` (or open the folder in an editor with Copilot CLI's IDE "
+              "integration).\n" % (program_name("serve"), one_line(report.given)))
 
 
 def render_json(report: dx.Report) -> str:
@@ -128,12 +145,26 @@ def render_json(report: dx.Report) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = _parser().parse_args(argv)
+    utf8_output()
+    parser = _parser()
+    args = parser.parse_args(argv)
+    folder_of(parser, args)
     if args.timeout <= 0:
         print("%s: --timeout must be positive" % PROG, file=sys.stderr)
         return 2
+    config_dir = args.config_dir
+    if args.lock_dir is not None:
+        lock_dir = os.path.abspath(args.lock_dir.rstrip("/\\") or args.lock_dir)
+        if os.path.basename(lock_dir) != "ide":
+            print("%s: --lock-dir %s: the CLI reads lock files only from the folder ide in its config folder "
+                  "(CONFIG/ide); give that folder" % (PROG, one_line(args.lock_dir)), file=sys.stderr)
+            return 2
+        if config_dir is not None and os.path.abspath(config_dir) != os.path.dirname(lock_dir):
+            print("%s: --lock-dir and --config-dir name different folders: give one" % PROG, file=sys.stderr)
+            return 2
+        config_dir = os.path.dirname(lock_dir)
     try:
-        report = dx.diagnose(args.folder, cli_config_dir=args.config_dir, try_handshake=not args.no_handshake,
+        report = dx.diagnose(args.folder, cli_config_dir=config_dir, try_handshake=not args.no_handshake,
                              timeout=args.timeout)
     except NotADirectoryError:
         print("%s: not a directory: %s" % (PROG, one_line(args.folder)), file=sys.stderr)

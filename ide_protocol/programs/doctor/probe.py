@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ...client import (CLIENT_NAME, CLIENT_VERSION, DRAFT_PROTOCOL_VERSION, PROTOCOL_VERSION, ClientError,
-                       ClientResponse, IdeClient, IdeTimeout)
+                       ClientResponse, IdeClient, IdeTimeout, program_client_info)
 from ...common.lockfile import LockInfo
 from ...wire import jsonrpc
 
@@ -45,7 +45,7 @@ def _discover_params() -> Dict[str, Any]:
 
 def _initialize_params() -> Dict[str, Any]:
     return {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-            "clientInfo": {"name": CLIENT_NAME, "version": CLIENT_VERSION}}
+            "clientInfo": program_client_info("doctor")}  # who we are (client/identity.py)
 
 
 def _answer(messages: List[Any], request_id: int) -> Optional[Dict[str, Any]]:

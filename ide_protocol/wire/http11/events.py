@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional, Tuple, Union
 
 from .headers import NO_TRAILERS, Headers, HeadersLike
-from .rules import Refusal, body_follows, body_framing, keep_alive
+from .rules import CHUNKED, Refusal, body_follows, body_framing, keep_alive
 
 
 class Event:
@@ -73,7 +73,17 @@ class Response(Event):
 
     @property
     def keep_alive(self) -> bool:
+        """Whether the connection stays open after this response (`rules.keep_alive`)."""
         return _keep_alive_of(self.http_version, self.headers)
+
+    @property
+    def chunked(self) -> bool:
+        """Whether its body comes in chunked coding (`rules.body_framing`; a checker
+        asks, PROTOCOL.md §2: the CLI's peers answer POSTs chunked)."""
+        try:
+            return body_framing(self.headers) is CHUNKED
+        except Refusal:
+            return False
 
 
 def _keep_alive_of(http_version: str, headers: Headers) -> bool:

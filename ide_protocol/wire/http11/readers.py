@@ -48,7 +48,7 @@ class _RequestHead(NamedTuple):
     target: str
     http_version: str
     fields: Tuple[Tuple[str, str], ...]
-    index: Dict[str, List[str]]
+    field_index: Dict[str, List[str]]  # (not `index`: that would hide tuple.index)
     framing: Framing
     keep_alive: bool
     body_follows: bool
@@ -348,12 +348,11 @@ class RequestParser(_Reader):
         self._head: Optional[_RequestHead] = None  # the parse of `_head_bytes`
 
     def _start_message(self, events: List[ParserEvent], head: bytes, lines_end: int) -> None:
-        if head is self._head_bytes:
-            parsed = self._head
-        else:
+        parsed = self._head
+        if parsed is None or head is not self._head_bytes:
             parsed = _parse_request_head(head[:lines_end].split(b"\n"))
             self._head_bytes, self._head = head, parsed
-        method, target, version, fields, index, framing, keep_alive, follows = parsed  # type: ignore[misc]
+        method, target, version, fields, index, framing, keep_alive, follows = parsed
         if framing.kind == "length":
             check_body_size(framing.length, self.max_body)
         self._keep_alive = keep_alive

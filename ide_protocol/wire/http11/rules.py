@@ -89,9 +89,9 @@ def check_field(name: bytes, value: bytes) -> None:
     """A field line's name is a token (RFC 9110 §5.1) and its value holds no control
     character but HTAB (RFC 9110 §5.5): the rule for reading and for writing one."""
     if not TOKEN.match(name):
-        raise Refusal(400, "invalid header name %r" % name[:40])
+        raise Refusal(400, "invalid header name %r" % name[:40].decode("latin-1"))
     if VALUE_BAD.search(value):
-        raise Refusal(400, "invalid character in header %r" % name[:40])
+        raise Refusal(400, "invalid header value for %r" % name[:40].decode("latin-1"))
 
 
 def parse_fields(lines: Sequence[bytes]) -> Headers:

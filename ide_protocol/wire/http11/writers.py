@@ -142,7 +142,7 @@ def write_response_head(status: int, headers: HeadersLike = None, reason: Option
         raise ValueError("a %d response cannot have a body" % status)
     pairs = _with_connection(pairs_of(headers), keep_alive)
     head = _head(_status_line(status, reason), _with(pairs, "Transfer-Encoding", "chunked"))
-    if key is not None and all(type(v) is str for _, v in headers):  # type: ignore[union-attr]
+    if key is not None and all(type(v) is str for _, v in pairs_of(headers)):
         # (Text values only: True, 1 and 1.0 are equal keys but not the same field.)
         if len(_HEADS) >= 256:
             _HEADS.clear()

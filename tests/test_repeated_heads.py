@@ -36,7 +36,7 @@ from ide_protocol.wire.jsonrpc import INVALID_REQUEST, PARSE_ERROR, JsonRpcError
 from ide_protocol.common.tools import Selection
 from ide_wire import Conn, cli_for, make_server, run, tool_json, until
 from splitting import feed_all_ways, normalise
-from test_answer_now import CLI_FIELDS, CLI_HEAD, _old_loads, one_chunk, only, post, serve
+from test_waiting_answers import CLI_FIELDS, CLI_HEAD, _old_loads, one_chunk, only, post, serve
 
 # ==================================================================== helpers
 
