@@ -188,7 +188,13 @@ try:
 except SystemExit as exc:
     code = exc.code if isinstance(exc.code, int) else 1
 finally:
-    sys.stderr.write("\nPEAK_RSS_KB %%d\n" %% resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    # This process's own peak: VmHWM starts afresh at exec (ru_maxrss keeps the peak of
+    # the process that forked us, here pytest's).
+    try:
+        peak = int([l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1])
+    except (OSError, IndexError, ValueError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    sys.stderr.write("\nPEAK_RSS_KB %%d\n" %% peak)
     sys.stderr.flush()
 sys.exit(code)
 """ % (ADDRESS_SPACE, ADDRESS_SPACE)
