@@ -208,13 +208,14 @@ def _deleted_twice(server: IdeServer, request: http11.Request, body: bytes) -> A
     return None
 
 
-def _replace_without_resolving(server: IdeServer) -> None:
+def _repeated_tab_replaces(server: IdeServer) -> None:
     real = server.tools.handler("open_diff")
     assert real is not None
 
     async def open_diff(arguments: Dict[str, Any], ctx: Any) -> Any:
-        # A broken IDE: it loses the first diff of the tab, which then never resolves.
-        server.diffs._by_tab.pop(arguments.get("tab_name"), None)
+        for diff in server.pending_diffs():  # a repeated tab name answers the first (VS Code keeps both)
+            if diff.tab_name == arguments.get("tab_name"):
+                diff.reject()
         return await real(arguments, ctx)
     server.tools.add("open_diff", open_diff)
 
@@ -301,7 +302,7 @@ FAULTS: Dict[str, Fault] = {
         a["tab_name"], True))),
     "tool.unknown": F(setup=_unknown_tool_succeeds),
     "diff.close_via_tool": F(on_diff=lambda diff: True),
-    "diff.replace": F(setup=_replace_without_resolving),
+    "diff.same_tab": F(setup=_repeated_tab_replaces),
     "diff.accept": F(on_diff=_write_then_accept),
 }
 

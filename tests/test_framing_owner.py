@@ -14,7 +14,6 @@ import ast
 import os
 from typing import List
 
-import pytest
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ide_protocol")
 
@@ -77,7 +76,5 @@ def test_the_server_decides_no_framing_rule() -> None:
     assert framing_decisions(os.path.join(ROOT, "server")) == []
 
 
-@pytest.mark.xfail(reason="client/ still spells framing tokens (its own work moves them into wire/http11)",
-                   strict=False)
 def test_the_client_decides_no_framing_rule() -> None:
     assert framing_decisions(os.path.join(ROOT, "client")) == []

@@ -266,23 +266,32 @@ def test_close_diff_on_another_connection_while_open_diff_blocks(tmp_path) -> No
     run(main())
 
 
-def test_repeated_tab_name_replaces_the_old_diff(tmp_path) -> None:
+def test_a_repeated_tab_name_opens_a_second_diff_and_close_diff_takes_the_oldest_of_any_session(tmp_path) -> None:
+    """PROTOCOL.md §4, as VS Code: one registry of diffs for every session; a second
+    open_diff with a tab name already open waits beside the first; close_diff (from
+    whichever session) closes the oldest diff of that name."""
     async def main() -> None:
         async with make_server(tmp_path, on_diff=lambda d: None) as server:
-            cli = cli_for(server)
-            await cli.handshake(probes=0)
+            mine, other = cli_for(server), cli_for(server)
+            await mine.handshake(probes=0)
+            await other.handshake(probes=0)
             path = str(tmp_path / "x.txt")
-            first = asyncio.ensure_future(cli.call_tool("open_diff", _diff_args(path, "same", "one")))
+            first = asyncio.ensure_future(mine.call_tool("open_diff", _diff_args(path, "same", "one")))
             await until(lambda: server.stats()["pending_diffs"] == 1, what="first diff")
-            second = asyncio.ensure_future(cli.call_tool("open_diff", _diff_args(path, "same", "two")))
-            old = tool_json(await first)
+            second = asyncio.ensure_future(other.call_tool("open_diff", _diff_args(path, "same", "two")))
+            await until(lambda: server.stats()["pending_diffs"] == 2, what="second diff beside the first")
+            assert not first.done()
+            closed = tool_json(await other.call_tool("close_diff", {"tab_name": "same"}))
+            assert closed["already_closed"] is False
+            old = tool_json(await first)  # the other session's close_diff closed mine: the oldest
             assert old["result"] == "REJECTED" and old["trigger"] == "closed_via_tool"
-            await until(lambda: [d.new_file_contents for d in server.pending_diffs()] == ["two"], what="second diff")
+            assert [d.new_file_contents for d in server.pending_diffs()] == ["two"]
             assert server.resolve_diff("same", accept=True)
             new = tool_json(await second)
             assert new["result"] == "SAVED" and new["trigger"] == "accepted_via_button"
             assert server.stats()["pending_diffs"] == 0
-            cli.close()
+            mine.close()
+            other.close()
     run(main())
 
 

@@ -252,7 +252,7 @@ async def record_session(base: str) -> Tuple[List[Record], List[Step], Dict[str,
             while not diffs:
                 await asyncio.sleep(0.005)
             while not any(r.direction == "S>C" and r.data.startswith(b"HTTP/")
-                          for r in tracer.records[mark[0]:]):
+                          for r in list(tracer.records)[mark[0]:]):
                 await asyncio.sleep(0.005)  # the head is on its way: record it in this step
             step("open_diff head", "")
             diffs[0].accept()

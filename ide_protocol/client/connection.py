@@ -11,20 +11,43 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import itertools
+import socket
 from typing import Any, AsyncIterator, Callable, Deque, List, Optional, Tuple
 
 from ..common import lockfile
 from ..wire import http11, jsonrpc, sse
 from .errors import IdeTimeout, ProtocolViolation, ServerGone
 
-__all__ = ["DEFAULT_TIMEOUT", "DEFAULT_CONNECT_TIMEOUT", "READ_SIZE", "WireHook",
+__all__ = ["DEFAULT_TIMEOUT", "DEFAULT_CONNECT_TIMEOUT", "READ_SIZE", "MAX_MESSAGE_BYTES", "WireHook",
+           "deadline_after", "time_left",
            "open_socket", "ClientConnection", "ClientResponse"]
 
 #: Ordinary requests time out after 60 s in the CLI (PROTOCOL.md §3).
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_CONNECT_TIMEOUT = 5.0
 READ_SIZE = 256 * 1024
+#: The largest body `read_body` collects and the largest SSE event decoded: a response
+#: past it is a `ProtocolViolation`, not a process eating memory (a GET stream itself is
+#: endless, and is never kept: its events are handed out as they come).
+MAX_MESSAGE_BYTES = http11.DEFAULT_MAX_BODY
+#: How much of a body a response keeps as evidence for error messages (`describe`).
+EVIDENCE_BYTES = 4096
+
+
+def deadline_after(timeout: Optional[float]) -> Optional[float]:
+    """The loop time by which a wait of `timeout` seconds must be over (None: never).
+
+    Every wait of the client is bounded by a deadline, not by a timeout per read: a
+    peer that drips one byte a second, or sends a notification every few seconds,
+    cannot keep a request alive past it."""
+    return None if timeout is None else asyncio.get_event_loop().time() + timeout
+
+
+def time_left(deadline: Optional[float]) -> Optional[float]:
+    """Seconds until `deadline` (never negative), None for no deadline."""
+    return None if deadline is None else max(0.0, deadline - asyncio.get_event_loop().time())
 
 
 async def open_socket(path: str, timeout: Optional[float] = DEFAULT_CONNECT_TIMEOUT
@@ -38,11 +61,50 @@ async def open_socket(path: str, timeout: Optional[float] = DEFAULT_CONNECT_TIME
             from ..common import winpipe
 
             return await asyncio.wait_for(winpipe.open_pipe_connection(path), timeout)
-        return await asyncio.wait_for(asyncio.open_unix_connection(path, limit=2 ** 20), timeout)
+        return await asyncio.wait_for(_open_unix(path), timeout)
     except asyncio.TimeoutError:
-        raise IdeTimeout("connecting to %s took longer than %s s" % (path, timeout)) from None
+        raise IdeTimeout("connecting to %s took longer than %s s (%s)" % (
+            path, timeout, "its listen backlog stayed full: the server accepts too slowly" if _backlog_full(path)
+            else "no answer")) from None
     except (OSError, ValueError) as exc:
         raise ServerGone("cannot connect to the IDE socket %s: %s" % (path, exc)) from None
+
+
+async def _open_unix(path: str) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Streams on a Unix socket connected to `path`, waiting while the server's listen
+    backlog is full: there a Unix socket's connect fails at once with EAGAIN (which
+    asyncio's own connect then turns into a puzzling EINVAL) instead of queueing."""
+    family = getattr(socket, "AF_UNIX", None)
+    if family is None:
+        raise OSError(errno.EAFNOSUPPORT, "Unix sockets are not available here")
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        pause = 0.005
+        while True:
+            try:
+                sock.connect(path)
+                break
+            except BlockingIOError:  # the backlog is full: wait for a place
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.1)
+        return await asyncio.open_unix_connection(sock=sock, limit=2 ** 20)
+    except BaseException:
+        sock.close()
+        raise
+
+
+def _backlog_full(path: str) -> bool:
+    """Whether one more connect to `path` would fail for a full listen backlog."""
+    try:
+        with socket.socket(getattr(socket, "AF_UNIX"), socket.SOCK_STREAM) as sock:
+            sock.setblocking(False)
+            sock.connect(path)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 class ClientResponse:
@@ -52,17 +114,25 @@ class ClientResponse:
     body is read on demand: `read_body()`, `iter_data()`, `iter_events()` (SSE) or
     `messages()` (JSON-RPC, whichever the content type). When the body is complete the
     connection is free for the next request (keep-alive, PROTOCOL.md §2).
+
+    Memory is bounded whatever the server sends: `read_body` collects at most
+    `max_message` bytes, one SSE event is at most that large, and the response itself
+    keeps only the first `EVIDENCE_BYTES` of its body (`body`, for error messages).
+    Each `timeout` bounds the whole call, however the bytes trickle in.
     """
 
-    def __init__(self, conn: "ClientConnection", head: http11.Response, method: str) -> None:
+    def __init__(self, conn: "ClientConnection", head: http11.Response, method: str,
+                 max_message: int = MAX_MESSAGE_BYTES) -> None:
         self.conn = conn
         self.status = head.status
         self.reason = head.reason
         self.headers = head.headers
         self.http_version = head.http_version
         self.method = method
+        self.max_message = max_message
         self.complete = False
-        self.body = bytearray()  # everything read so far (kept for evidence)
+        self.body = bytearray()  # the first EVIDENCE_BYTES of the body, for error messages
+        self.body_size = 0       # every byte of the body read so far
         self._decoder: Optional[sse.SSEDecoder] = None
         self._pending_events: Deque[sse.SSEEvent] = collections.deque()
 
@@ -74,18 +144,20 @@ class ClientResponse:
     def is_sse(self) -> bool:
         return self.content_type == "text/event-stream"
 
-    @property
-    def chunked(self) -> bool:
-        return "chunked" in self.headers.tokens("transfer-encoding")
-
     async def next_data(self, timeout: Optional[float] = None) -> Optional[bytes]:
         """The next piece of the body, or None at its end."""
+        return await self._next_data(deadline_after(timeout))
+
+    async def _next_data(self, deadline: Optional[float]) -> Optional[bytes]:
         if self.complete:
             return None
-        event = await self.conn._next_event(timeout, "the body of a %d response to %s" % (self.status, self.method))
+        event = await self.conn._next_event(deadline, "the body of a %d response to %s" % (self.status, self.method))
         if isinstance(event, http11.Data):
-            self.body += event.data
-            return event.data
+            data = event.data
+            if len(self.body) < EVIDENCE_BYTES:
+                self.body += data[:EVIDENCE_BYTES - len(self.body)]
+            self.body_size += len(data)
+            return data
         if isinstance(event, http11.EndOfMessage):
             self.complete = True
             self.conn._response_done(self)
@@ -101,20 +173,41 @@ class ClientResponse:
             yield data
 
     async def read_body(self, timeout: Optional[float] = None) -> bytes:
-        while await self.next_data(timeout) is not None:
-            pass
-        return bytes(self.body)
+        """The rest of the body (at most `max_message` bytes: more is a
+        `ProtocolViolation` and the connection is closed); `timeout` bounds it all."""
+        deadline = deadline_after(timeout)
+        pieces = []
+        size = 0
+        while True:
+            data = await self._next_data(deadline)
+            if data is None:
+                return b"".join(pieces)
+            size += len(data)
+            if size > self.max_message:
+                self.conn.close()
+                raise ProtocolViolation("the %d response to %s has a body larger than %d bytes"
+                                        % (self.status, self.method, self.max_message))
+            pieces.append(data)
 
     async def next_event(self, timeout: Optional[float] = None) -> Optional[sse.SSEEvent]:
-        """The next SSE event of a `text/event-stream` body, or None at its end."""
+        """The next SSE event of a `text/event-stream` body, or None at its end;
+        `timeout` bounds the wait for the whole event."""
+        return await self._next_event(deadline_after(timeout))
+
+    async def _next_event(self, deadline: Optional[float]) -> Optional[sse.SSEEvent]:
         if self._decoder is None:
-            self._decoder = sse.SSEDecoder()
+            self._decoder = sse.SSEDecoder(self.max_message)
         pending = self._pending_events
         while not pending:
-            data = await self.next_data(timeout)
+            data = await self._next_data(deadline)
             if data is None:
                 return None
+            dropped = self._decoder.dropped
             pending.extend(self._decoder.feed(data))
+            if self._decoder.dropped != dropped:
+                self.conn.close()
+                raise ProtocolViolation("an SSE event of the %d response to %s is larger than %d bytes"
+                                        % (self.status, self.method, self.max_message))
         return pending.popleft()
 
     async def iter_events(self, timeout: Optional[float] = None) -> AsyncIterator[sse.SSEEvent]:
@@ -126,36 +219,42 @@ class ClientResponse:
 
     async def next_message(self, timeout: Optional[float] = None) -> Optional[Any]:
         """The next JSON-RPC message carried by the body (one per SSE event, or the
-        whole `application/json` body), or None at its end. Raises ProtocolViolation on
-        a body that is not JSON."""
+        whole `application/json` body), or None at its end; `timeout` bounds the whole
+        wait. Raises ProtocolViolation on a body that is not JSON."""
+        return await self._next_message(deadline_after(timeout))
+
+    async def _next_message(self, deadline: Optional[float]) -> Optional[Any]:
         if self.is_sse:
-            event = await self.next_event(timeout)
+            event = await self._next_event(deadline)
             if event is None:
                 return None
             try:
                 return jsonrpc.loads(event.data)
-            except jsonrpc.JsonRpcError:
-                raise ProtocolViolation("SSE event data is not JSON: %r" % event.data[:200]) from None
+            except jsonrpc.JsonRpcError as exc:
+                raise ProtocolViolation("SSE event data is not JSON (%s): %r" % (exc.message, event.data[:200])) from None
         if self.complete:
             return None
-        body = await self.read_body(timeout)
+        body = await self.read_body(time_left(deadline))
         if not body.strip():
             return None
         try:
             return jsonrpc.loads(body)
-        except jsonrpc.JsonRpcError:
-            raise ProtocolViolation("%d response body is not JSON: %r" % (self.status, body[:200])) from None
+        except jsonrpc.JsonRpcError as exc:
+            raise ProtocolViolation("%d response body is not JSON (%s): %r"
+                                    % (self.status, exc.message, body[:200])) from None
 
     async def messages(self, timeout: Optional[float] = None) -> List[Any]:
-        """Every JSON-RPC message of the body (reads it to the end)."""
+        """Every JSON-RPC message of the body (reads it to the end; `timeout` bounds it all)."""
+        deadline = deadline_after(timeout)
         out: List[Any] = []
         while True:
-            message = await self.next_message(timeout)
+            message = await self._next_message(deadline)
             if message is None:
                 return out
             out.append(message)
 
     def text(self) -> str:
+        """The start of the body (`body`), decoded."""
         return bytes(self.body).decode("utf-8", "replace")
 
     def describe(self) -> str:
@@ -228,11 +327,13 @@ class ClientConnection:
 
         POST bodies go out chunked by default, as the CLI sends them (PROTOCOL.md §2);
         `chunked=False` sends `Content-Length` (other clients do). `timeout` bounds the
-        wait for the response head (None: no limit, e.g. a blocking `open_diff`).
+        whole wait for the response head (None: no limit, e.g. a blocking `open_diff`).
         """
         if self.busy:
             raise RuntimeError("connection #%d is busy with another request" % self.number)
-        data = http11.write_request(method, target, headers, body, chunked=chunked and body is not None)
+        # Kept alive, as the CLI asks on every request (PROTOCOL.md §2): the writer spells it.
+        data = http11.write_request(method, target, headers, body, chunked=chunked and body is not None,
+                                    keep_alive=True)
         self.busy = True
         self.requests += 1
         self._parser.expect(method)
@@ -240,10 +341,12 @@ class ClientConnection:
         return await self.read_response(method, timeout)
 
     async def read_response(self, method: str = "GET", timeout: Optional[float] = DEFAULT_TIMEOUT) -> ClientResponse:
-        """Wait for the next response head (after `send` of a hand-made request)."""
+        """Wait for the next response head (after `send` of a hand-made request);
+        `timeout` bounds the whole wait, however slowly the head arrives."""
         self.busy = True
+        deadline = deadline_after(timeout)
         while True:
-            event = await self._next_event(timeout, "the response to %s" % method)
+            event = await self._next_event(deadline, "the response to %s" % method)
             if isinstance(event, http11.Response):
                 if 100 <= event.status < 200:
                     continue  # interim; its EndOfMessage follows
@@ -254,16 +357,17 @@ class ClientConnection:
                 continue  # the end of an interim response
             raise ProtocolViolation("expected a response head, got %r" % (event,))
 
-    async def _next_event(self, timeout: Optional[float], what: str) -> http11.ParserEvent:
+    async def _next_event(self, deadline: Optional[float], what: str) -> http11.ParserEvent:
+        """The next parser event, read by `deadline` (loop time; None: no limit)."""
         while not self._events:
             if self._eof:
                 raise ServerGone("the IDE server closed connection #%d before %s was complete" % (self.number, what))
             try:
-                data = await asyncio.wait_for(self.reader.read(READ_SIZE), timeout)
+                data = await asyncio.wait_for(self.reader.read(READ_SIZE), time_left(deadline))
             except asyncio.TimeoutError:
                 self.close()
-                raise IdeTimeout("no answer from the IDE server within %s s while waiting for %s (connection #%d)"
-                                 % (timeout, what, self.number)) from None
+                raise IdeTimeout("no complete answer from the IDE server in time while waiting for %s "
+                                 "(connection #%d)" % (what, self.number)) from None
             except (ConnectionError, OSError) as exc:
                 data = b""
                 self._eof = True

@@ -39,7 +39,7 @@ def cli_headers(lock_headers: Dict[str, str], session_id: str, *, accept: Option
                 pid: Optional[int] = None, parent_pid: Optional[int] = None) -> List[Tuple[str, str]]:
     """Request headers in the CLI's order and case (PROTOCOL.md §2; the capture):
     `X-Copilot-Session-Id`, `X-Copilot-PID`, `X-Copilot-Parent-PID`, the lock's headers
-    verbatim, `accept`, `content-type`, `mcp-session-id`, `Host`, `Connection`.
+    verbatim, `accept`, `content-type`, `mcp-session-id`, `Host` (the writer adds `Connection`).
     (`Transfer-Encoding: chunked` is appended by the writer for bodies.)"""
     headers = [("X-Copilot-Session-Id", session_id),
                ("X-Copilot-PID", str(os.getpid() if pid is None else pid)),
@@ -52,8 +52,7 @@ def cli_headers(lock_headers: Dict[str, str], session_id: str, *, accept: Option
     if mcp_session_id is not None:
         headers.append(("mcp-session-id", mcp_session_id))
     headers.append(("Host", "localhost"))
-    headers.append(("Connection", "keep-alive"))
-    return headers
+    return headers  # (`Connection: keep-alive` follows: the writer spells it, `keep_alive=True`)
 
 
 def _parent_pid() -> int:

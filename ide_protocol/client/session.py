@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import uuid
 from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
 
-from ..common import tools
+from ..common import lock_rules, tools
 from ..common.lockfile import LockInfo
 from ..wire import jsonrpc
-from .connection import DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, ClientConnection, ClientResponse, WireHook
+from .connection import (DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, ClientConnection, ClientResponse, WireHook,
+                         deadline_after, time_left)
 from .discovery import discover
 from .errors import ClientError, HttpStatusError, IdeTimeout, ProtocolViolation, ServerGone
 from .identity import (CLIENT_NAME, CLIENT_VERSION, DRAFT_PROTOCOL_VERSION, PROTOCOL_VERSION, STREAM_ACCEPT,
@@ -96,9 +96,12 @@ class IdeClient:
 
     @classmethod
     def from_lock_file(cls, path: str, **kwargs: Any) -> "IdeClient":
-        """A client for the server described by one lock file (validated strictly)."""
-        with open(path, "rb") as f:
-            raw = json.loads(f.read().decode("utf-8-sig"))
+        """A client for the server described by one lock file, read and validated by
+        the CLI's rules (`lock_rules.read_lock`: a regular file of bounded size, never
+        a FIFO or a device; any JSON). Raises `LockFileError` (a `ValueError`)."""
+        raw, problems = lock_rules.read_lock(path, attempts=1)
+        if problems:
+            raise problems[0]
         return cls(LockInfo.from_json(raw, path), **kwargs)
 
     # ----------------------------------------------------------------- connections
@@ -126,16 +129,20 @@ class IdeClient:
                         timeout: Optional[float]) -> ClientResponse:
         """Send on a pooled connection; a pooled one the server closed meanwhile is
         retried once on a fresh connection (it failed before any answer arrived)."""
+        deadline = deadline_after(timeout)
         conn, reused = await self._acquire()
         try:
-            return await conn.request(method, "/mcp", headers, body, timeout=timeout)
+            return await conn.request(method, "/mcp", headers, body, timeout=time_left(deadline))
         except ServerGone:
             conn.close()
             if not reused:
                 raise
+        except BaseException:
+            conn.close()  # (cancelled, timed out: its state is unknown)
+            raise
         conn, _ = await self._acquire()
         try:
-            return await conn.request(method, "/mcp", headers, body, timeout=timeout)
+            return await conn.request(method, "/mcp", headers, body, timeout=time_left(deadline))
         except BaseException:
             conn.close()
             raise
@@ -160,19 +167,21 @@ class IdeClient:
         timeout = self.timeout if timeout is None else timeout
         return await self._exchange("POST", self.headers("POST", with_session), jsonrpc.dumps(message), timeout)
 
-    async def _await_answer(self, response: ClientResponse, request_id: Any, timeout: Optional[float]) -> Any:
-        """Read a POST's body up to the answer to `request_id`; notifications that come
-        on the way are delivered as pushes. Returns the whole response object."""
+    async def _await_answer(self, response: ClientResponse, request_id: Any, deadline: Optional[float]) -> Any:
+        """Read a POST's body up to the answer to `request_id` by `deadline` (loop
+        time; notifications on the way do not extend it); they are delivered as
+        pushes. Returns the whole response object."""
         answer = None
         try:
             while True:
-                message = await response.next_message(timeout)
+                message = await response.next_message(time_left(deadline))
                 if message is None:
                     break
                 if jsonrpc.answers(message, request_id):
                     answer = message
                     # The answer is in; the end of the body must follow promptly.
-                    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+                    if deadline is None:
+                        deadline = deadline_after(DEFAULT_TIMEOUT)
                 elif isinstance(message, dict) and "method" in message and "id" not in message:
                     self._feed.deliver(message)
             return answer
@@ -192,19 +201,20 @@ class IdeClient:
             timeout = self.timeout
         request_id = next(self._ids)
         message = jsonrpc.request(request_id, method, params)
+        deadline = deadline_after(timeout)  # the whole request: head, body, answer
         try:
             response = await self._exchange("POST", self.headers("POST", with_session), jsonrpc.dumps(message),
-                                            timeout)
+                                            time_left(deadline))
             if response.status != 200:
-                body = await self._drain(response)
+                body = await self._drain(response, time_left(deadline))
                 error = _json_error(body)
                 if error is not None:
                     raise error
                 raise HttpStatusError(response.status, response.reason, response.headers, body, method)
-            answer = await self._await_answer(response, request_id, timeout)
-        except IdeTimeout:
+            answer = await self._await_answer(response, request_id, deadline)
+        except IdeTimeout as exc:
             await self._cancel_quietly(request_id, "timed out after %s s" % timeout)
-            raise
+            raise IdeTimeout("%s got no complete answer within %s s: %s" % (method, timeout, exc)) from None
         if answer is None:
             raise ProtocolViolation("the %d response to %s (id %r) carried no answer: %r"
                                     % (response.status, method, request_id, bytes(response.body)[:300]))
@@ -212,9 +222,9 @@ class IdeClient:
             raise jsonrpc.JsonRpcError.from_dict(answer["error"])
         return answer.get("result")
 
-    async def _drain(self, response: ClientResponse) -> bytes:
+    async def _drain(self, response: ClientResponse, timeout: Optional[float] = -1.0) -> bytes:
         try:
-            return await response.read_body(self.timeout)
+            return await response.read_body(self.timeout if timeout is not None and timeout < 0 else timeout)
         finally:
             if response.complete:
                 self._release(response.conn)
@@ -265,21 +275,27 @@ class IdeClient:
         message = jsonrpc.request(init_id, "initialize", {
             "protocolVersion": self.protocol_version, "capabilities": {},
             "clientInfo": {"name": self.client_name, "version": self.client_version}})
-        response = await self.post(message, with_session=False)
+        deadline = deadline_after(self.timeout)  # the whole request: head, body, answer
+        response = await self.post(message, with_session=False, timeout=time_left(deadline))
         if response.status != 200:
-            body = await self._drain(response)
+            body = await self._drain(response, time_left(deadline))
             raise HttpStatusError(response.status, response.reason, response.headers, body, "initialize")
         session_id = response.headers.get("mcp-session-id")
-        answer = await self._await_answer(response, init_id, self.timeout)
+        answer = await self._await_answer(response, init_id, deadline)
         if answer is None or "error" in answer:
             if answer is not None:
                 raise jsonrpc.JsonRpcError.from_dict(answer["error"])
             raise ProtocolViolation("initialize answered without a result")
         if not session_id:
             raise ProtocolViolation("initialize answered without an mcp-session-id header (PROTOCOL.md §3)")
+        result = answer.get("result")
+        if not isinstance(result, dict):
+            raise ProtocolViolation("initialize answered with a result that is not an object: %s"
+                                    % _json_type_name(result))
         self.session_id = session_id
-        self.initialize_result = answer.get("result") or {}
-        self.server_info = self.initialize_result.get("serverInfo") or {}
+        self.initialize_result = result
+        info = result.get("serverInfo")
+        self.server_info = info if isinstance(info, dict) else {}
         await self.notify("notifications/initialized")
         if follow_stream:
             await self.open_stream()
@@ -340,7 +356,10 @@ class IdeClient:
 
     async def list_tools(self) -> List[Dict[str, Any]]:
         result = await self.request("tools/list", {"_meta": {"progressToken": next(self._progress)}})
-        self.tools = list(result.get("tools") or []) if isinstance(result, dict) else []
+        listed = result.get("tools") if isinstance(result, dict) else None
+        # Only tools shaped as the spec says (objects) are kept: a server's junk is not
+        # handed on to code that reads `tool["name"]`.
+        self.tools = [tool for tool in listed if isinstance(tool, dict)] if isinstance(listed, list) else []
         return self.tools
 
     async def call_tool(self, name: str, arguments: Optional[Dict[str, Any]] = None, *,
@@ -421,11 +440,16 @@ class IdeClient:
         await self.close()
 
 
+def _json_type_name(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+            type(None): "null"}.get(type(value), "a number")
+
+
 def _json_error(body: bytes) -> Optional[jsonrpc.JsonRpcError]:
     """A JSON-RPC error carried by a non-200 body (e.g. `404` + `-32001`), if any."""
     try:
-        obj = json.loads(body.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
+        obj = jsonrpc.loads(body)
+    except jsonrpc.JsonRpcError:
         return None
     if isinstance(obj, dict) and isinstance(obj.get("error"), dict):
         return jsonrpc.JsonRpcError.from_dict(obj["error"])

@@ -18,7 +18,6 @@ Plain JSON values in, verdicts out: the `LockInfo` record built on top lives in
 from __future__ import annotations
 
 import errno
-import json
 import math
 import os
 import posixpath
@@ -27,8 +26,10 @@ import stat
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
+from ..wire import json_text
+
 __all__ = [
-    "LockFileError", "LOCK_SUFFIX", "lock_names", "parse_lock_bytes", "schema_problems", "read_lock",
+    "LockFileError", "LOCK_SUFFIX", "lock_names", "parse_lock_bytes", "schema_problems", "read_regular_file", "read_lock", "read_locks",
     "pid_running", "is_pipe_path", "ACCEPTS", "REFUSED", "UNKNOWN", "connect_once", "probe_socket",
     "probe_lock_socket", "lexical", "same_folder", "lists_folder", "auto_connect_choice",
 ]
@@ -46,7 +47,7 @@ FRESH_PROBE_INTERVAL_SECONDS = 0.1
 FRESH_LOCK_MS = 2000
 #: A lock is a few hundred bytes. The CLI has no limit; we read at most this much of a
 #: file in a shared directory and report a larger one instead of judging it.
-MAX_LOCK_BYTES = 16 * 1024 * 1024
+MAX_LOCK_BYTES = 1024 * 1024
 
 #: Why the CLI skips a lock: the ``code`` of a `LockFileError`.
 INVALID_JSON, SCHEMA, PID_NOT_RUNNING, SOCKET_UNREACHABLE = (
@@ -101,15 +102,15 @@ def parse_lock_bytes(data: bytes, path: Optional[str] = None) -> Any:
     ``JSON.parse`` (PROTOCOL.md §1).
 
     Undecodable bytes become U+FFFD instead of an error; a leading byte-order mark is
-    kept, so the parse fails on it; ``NaN``/``Infinity`` are not JSON. Raises
+    kept, so the parse fails on it; ``NaN``/``Infinity`` are not JSON; JSON of any
+    depth is judged, never raised (`json_text.loads`: too deep is not a lock). Raises
     `LockFileError` with code ``invalid-json``."""
-    text = data.decode("utf-8", "replace")
-    if text.startswith("\ufeff"):
+    if data.startswith(b"\xef\xbb\xbf"):
         raise LockFileError("the file starts with a UTF-8 byte-order mark, which the CLI's JSON.parse rejects",
                             path, code=INVALID_JSON)
     try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except ValueError as exc:
+        return json_text.loads(data, errors="replace")
+    except json_text.JsonTextError as exc:
         raise LockFileError("not valid JSON: %s" % exc, path, code=INVALID_JSON) from None
 
 
@@ -143,7 +144,7 @@ def _is_number(value: Any) -> bool:
 
 #: The lock's fields in the order of the CLI's schema, each with what it wants
 #: (PROTOCOL.md §1, "Validation"). ``isTrusted`` is optional and checked after these.
-SCHEMA: Tuple[Tuple[str, str], ...] = (
+SCHEMA_FIELDS: Tuple[Tuple[str, str], ...] = (
     ("socketPath", "a string"),
     ("scheme", "a string"),
     ("headers", "an object whose values are all strings"),
@@ -169,7 +170,7 @@ def schema_problems(raw: Any, path: Optional[str] = None) -> List[LockFileError]
     def problem(key: str, message: str) -> None:
         problems.append(LockFileError(message, path, key))
 
-    for key, wants in SCHEMA:
+    for key, wants in SCHEMA_FIELDS:
         if key not in raw:
             problem(key, 'field "%s" is missing; the CLI wants %s' % (key, wants))
             continue
@@ -200,7 +201,7 @@ def schema_problems(raw: Any, path: Optional[str] = None) -> List[LockFileError]
 # ----------------------------------------------------------------------- reading
 
 
-def _read_regular_file(path: str) -> bytes:
+def read_regular_file(path: str) -> bytes:
     """At most ``MAX_LOCK_BYTES + 1`` bytes of a regular file. Opened without blocking
     and checked before reading, so that a FIFO or a device named ``*.lock`` (which
     would hang a plain read, the CLI's included) is reported instead of waited for."""
@@ -226,6 +227,47 @@ def _read_regular_file(path: str) -> bytes:
         os.close(fd)
 
 
+def _read_once(path: str) -> Tuple[Any, List[LockFileError], bool]:
+    """One read of a lock: ``(decoded value or None, problems, worth another try)``."""
+    try:
+        data = read_regular_file(path)
+    except OSError as exc:
+        return None, [LockFileError("cannot be read: %s" % (exc.strerror or exc), path, code=INVALID_JSON)], True
+    if len(data) > MAX_LOCK_BYTES:
+        return None, [LockFileError("larger than %d bytes: not a lock file" % MAX_LOCK_BYTES, path,
+                                    code=INVALID_JSON)], False
+    try:
+        raw = parse_lock_bytes(data, path)
+    except LockFileError as exc:
+        return None, [exc], True
+    problems = schema_problems(raw, path)
+    return raw, problems, bool(problems)
+
+
+def read_locks(paths: Sequence[str], attempts: int = READ_ATTEMPTS, sleep: Callable[[float], Any] = time.sleep
+               ) -> List[Tuple[Optional[Dict[str, Any]], List[LockFileError]]]:
+    """`read_lock` for many files, the retries shared: every file is read once, then
+    the ones that failed are read again together after 100 ms, and so on. A folder
+    holding any number of junk files costs two pauses in all, not two per file, so a
+    scan is bounded as a whole (each read is bounded by `MAX_LOCK_BYTES` and never
+    blocks)."""
+    results: List[Tuple[Any, List[LockFileError]]] = [(None, []) for _ in paths]
+    pending = list(range(len(paths)))
+    for attempt in range(max(1, attempts)):
+        if not pending:
+            break
+        if attempt:
+            sleep(READ_RETRY_SECONDS)
+        again = []
+        for index in pending:
+            raw, problems, retry = _read_once(paths[index])
+            results[index] = (raw, problems)
+            if problems and retry:
+                again.append(index)
+        pending = again
+    return [(raw if isinstance(raw, dict) else None, problems) for raw, problems in results]
+
+
 def read_lock(path: str, attempts: int = READ_ATTEMPTS,
               sleep: Callable[[float], Any] = time.sleep) -> Tuple[Optional[Dict[str, Any]], List[LockFileError]]:
     """Read, parse and validate one lock as the CLI does: ``(content, [])`` when it
@@ -234,29 +276,7 @@ def read_lock(path: str, attempts: int = READ_ATTEMPTS,
     PROTOCOL.md §1: a file that cannot be read, parsed or validated is tried again,
     three times in all, 100 ms apart, so a lock caught half written is not skipped.
     ``attempts=1`` reads once (for a writer's own locks, which are never half written)."""
-    problems: List[LockFileError] = []
-    raw: Any = None
-    for attempt in range(max(1, attempts)):
-        if attempt:
-            sleep(READ_RETRY_SECONDS)
-        raw = None
-        try:
-            data = _read_regular_file(path)
-        except OSError as exc:
-            problems = [LockFileError("cannot be read: %s" % (exc.strerror or exc), path, code=INVALID_JSON)]
-            continue
-        if len(data) > MAX_LOCK_BYTES:
-            return None, [LockFileError("larger than %d bytes: not a lock file" % MAX_LOCK_BYTES, path,
-                                        code=INVALID_JSON)]
-        try:
-            raw = parse_lock_bytes(data, path)
-        except LockFileError as exc:
-            problems = [exc]
-            continue
-        problems = schema_problems(raw, path)
-        if not problems:
-            return raw, []
-    return (raw if isinstance(raw, dict) else None), problems
+    return read_locks([path], attempts, sleep)[0]
 
 
 # ---------------------------------------------------------------------- liveness

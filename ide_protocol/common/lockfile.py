@@ -323,14 +323,6 @@ def _lock_paths(directory: str) -> List[str]:
     return paths
 
 
-def _read(path: str, attempts: int = lock_rules.READ_ATTEMPTS) -> Union[LockInfo, LockFileError]:
-    """One lock read and validated as the CLI does (:func:`.lock_rules.read_lock`)."""
-    raw, problems = lock_rules.read_lock(path, attempts)
-    if problems:
-        return problems[0]
-    return LockInfo.from_json(raw, path=path)
-
-
 def read_locks(directory: Optional[str] = None) -> List[Tuple[str, Union[LockInfo, LockFileError]]]:
     """Every ``*.lock`` file in the lock directory, read and validated as the CLI does.
 
@@ -342,7 +334,9 @@ def read_locks(directory: Optional[str] = None) -> List[Tuple[str, Union[LockInf
     """
     if directory is None:
         directory = lock_dir()
-    return [(path, _read(path)) for path in _lock_paths(directory)]
+    paths = _lock_paths(directory)
+    return [(path, problems[0] if problems else LockInfo.from_json(raw, path=path))
+            for path, (raw, problems) in zip(paths, lock_rules.read_locks(paths))]
 
 
 def scan_locks(directory: Optional[str], cwd: str,

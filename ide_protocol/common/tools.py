@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..wire import json_text
 from .paths import path_to_uri
 
 # ------------------------------------------------------------------ definitions §4
@@ -235,14 +236,14 @@ def parse_text_result(result: Any) -> Any:
     """Client side: the JSON inside a tool result's first text block (or the raw text).
     Raises ToolError for an `isError` result."""
     if not isinstance(result, dict) or not isinstance(result.get("content"), list):
-        raise ToolError("malformed tool result: %r" % (result,))
+        raise ToolError("malformed tool result: %s" % repr(result)[:300])
     texts = [c.get("text") for c in result["content"] if isinstance(c, dict) and c.get("type") == "text"]
     text = texts[0] if texts else None
     if result.get("isError"):
-        raise ToolError(text or "tool failed")
+        raise ToolError(text if isinstance(text, str) and text else "tool failed")
     if not isinstance(text, str):
         return None
     try:
-        return json.loads(text)
-    except ValueError:
+        return json_text.loads(text)
+    except json_text.JsonTextError:
         return text

@@ -114,9 +114,11 @@ async def _run(args: argparse.Namespace) -> int:
                 _emit(args, tool_list, "")
             else:
                 for tool in tool_list:
-                    props = (tool.get("inputSchema") or {}).get("properties") or {}
-                    print("%-20s %s" % (tool.get("name"), ", ".join(props) or "-"))
-                    print("    %s" % tool.get("description"))
+                    schema = tool.get("inputSchema")
+                    props = schema.get("properties") if isinstance(schema, dict) else None
+                    names = ", ".join(str(p) for p in props) if isinstance(props, dict) else ""
+                    print(safe_text("%-20s %s" % (tool.get("name"), names or "-")))
+                    print(safe_text("    %s" % (tool.get("description"),)))
             return 0
         if args.action == "call":
             try:

@@ -40,6 +40,7 @@ import json
 import os
 import signal
 import sys
+import time
 from typing import List, Optional, Sequence
 
 from ..common.terminal_text import safe_text
@@ -106,15 +107,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The longest the "already served" scan probes other IDEs' sockets, whatever the lock
+#: folder holds (the reads themselves are bounded by `lock_rules.read_locks`).
+FOLDER_SCAN_SECONDS = 5.0
+
+
 def warn_if_folder_served(folder: str, own_lock: Optional[str]) -> None:
     """Warn on stderr when another live IDE (pid alive, socket accepting) already has a
     lock listing this folder: the CLI auto-connects to only one of them, the first lock
     that lists its folder (PROTOCOL.md §1), so a second server for a folder is easily
-    not the one the user talks to."""
+    not the one the user talks to.
+
+    Blocking (file reads, socket probes): `run` calls it in a worker thread, never on
+    the loop that answers the CLI; bounded as a whole by `FOLDER_SCAN_SECONDS`."""
     if not own_lock:
         return
+    deadline = time.monotonic() + FOLDER_SCAN_SECONDS
     cwd = os.path.realpath(folder)  # the CLI's physical working folder
     for path, info in lockfile.read_locks(os.path.dirname(own_lock)):
+        if time.monotonic() > deadline:
+            return
         if path == own_lock or not isinstance(info, lockfile.LockInfo):
             continue
         # The CLI's own rules (common.lock_rules), cheapest first: folder, pid, probe.
@@ -137,6 +149,7 @@ async def run(args: argparse.Namespace, out: Output) -> int:
     installed = install_signals(loop, stop)
     stdin = StdinReader(loop)
     reader_task: Optional["asyncio.Future[None]"] = None
+    scan: Optional["asyncio.Future[None]"] = None
     try:
         try:
             await ide.server.start()
@@ -144,7 +157,8 @@ async def run(args: argparse.Namespace, out: Output) -> int:
             print("%s: cannot start: %s" % (PROG, exc), file=sys.stderr, flush=True)
             return 1
         out.line("serving %s on %s, lock %s" % (ide.folder, ide.server.socket_path, ide.server.lock_path))
-        warn_if_folder_served(ide.folder, ide.server.lock_path)
+        # Off the loop: a lock folder full of junk must not delay the CLI's first call.
+        scan = loop.run_in_executor(None, warn_if_folder_served, ide.folder, ide.server.lock_path)
         out.line("IDE %s%s; diffs: %s. Type `help` for commands." % (
             json.dumps(args.name, ensure_ascii=False), ", trusted" if args.trusted else "",
             "auto-accept" if args.auto_accept else "auto-reject" if args.auto_reject else "ask"))
@@ -157,6 +171,8 @@ async def run(args: argparse.Namespace, out: Output) -> int:
             await asyncio.gather(reader_task, return_exceptions=True)
         stdin.close()
         await ide.server.stop()
+        if scan is not None:  # bounded (FOLDER_SCAN_SECONDS): its warning is not lost
+            await asyncio.gather(scan, return_exceptions=True)
         remove_signals(loop, installed)
     out.line("stopped (lock file and socket removed)")
     return 0

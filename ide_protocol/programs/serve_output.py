@@ -44,6 +44,17 @@ class _Dropped:
                 % (self.count, "" if self.count == 1 else "s")).encode("ascii")
 
 
+def _cut(line: bytes, limit: int) -> bytes:
+    """The start of a line too long for a buffer of `limit` bytes, cut at a character
+    boundary, with a note saying so (fits in `limit`)."""
+    note = ("… [serve: this line of %d bytes was cut: longer than the output buffer of %d bytes]\n"
+            % (len(line), limit)).encode("utf-8")
+    end = max(0, limit // 2 - len(note))
+    while 0 < end < len(line) and line[end] & 0xC0 == 0x80:  # not inside a UTF-8 sequence
+        end -= 1
+    return line[:end] + note
+
+
 class BoundedWriter:
     """Bytes to a file descriptor from any thread without ever blocking the caller.
 
@@ -68,6 +79,8 @@ class BoundedWriter:
         self._thread.start()
 
     def write(self, data: bytes) -> bool:
+        if len(data) > self.limit:
+            data = _cut(data, self.limit)  # one line past the whole buffer: its start, and why
         with self._cond:
             if self.broken:
                 return False

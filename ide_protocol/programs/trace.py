@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import itertools
 import json
 import os
@@ -47,9 +48,10 @@ import signal
 import sys
 import tempfile
 import time
-from typing import Any, Callable, IO, List, Optional, Tuple
+from typing import Any, Callable, Deque, IO, List, Optional, Tuple
 
-from ..wire import http11, sse
+from ..wire import http11, json_text, sse
+from ..wire.http11 import rules as http_rules
 from ..common import lockfile
 from ..client import ClientError, discover, open_socket
 from ..common.lockfile import LockInfo
@@ -60,6 +62,12 @@ from .progname import program_name
 
 READ_SIZE = 256 * 1024
 DEFAULT_SHOW = 2000  # characters of one JSON body or event shown on the terminal
+#: The bytes of `Tracer.records` kept in memory (the newest; older ones are dropped and
+#: counted): a flood through the tracer must not grow it. `--out` writes every byte.
+KEEP_RECORD_BYTES = 16 * 1024 * 1024
+#: The largest body or SSE event decoded for display; a larger one is forwarded
+#: unchanged and reported by its size only.
+MAX_SHOWN_MESSAGE = 4 * 1024 * 1024
 CAPTURE_HEADER = ("# raw bytes logged by `python3 -m ide_protocol trace` (ide_protocol.trace). "
                   "C>S = CLI to server, S>C = server to CLI; \\r \\n shown literally.")
 _BLOCK = re.compile(r"--- (\S+) #(\d+) (C>S|S>C) (\d+) bytes\Z")
@@ -156,9 +164,9 @@ def _short(text: str, limit: int) -> str:
 
 def _json_text(data: bytes, limit: int) -> str:
     try:
-        obj = json.loads(data.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return _short(repr(data), limit)
+        obj = json_text.loads(data)
+    except json_text.JsonTextError:
+        return _short(repr(data[:limit + 1]), limit)
     return _short(json.dumps(obj, ensure_ascii=False), limit)
 
 
@@ -169,18 +177,26 @@ class _Side:
         self.view = view
         self.direction = direction
         self.parser: Any = http11.RequestParser(max_body=None) if direction == "C>S" else http11.ResponseParser()
-        self.body = bytearray()
+        self.body = bytearray()  # at most MAX_SHOWN_MESSAGE bytes of the current body
+        self.body_size = 0
         self.decoder: Optional[sse.SSEDecoder] = None
         self.chunked = False
         self.dead = False
         self.events = 0
 
     def feed(self, data: bytes, eof: bool = False) -> None:
+        """Show a copy of the bytes; never raises (the display must not stop the
+        forwarding: what it cannot show it says so, once)."""
         if self.dead:
             return
-        events = self.parser.feed_eof() if eof else self.parser.feed(data)
-        for event in events:
-            self._event(event)
+        try:
+            events = self.parser.feed_eof() if eof else self.parser.feed(data)
+            for event in events:
+                self._event(event)
+        except Exception as exc:
+            self.dead = True
+            self.view.line(self.direction, "(cannot display this connection any more: %s: %s; bytes still "
+                                           "forwarded unchanged)" % (type(exc).__name__, str(exc)[:200]))
 
     def _event(self, event: Any) -> None:
         v = self.view
@@ -193,24 +209,34 @@ class _Side:
             v.emit(self.direction, "HTTP/%s %d %s" % (event.http_version, event.status, event.reason), event.headers)
             self._begin(event.headers)
             if "text/event-stream" in (event.headers.get("content-type") or ""):
-                self.decoder = sse.SSEDecoder()
+                self.decoder = sse.SSEDecoder(MAX_SHOWN_MESSAGE)
         elif isinstance(event, http11.Data):
             if self.decoder is not None:
+                dropped = self.decoder.dropped
                 for sse_event in self.decoder.feed(event.data):
                     self.events += 1
                     v.line(self.direction, "event %s: %s" % (sse_event.event, _json_text(
                         sse_event.data.encode("utf-8"), v.tracer.show)))
+                if self.decoder.dropped != dropped:
+                    self.events += self.decoder.dropped - dropped
+                    v.line(self.direction, "event larger than %d bytes: forwarded, not shown" % MAX_SHOWN_MESSAGE)
             else:
-                self.body += event.data
+                self.body_size += len(event.data)
+                if len(self.body) < MAX_SHOWN_MESSAGE:
+                    self.body += event.data[:MAX_SHOWN_MESSAGE - len(self.body)]
         elif isinstance(event, http11.EndOfMessage):
             if self.decoder is not None:
                 v.line(self.direction, "end of stream (%d event%s)" % (self.events, "" if self.events == 1 else "s")
                        if self.chunked else "end of body")
+            elif self.body_size > len(self.body):
+                v.line(self.direction, "body (%s, %d bytes): larger than %d bytes, forwarded, not shown"
+                       % ("chunked" if self.chunked else "length", self.body_size, MAX_SHOWN_MESSAGE))
             elif self.body:
                 v.line(self.direction, "body (%s, %d bytes): %s" % ("chunked" if self.chunked else "length",
                                                                    len(self.body),
                                                                    _json_text(bytes(self.body), v.tracer.show)))
             self.body = bytearray()
+            self.body_size = 0
             self.decoder = None
             self.events = 0
         elif isinstance(event, http11.ParseError):
@@ -219,9 +245,13 @@ class _Side:
 
     def _begin(self, headers: http11.Headers) -> None:
         self.body = bytearray()
+        self.body_size = 0
         self.decoder = None
         self.events = 0
-        self.chunked = "chunked" in headers.tokens("transfer-encoding")
+        try:  # (the framing rule is wire.http11's; the parser has already applied it)
+            self.chunked = http_rules.body_framing(headers) is http_rules.CHUNKED
+        except http_rules.Refusal:
+            self.chunked = False
 
 
 class ConnectionView:
@@ -262,7 +292,12 @@ class Tracer:
         self.show = show
         self.socket_dir = socket_dir
         self.on_record = on_record
-        self.records: List[Record] = []
+        #: The newest records, at most KEEP_RECORD_BYTES of data; `dropped_records` and
+        #: `dropped_bytes` count the older ones let go.
+        self.records: Deque[Record] = collections.deque()
+        self.kept_bytes = 0
+        self.dropped_records = 0
+        self.dropped_bytes = 0
         self.lock_path: Optional[str] = None
         self.socket_path: Optional[str] = None
         self.started_at = time.time()
@@ -290,6 +325,12 @@ class Tracer:
     def _record(self, conn: int, direction: str, data: bytes) -> None:
         record = Record(conn, direction, time.time(), data)
         self.records.append(record)
+        self.kept_bytes += len(data)
+        while self.kept_bytes > KEEP_RECORD_BYTES and len(self.records) > 1:
+            old = self.records.popleft()
+            self.kept_bytes -= len(old.data)
+            self.dropped_records += 1
+            self.dropped_bytes += len(old.data)
         if self._capture is not None:
             self._capture.write(format_block(record))
             self._capture.flush()
@@ -385,11 +426,15 @@ class Tracer:
             view.line("---", "connected")
             up = asyncio.ensure_future(self._pump(number, creader, swriter, "C>S", view.request))
             down = asyncio.ensure_future(self._pump(number, sreader, cwriter, "S>C", view.response))
+            reasons: List[str] = []
             try:
                 done, _ = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
-                if up in done:
+                first = up if up in done else down
+                reasons.append(_outcome(first))
+                if first is up:
                     # The CLI finished sending (or closed): let the server's answer finish.
-                    await down
+                    await asyncio.gather(down, return_exceptions=True)
+                    reasons.append(_outcome(down))
                 else:
                     up.cancel()
                     await asyncio.gather(up, return_exceptions=True)
@@ -399,7 +444,7 @@ class Tracer:
                         t.cancel()
                 await asyncio.gather(up, down, return_exceptions=True)
                 _close(swriter)
-            view.line("---", "closed")
+            view.line("---", "closed: %s" % "; then ".join(r for r in reasons if r))
         finally:
             _close(cwriter)
             if task is not None and task in self._tasks:
@@ -409,13 +454,16 @@ class Tracer:
                     self._writers.remove(w)
 
     async def _pump(self, number: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    direction: str, side: _Side) -> None:
-        """Copy bytes one way, unchanged; record and show a copy."""
+                    direction: str, side: _Side) -> str:
+        """Copy bytes one way, unchanged; record and show a copy. Returns why it
+        stopped, for the connection's "closed" line."""
+        sender, receiver = ("the CLI", "the server") if direction == "C>S" else ("the server", "the CLI")
         while True:
             try:
                 data = await reader.read(READ_SIZE)
-            except (ConnectionError, OSError):
-                data = b""
+            except (ConnectionError, OSError) as exc:
+                side.feed(b"", eof=True)
+                return "reading from %s failed (%s)" % (sender, exc)
             if not data:
                 side.feed(b"", eof=True)
                 try:
@@ -425,14 +473,24 @@ class Tracer:
                         writer.close()  # a named pipe has no half-close: the end is a close
                 except (OSError, RuntimeError):
                     pass
-                return
+                return "%s closed its side" % sender
             self._record(number, direction, data)
             try:
                 writer.write(data)
                 await writer.drain()
-            except (ConnectionError, OSError, RuntimeError):
-                return
+            except (ConnectionError, OSError, RuntimeError) as exc:
+                return "%s stopped taking bytes (%s)" % (receiver, exc)
             side.feed(data)
+
+
+def _outcome(task: "asyncio.Future[str]") -> str:
+    """Why a pump ended: its own words, or the error that ended it."""
+    if task.cancelled():
+        return ""
+    exc = task.exception()
+    if exc is not None:
+        return "the tracer failed: %s: %s" % (type(exc).__name__, exc)
+    return task.result()
 
 
 def _close(writer: asyncio.StreamWriter) -> None:

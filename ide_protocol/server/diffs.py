@@ -214,38 +214,37 @@ class DiffRequest:
 
 
 class PendingDiffs:
-    """The diffs waiting for the user, by tab name (PROTOCOL.md §4: a repeated tab name
-    replaces the diff before it). A diff leaves when it is answered, by whatever
-    answers it: the user, `close_diff`, a replacing `open_diff`, the end of its session,
-    the server's stop (after `close()`, no new diff is shown). `on_closed(diff, answer)`
-    hears of every answer."""
+    """The diffs waiting for the user, of every session, oldest first (PROTOCOL.md §4,
+    as VS Code: a repeated tab name opens a second diff beside the first, and a tab
+    name finds the oldest diff of that name, whichever session opened it). A diff
+    leaves when it is answered, by whatever answers it: the user, `close_diff`, the end
+    of its session, the server's stop (after `close()`, no new diff is shown).
+    `on_closed(diff, answer)` hears of every answer."""
 
     def __init__(self, on_closed: Optional[Callable[[DiffRequest, Dict[str, Any]], None]] = None) -> None:
-        self._by_tab: Dict[str, DiffRequest] = {}
+        self._pending: Dict[int, DiffRequest] = {}  # keyed by the diff itself: names may repeat
         self._on_closed = on_closed
         self.open = True
 
     def __len__(self) -> int:
-        return len(self._by_tab)
+        return len(self._pending)
 
     def get(self, tab_name: str) -> Optional[DiffRequest]:
-        return self._by_tab.get(tab_name)
+        """The oldest pending diff with this tab name."""
+        return next((diff for diff in self._pending.values() if diff.tab_name == tab_name), None)
 
     def pending(self) -> List[DiffRequest]:
         """The diffs waiting, oldest first."""
-        return list(self._by_tab.values())
+        return list(self._pending.values())
 
     def add(self, diff: DiffRequest) -> None:
-        """Show `diff`: one still pending under its tab name is closed first (§4)."""
-        old = self._by_tab.get(diff.tab_name)
-        if old is not None:
-            self.resolve(old, False, tools.CLOSED_VIA_TOOL)
-        self._by_tab[diff.tab_name] = diff
+        """Show `diff` (beside any other of the same tab name, §4)."""
+        self._pending[id(diff)] = diff
 
     def forget(self, diff: DiffRequest) -> None:
         """Drop an answered diff (it is normally dropped when answered)."""
-        if self._by_tab.get(diff.tab_name) is diff and diff.done:
-            del self._by_tab[diff.tab_name]
+        if diff.done:
+            self._pending.pop(id(diff), None)
 
     def resolve(self, diff: DiffRequest, saved: bool, trigger: str) -> bool:
         """Answer `diff` (SAVED when `saved`); False when it was answered already."""
@@ -253,15 +252,14 @@ class PendingDiffs:
             return False
         answer = tools.diff_answer(saved, trigger, diff.tab_name, diff.original_file_path)
         diff.future.set_result(answer)
-        if self._by_tab.get(diff.tab_name) is diff:
-            del self._by_tab[diff.tab_name]
+        self._pending.pop(id(diff), None)
         if self._on_closed is not None:
             self._on_closed(diff, answer)
         return True
 
     def resolve_all(self, trigger: str, session_id: Optional[str] = None) -> None:
         """Reject every pending diff (only those of one session when `session_id`)."""
-        for diff in [d for d in self._by_tab.values() if session_id is None or d.session_id == session_id]:
+        for diff in [d for d in self._pending.values() if session_id is None or d.session_id == session_id]:
             self.resolve(diff, False, trigger)
 
     def close(self) -> None:

@@ -300,6 +300,8 @@ class McpApp:
         if context.session is None or not isinstance(params, dict):
             return
         request_id = params.get("requestId")
+        if isinstance(request_id, (list, dict)):
+            return  # no request has such an id (and it cannot be looked up)
         running = context.session.running.get(request_id)
         if running is not None and not running.done():
             log.info("request %r cancelled by the client: %s", request_id, params.get("reason"))

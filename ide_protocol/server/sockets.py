@@ -34,6 +34,13 @@ def check_sun_path(path: str) -> None:
                          "socket; choose a shorter socket directory" % (path, size, SUN_PATH_MAX))
 
 
+#: Connections the kernel holds for us before we accept them. asyncio's default (100)
+#: is soon reached when many clients connect at once, and a Unix socket's client then
+#: fails at once (EAGAIN; Node's and asyncio's clients report it as an error) instead
+#: of waiting its turn. The kernel caps it (Linux: net.core.somaxconn).
+LISTEN_BACKLOG = 4096
+
+
 def bind_unix(directory: Optional[str] = None) -> Tuple[socket.socket, str, str]:
     """A listening, non-blocking Unix socket on `<fresh 0700 dir>/mcp.sock`, socket mode
     0600 (PROTOCOL.md §1); returns (socket, socket directory, socket path). The
@@ -50,7 +57,7 @@ def bind_unix(directory: Optional[str] = None) -> Tuple[socket.socket, str, str]
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # type: ignore[attr-defined]
         sock.bind(path)
         os.chmod(path, 0o600)
-        sock.listen(100)
+        sock.listen(LISTEN_BACKLOG)
         sock.setblocking(False)
     except BaseException:
         if sock is not None:
@@ -67,7 +74,7 @@ async def listen_unix(protocol_factory: Callable[[], asyncio.BaseProtocol],
     its own.)"""
     sock, sock_dir, path = bind_unix(directory)
     try:
-        server = await asyncio.get_event_loop().create_unix_server(protocol_factory, sock=sock)
+        server = await asyncio.get_event_loop().create_unix_server(protocol_factory, sock=sock, backlog=LISTEN_BACKLOG)
     except BaseException:
         sock.close()
         shutil.rmtree(sock_dir, ignore_errors=True)

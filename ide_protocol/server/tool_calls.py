@@ -220,7 +220,7 @@ class IdeTools:
             return tools.diff_answer(False, tools.CLIENT_DISCONNECTED, tab, path)
         diff = DiffRequest(self.diffs, tab, path, args["new_file_contents"], ctx.session,
                            original_contents=original, is_new_file=is_new)
-        self.diffs.add(diff)  # (a repeated tab replaces, §4)
+        self.diffs.add(diff)  # (beside any other of that tab name, §4, as VS Code)
         try:
             if self.on_diff is None:
                 log.warning("open_diff %r: no on_diff handler; waiting for resolve_diff()", tab)

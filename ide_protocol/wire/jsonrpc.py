@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Optional, Tuple, Union
 
+from . import json_text
+
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -102,37 +104,15 @@ def dumps_str(obj: Any) -> str:
     return text
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError("invalid JSON constant %s" % name)
-
-
-def _parse_float(text: str) -> float:
-    value = float(text)
-    if value in (_INF, -_INF):  # "1e999": valid JSON, but not a number we could send back
-        raise ValueError("number out of range: %s" % text[:40])
-    return value
-
-
-_INF = float("inf")
-
-
-_strict_decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_float)
-
-
 def loads(data: Union[bytes, bytearray, memoryview, str]) -> Any:
     """Decode one JSON document; any failure is a `JsonRpcError(PARSE_ERROR)`.
 
-    `NaN`/`Infinity` are rejected too: they are not JSON, and echoing them back would
-    make us emit invalid JSON.
+    The rules for untrusted JSON text (no `NaN`/`Infinity`, which echoing back would
+    make invalid JSON; no byte-order mark; a bounded depth) are `json_text.loads`'s.
     """
     try:
-        text = data if isinstance(data, str) else bytes(data).decode("utf-8")
-        if text.startswith("\ufeff"):  # refused, as json.loads refuses it
-            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-        # One decoder made once: json.loads with these hooks would build a new decoder
-        # and scanner for every message.
-        return _strict_decoder.decode(text)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return json_text.loads(data)
+    except json_text.JsonTextError as exc:
         raise JsonRpcError(PARSE_ERROR, "Parse error: %s" % exc) from None
 
 

@@ -14,7 +14,8 @@ import sys
 import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from ...wire import http11, jsonrpc, sse
+from ...wire import http11, json_text, jsonrpc, sse
+from ...wire.http11 import rules as http_rules
 from ...client import (DEFAULT_CONNECT_TIMEOUT, STREAM_ACCEPT, ClientConnection, ClientError, ClientResponse,
                         cli_headers, program_client_info)
 from ...common.lockfile import LockInfo
@@ -69,8 +70,17 @@ class Reply:
         return "\n".join(lines)
 
 
+def sent_chunked(response: ClientResponse) -> bool:
+    """Whether a response's body came in chunked coding (PROTOCOL.md §2), by the wire
+    layer's framing rule."""
+    try:
+        return http_rules.body_framing(response.headers) is http_rules.CHUNKED
+    except http_rules.Refusal:  # (a body-less answer whose fields were never judged)
+        return False
+
+
 def shape(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+    text = json.dumps(value, ensure_ascii=False, default=repr)
     return text if len(text) <= 600 else text[:600] + "…"
 
 
@@ -118,7 +128,7 @@ class CheckContext:
         else:
             h = cli_headers(lock_headers, self.client_session_id, accept=None, content_type=None,
                             mcp_session_id=session)
-        return h[:-2] + list(extra) + h[-2:]  # Host and Connection stay last
+        return h[:-1] + list(extra) + h[-1:]  # Host stays last (the writer adds Connection after it)
 
     def next_id(self) -> int:
         self._ids += 1
@@ -209,7 +219,8 @@ class CheckContext:
         conn = await self.connect()
         rid = self.next_id()
         data = jsonrpc.dumps(jsonrpc.request(rid, "tools/call", {"name": name, "arguments": arguments}))
-        await conn.send(http11.write_request("POST", "/mcp", self.headers("POST", session), data, chunked=True))
+        await conn.send(http11.write_request("POST", "/mcp", self.headers("POST", session), data, chunked=True,
+                                             keep_alive=True))
         return PendingCall(self, conn, rid, name)
 
     async def delete(self, session: str, conn: Optional[ClientConnection] = None) -> Reply:
@@ -246,8 +257,8 @@ def tool_value(reply: Reply, rid: Any, name: str) -> Any:
     if isinstance(result, dict) and result.get("isError"):
         raise Fail("%s failed: %s" % (name, content[0]["text"][:200]), reply.evidence())
     try:
-        return json.loads(content[0]["text"])
-    except ValueError:
+        return json_text.loads(content[0]["text"])
+    except json_text.JsonTextError:
         raise Fail("%s result text is not JSON" % name, reply.evidence())
 
 

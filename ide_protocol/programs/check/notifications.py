@@ -2,10 +2,10 @@
 the current selection at once)."""
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 from ...client import IdeTimeout
+from ...wire import json_text
 from .registry import Fail, Skip, check
 from .context import CheckContext, selection_problems, shape
 
@@ -31,8 +31,8 @@ async def check_selection_on_open(ctx: CheckContext) -> Optional[str]:
     if event.event != "message" or event.id is not None:
         raise Fail("pushes are `event: message` with no id: line", evidence)
     try:
-        message = json.loads(event.data)
-    except ValueError:
+        message = json_text.loads(event.data)
+    except json_text.JsonTextError:
         raise Fail("event data is not JSON", evidence)
     if not isinstance(message, dict) or message.get("method") != "selection_changed" or "id" in message:
         raise Fail("the first event is not a selection_changed notification", evidence)

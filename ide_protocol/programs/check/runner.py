@@ -7,8 +7,8 @@ import asyncio
 import json
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ...wire import jsonrpc
-from ...common import lockfile
+from ...wire import json_text, jsonrpc
+from ...common import lock_rules, lockfile
 from ...client import ClientError
 from ...common.lockfile import LockInfo
 from .registry import CHECKS, Check, DEFAULT_CHECK_TIMEOUT, FAIL, INTERACTIVE_TIMEOUT, Outcome, PASS, Result, SKIP, WARN
@@ -30,6 +30,9 @@ async def run_check(c: Check, lock: LockInfo, raw_lock: Optional[Dict[str, Any]]
         result = Result(c.name, FAIL, "no answer within %s s" % limit, c.section, c.title)
     except (ClientError, jsonrpc.JsonRpcError, OSError) as exc:
         result = Result(c.name, FAIL, "%s: %s" % (type(exc).__name__, exc), c.section, c.title)
+    except Exception as exc:  # an answer of a shape the check did not foresee: still a verdict
+        result = Result(c.name, FAIL, "the server's answer has a shape this check cannot read (%s: %s)"
+                        % (type(exc).__name__, str(exc)[:200]), c.section, c.title)
     finally:
         try:
             await asyncio.wait_for(ctx.cleanup(), 10)
@@ -69,8 +72,15 @@ def summary(results: Sequence[Result]) -> Dict[str, int]:
 def load_lock(path: str) -> Tuple[LockInfo, Optional[Dict[str, Any]]]:
     """Read a lock file leniently: a lock with a bad field still gets checked (the
     `lock.fields` check reports the field), when at least the socket is known."""
-    with open(path, "rb") as f:
-        raw = json.loads(f.read().decode("utf-8-sig"))
+    # Read as every lock reader reads (a regular file of bounded size, any JSON:
+    # `lock_rules`), a byte-order mark forgiven: the `lock.fields` check reports it.
+    data = lock_rules.read_regular_file(path)
+    if len(data) > lock_rules.MAX_LOCK_BYTES:
+        raise lockfile.LockFileError("larger than %d bytes: not a lock file" % lock_rules.MAX_LOCK_BYTES, path)
+    try:
+        raw = json_text.loads(data[3:] if data.startswith(b"\xef\xbb\xbf") else data, errors="replace")
+    except json_text.JsonTextError as exc:
+        raise lockfile.LockFileError("not valid JSON: %s" % exc, path, code=lock_rules.INVALID_JSON) from None
     try:
         return LockInfo.from_json(raw, path), raw
     except lockfile.LockFileError:

@@ -58,7 +58,8 @@ async def check_versions(ctx: CheckContext) -> Optional[str]:
         ctx.client_session_id = str(uuid.uuid4())
         reply, rid = await ctx.initialize(asked)
         answer = reply.answer(rid)
-        got = (answer.get("result") or {}).get("protocolVersion") if answer else None
+        result = answer.get("result") if answer else None
+        got = result.get("protocolVersion") if isinstance(result, dict) else None
         if got != expected:
             raise Fail("initialize asking %s answered %r, expected %s" % (asked, got, expected), reply.evidence())
     return None

@@ -245,8 +245,9 @@ async def check_diff_close(ctx: CheckContext) -> Optional[str]:
     return None
 
 
-@check("diff.replace", "§4", "a second open_diff with the same tab_name replaces the first")
-async def check_diff_replace(ctx: CheckContext) -> Optional[str]:
+@check("diff.same_tab", "§4", "a second open_diff with the same tab_name opens beside the first; close_diff "
+                             "closes the older")
+async def check_diff_same_tab(ctx: CheckContext) -> Optional[str]:
     sid = await ctx.session()
     path = ctx.scratch_path()
     tab = "%s - %s (%s)" % (TAB_PREFIX, os.path.basename(path), uuid.uuid4().hex[:6])
@@ -255,14 +256,23 @@ async def check_diff_replace(ctx: CheckContext) -> Optional[str]:
     try:
         await first.started()
         second = await ctx.start_tool("open_diff", _diff_args(path, tab), sid)
+        await second.started()
+        await ctx.call("ping", session=sid)
+        if first.task.done():
+            raise Fail("a second open_diff with the same tab_name answered the first; VS Code keeps both open",
+                       first.task.result()[0].evidence())
+        reply, closed = await _close_until_found(ctx, sid, tab, first)
+        if not isinstance(closed, dict) or closed.get("already_closed") is not False:
+            raise Fail("close_diff did not find the diffs named %r" % tab, reply.evidence())
         reply, answer = await first.result(ctx.timeout)
         problems = _diff_answer_problems(answer, "REJECTED", tools.CLOSED_VIA_TOOL, tab)
         if problems:
-            raise Fail("first open_diff answer: " + "; ".join(problems), reply.evidence())
-        await second.started()
-        reply2, closed = await _close_until_found(ctx, sid, tab, second)
+            raise Fail("close_diff must close the older of two diffs with one name: " + "; ".join(problems),
+                       reply.evidence())
+        reply, closed = await _close_until_found(ctx, sid, tab, second)
         if not isinstance(closed, dict) or closed.get("already_closed") is not False:
-            raise Fail("the second open_diff is not open after replacing the first", reply2.evidence())
+            raise Fail("the second open_diff with the same tab_name was no longer open after one close_diff",
+                       reply.evidence())
         await second.result(ctx.timeout)
     finally:
         await first.cancel()

@@ -11,7 +11,7 @@ from typing import Optional
 from ...wire import jsonrpc
 from ...client import IdeTimeout, ServerGone
 from .registry import Fail, Warn, check
-from .context import CheckContext, expect_error_code, expect_status
+from .context import CheckContext, expect_error_code, expect_status, sent_chunked
 
 
 @check("auth.missing", "§2", "401 without the Authorization header")
@@ -87,7 +87,7 @@ async def check_response_format(ctx: CheckContext) -> Optional[str]:
         problems.append("no Cache-Control: no-cache")
     if reply.headers.get("mcp-session-id") is None:
         problems.append("no mcp-session-id header")
-    if not reply.response.chunked:
+    if not sent_chunked(reply.response):
         problems.append("not chunked")
     if len(reply.events) != 1:
         problems.append("%d events instead of one" % len(reply.events))
@@ -179,7 +179,7 @@ async def check_stream(ctx: CheckContext) -> Optional[str]:
         problems.append("no Cache-Control: no-cache")
     if response.headers.get("mcp-session-id") is None:
         problems.append("no mcp-session-id")
-    if not response.chunked:
+    if not sent_chunked(response):
         problems.append("not chunked")
     if problems:
         raise Fail("; ".join(problems), head)

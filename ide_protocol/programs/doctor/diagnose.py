@@ -12,7 +12,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ...common import lock_rules
 from ...common.lockfile import LockInfo
@@ -163,10 +163,12 @@ _READ_FIX = {
 }
 
 
-def _scan(lock: LockReport, cwd: str, now_ms: Optional[float]) -> Optional[Dict[str, Any]]:
-    """Read, validate, pid and socket: the CLI's scan. Returns the content when the CLI
-    would list the lock, else None with the findings added."""
-    raw, problems = lock_rules.read_lock(lock.path)
+def _scan(lock: LockReport, read: Tuple[Optional[Dict[str, Any]], List[lock_rules.LockFileError]], cwd: str,
+          now_ms: Optional[float]) -> Optional[Dict[str, Any]]:
+    """Validate (``read``: `lock_rules.read_locks`'s verdict), pid and socket: the CLI's
+    scan. Returns the content when the CLI would list the lock, else None with the
+    findings added."""
+    raw, problems = read
     if isinstance(raw, dict):
         name = raw.get("ideName")
         lock.ide_name = name if isinstance(name, str) else None
@@ -319,10 +321,11 @@ def diagnose(folder: str, env: Optional[Mapping[str, str]] = None, home: Optiona
     _check_lock_dir(report, env, home, bool(cli_config_dir))
     now_ms = time.time() * 1000
     scanned = []
-    for name in lock_rules.lock_names(report.lock_dir) or []:
-        lock = LockReport(path=os.path.join(report.lock_dir, name))
+    paths = [os.path.join(report.lock_dir, name) for name in lock_rules.lock_names(report.lock_dir) or []]
+    for path, read in zip(paths, lock_rules.read_locks(paths)):  # (retries shared: bounded as a whole)
+        lock = LockReport(path=path)
         report.locks.append(lock)
-        raw = _scan(lock, cwd, now_ms)
+        raw = _scan(lock, read, cwd, now_ms)
         if raw is None:
             continue
         lock.usable = True
@@ -361,7 +364,9 @@ def _lock_info(raw: Dict[str, Any], cwd: str) -> LockInfo:
 
 
 async def _handshakes(items: List[Any], cwd: str, timeout: float) -> List[Handshake]:
-    return [await handshake(_lock_info(raw, cwd), timeout) for _lock, raw in items]
+    """Every usable lock's handshake at once, under one deadline (`handshake` bounds
+    each the same way), so five slow servers cost the time of one."""
+    return list(await asyncio.gather(*(handshake(_lock_info(raw, cwd), timeout) for _lock, raw in items)))
 
 
 def _run_async(coro: Any) -> Any:

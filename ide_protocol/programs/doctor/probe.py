@@ -123,7 +123,11 @@ async def _run(client: IdeClient, result: Handshake, timeout: float) -> None:
         result.failure = ("handshake-failed", "initialize answered without an mcp-session-id header")
         return
     info = answer.get("result")
-    if isinstance(info, dict) and isinstance(info.get("serverInfo"), dict):
+    if not isinstance(info, dict):
+        result.failure = ("handshake-failed", "initialize answered with a result that is not a JSON object; "
+                          "the CLI cannot read its capabilities (PROTOCOL.md §3)")
+        return
+    if isinstance(info.get("serverInfo"), dict):
         result.server_info = info["serverInfo"]
     client.session_id = session_id
     response = await client.post(jsonrpc.notification("notifications/initialized"), timeout=timeout)

@@ -24,11 +24,11 @@ Nothing here writes, renames or deletes a file.
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ...common.lock_rules import MAX_LOCK_BYTES, lexical
+from ...common.lock_rules import MAX_LOCK_BYTES, lexical, read_regular_file
+from ...wire import json_text
 
 
 # ----------------------------------------------------------------------- directories
@@ -116,9 +116,13 @@ def relation(listed: str, cwd: str) -> Tuple[str, str]:
 
 
 def _read_json_object(path: str) -> Optional[Dict[str, Any]]:
+    """A settings file as a JSON object, or None: read as the lock files are (a regular
+    file of bounded size, never a FIFO), decoded by `json_text` (any depth)."""
     try:
-        with open(path, "rb") as fh:
-            value = json.loads(fh.read(MAX_LOCK_BYTES).decode("utf-8-sig"))
+        data = read_regular_file(path)
+        if len(data) > MAX_LOCK_BYTES:
+            return None
+        value = json_text.loads(data[3:] if data.startswith(b"\xef\xbb\xbf") else data)
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None

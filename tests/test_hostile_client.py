@@ -1,0 +1,229 @@
+"""The client side against a hostile server: every wait bounded by a deadline, every
+body and event bounded in memory, junk answers reported, never a traceback.
+
+Each program runs in a child process against `hostile_peer.HostileIde` over a real Unix
+socket; memory is the child's own peak RSS, measured by the child."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import tempfile
+import threading
+from typing import Any, Dict
+
+import pytest
+
+from hostile_peer import HostileIde, answer, chunk, event, result_of, run_program, sse_head
+from ide_protocol.client import IdeTimeout
+from ide_protocol.client.connection import MAX_MESSAGE_BYTES, open_socket
+
+pytestmark = pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="Unix sockets only")
+
+#: What a client may hold at most while a server floods it (Python itself takes ~25 MB).
+RSS_CAP_MB = 110
+
+
+@pytest.fixture
+def hostile(tmp_path: Any) -> Any:
+    made = []
+
+    def make(**handlers: Any) -> HostileIde:
+        ide = HostileIde(str(tmp_path), {k.replace("__", "/"): v for k, v in handlers.items()})
+        made.append(ide)
+        return ide
+    yield make
+    for ide in made:
+        ide.close()
+
+
+def client(ide: HostileIde, *args: str, **kw: Any) -> Any:
+    return run_program(["client", "--lock", ide.lock_path] + list(args), **kw)
+
+
+def assert_clean_failure(ran: Any) -> None:
+    assert ran.code not in (0, None), ran
+    assert "Traceback" not in ran.err, ran
+
+
+# ------------------------------------------------------------------ deadlines
+
+
+def _drip_head(sock: socket.socket, request: Dict[str, Any]) -> None:
+    sock.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+    for _ in range(600):  # one byte of a header every 0.4 s: the head never ends
+        sock.sendall(b"a")
+        threading.Event().wait(0.4)
+
+
+def _drip_body(sock: socket.socket, request: Dict[str, Any]) -> None:
+    sock.sendall(sse_head())
+    for _ in range(600):
+        sock.sendall(chunk(b":"))  # one comment byte at a time: never an event
+        threading.Event().wait(0.3)
+
+
+def _notify_forever(sock: socket.socket, request: Dict[str, Any]) -> None:
+    sock.sendall(sse_head())
+    for _ in range(600):
+        sock.sendall(event({"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}))
+        threading.Event().wait(0.5)
+
+
+@pytest.mark.parametrize("drip", [_drip_head, _drip_body, _notify_forever], ids=["head", "body", "notifications"])
+def test_timeout_bounds_the_whole_request_whatever_the_server_drips(hostile: Any, drip: Any) -> None:
+    """`--timeout 2` ends the call: before, each byte or notification restarted the wait."""
+    ide = hostile(tools__call=drip)
+    ran = client(ide, "--timeout", "2", "call", "get_selection", limit=60)
+    assert_clean_failure(ran)
+    assert "within 2.0 s" in ran.err, ran
+
+
+# --------------------------------------------------------------------- memory
+
+
+def _flood_comments(sock: socket.socket, request: Dict[str, Any]) -> None:
+    sock.sendall(sse_head())
+    piece = chunk(b": " + b"x" * (1024 * 1024 - 3) + b"\n")
+    try:
+        for _ in range(300):  # 300 MB of SSE comments, then silence
+            sock.sendall(piece)
+    except OSError:
+        pass
+
+
+def test_a_flood_of_sse_comments_is_not_kept(hostile: Any) -> None:
+    ide = hostile(tools__call=_flood_comments)
+    ran = client(ide, "--timeout", "8", "call", "get_selection", limit=90)
+    assert_clean_failure(ran)
+    assert ran.peak_mb is not None and ran.peak_mb < RSS_CAP_MB, ran
+
+
+def _oversized_json(sock: socket.socket, request: Dict[str, Any]) -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nmcp-session-id: s\r\nTransfer-Encoding: chunked\r\n\r\n"
+    sock.sendall(head)
+    piece = chunk(b" " * (1024 * 1024))
+    try:
+        for _ in range(300):  # a 300 MB JSON body (whitespace): past any sane answer
+            sock.sendall(piece)
+        sock.sendall(b"0\r\n\r\n")
+    except OSError:
+        pass
+
+
+def test_an_oversized_body_is_refused_not_collected(hostile: Any) -> None:
+    ide = hostile(tools__call=_oversized_json)
+    ran = client(ide, "--timeout", "30", "call", "get_selection", limit=90)
+    assert_clean_failure(ran)
+    assert "larger than" in ran.err, ran
+    # At most the body limit, and its copy when joined: far below the 300 MB sent.
+    assert ran.peak_mb is not None and ran.peak_mb < RSS_CAP_MB + 2 * MAX_MESSAGE_BYTES / 2 ** 20, ran
+
+
+def _big_selections(sock: socket.socket, request: Dict[str, Any]) -> None:
+    sock.sendall(sse_head())
+    text = "y" * (2 * 1024 * 1024)
+    try:
+        for n in range(60):
+            sock.sendall(event({"jsonrpc": "2.0", "method": "selection_changed",
+                                "params": {"text": text, "filePath": "/x", "fileUrl": "file:///x", "n": n}}))
+        threading.Event().wait(30)
+    except OSError:
+        pass
+
+
+def test_watch_keeps_no_pushed_bytes(hostile: Any) -> None:
+    """60 pushes of a 2 MB selection: before, the stream's body grew by all 120 MB."""
+    ide = hostile(GET=_big_selections)
+    ran = client(ide, "watch", "--count", "60", quiet_out=True, limit=90)
+    assert ran.code == 0, ran
+    assert ran.peak_mb is not None and ran.peak_mb < RSS_CAP_MB, ran
+
+
+# ---------------------------------------------------------------- junk answers
+
+
+def _initialize_with(result: Any) -> Any:
+    def handler(sock: socket.socket, request: Dict[str, Any]) -> None:
+        answer(sock, result_of(request, result))
+    return handler
+
+
+@pytest.mark.parametrize("result", ["a string", [1, 2], 7, None])
+def test_initialize_with_a_result_that_is_not_an_object(hostile: Any, result: Any) -> None:
+    ide = hostile(initialize=_initialize_with(result))
+    ran = client(ide, "--timeout", "10", "list", limit=60)
+    assert_clean_failure(ran)
+    assert "not an object" in ran.err or "without a result" in ran.err, ran
+
+
+def test_check_and_doctor_say_initialize_is_broken(hostile: Any) -> None:
+    ide = hostile(initialize=_initialize_with([1, 2]))
+    ran = run_program(["doctor", ide.folder, "--json", "--timeout", "5"], home=ide.home, limit=60)
+    assert "Traceback" not in ran.err, ran
+    report = json.loads(ran.out)
+    assert report["would_connect"] is False, report
+    codes = [f["code"] for lock in report["locks"] for f in lock["findings"]]
+    assert "handshake-failed" in codes, report
+    ran = run_program(["check", "--lock", ide.lock_path, "--timeout", "5"], limit=300)
+    assert "Traceback" not in ran.err, ran
+    assert "FAIL" in ran.out, ran
+
+
+def _tools_with(listed: Any) -> Any:
+    def handler(sock: socket.socket, request: Dict[str, Any]) -> None:
+        answer(sock, result_of(request, {"tools": listed}))
+    return handler
+
+
+@pytest.mark.parametrize("listed", ["abc", [1, "x", None], [{"name": "t", "inputSchema": [1]}]])
+def test_tools_of_any_shape_are_listed_or_skipped(hostile: Any, listed: Any) -> None:
+    ide = hostile(tools__list=_tools_with(listed))
+    ran = client(ide, "--timeout", "10", "list", limit=60)
+    assert "Traceback" not in ran.err, ran
+    assert ran.code == 0, ran
+
+
+def _deep_text(sock: socket.socket, request: Dict[str, Any]) -> None:
+    answer(sock, result_of(request, {"content": [{"type": "text", "text": "[" * 50000 + "]" * 50000}]}))
+
+
+def _deep_answer(sock: socket.socket, request: Dict[str, Any]) -> None:
+    body = b'{"jsonrpc":"2.0","id":%d,"result":' % request["id"] + b"[" * 50000 + b"]" * 50000 + b"}"
+    sock.sendall(sse_head() + chunk(b"event: message\ndata: " + body + b"\n\n") + b"0\r\n\r\n")
+
+
+@pytest.mark.parametrize("handler", [_deep_text, _deep_answer], ids=["tool-text", "answer"])
+def test_deeply_nested_json_from_the_server(hostile: Any, handler: Any) -> None:
+    ide = hostile(tools__call=handler)
+    ran = client(ide, "--timeout", "10", "call", "get_selection", limit=60)
+    assert "Traceback" not in ran.err and "RecursionError" not in ran.err, ran
+
+
+# ------------------------------------------------------------------ backlog
+
+
+def test_a_full_backlog_is_waited_for_then_named(tmp_path: Any) -> None:
+    """A Unix socket whose server accepts nothing: connect fails at once with EAGAIN,
+    which asyncio turned into '[Errno 22] Invalid argument'."""
+    directory = tempfile.mkdtemp(dir="/tmp")
+    path = os.path.join(directory, "s")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    try:
+        async def main() -> str:
+            held = []
+            for _ in range(4):
+                try:
+                    held.append(await open_socket(path, 1.0))
+                except IdeTimeout as exc:
+                    return str(exc)
+            return "all connected"
+        message = asyncio.run(main())
+        assert "backlog" in message, message
+    finally:
+        server.close()
+        os.unlink(path)
+        os.rmdir(directory)
