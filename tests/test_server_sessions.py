@@ -117,3 +117,48 @@ def test_many_sessions_at_once_are_independent(tmp_path) -> None:
             for c in clis:
                 c.close()
     run(main())
+
+
+def test_session_ends_soon_after_its_client_vanishes(tmp_path) -> None:
+    """PROTOCOL.md §3, "When a session ends": once every connection that carried the
+    session's requests or its stream is closed (a CLI killed with SIGKILL), the session
+    ends within the bound and its pending diff is answered; no idle timeout needed."""
+    async def main() -> None:
+        closed: List[Any] = []
+        async with make_server(tmp_path, on_diff=lambda d: None, idle_timeout=3600,
+                               on_diff_closed=lambda d, a: closed.append(a)) as server:
+            cli = cli_for(server)
+            await cli.handshake(probes=0)
+            sid = cli.session_id
+            await cli.open_stream()
+            blocked = asyncio.ensure_future(cli.call_tool("open_diff", {
+                "original_file_path": str(tmp_path / "a"), "new_file_contents": "x", "tab_name": "t"}))
+            await until(lambda: server.stats()["pending_diffs"] == 1, what="diff pending")
+            cli.abort()  # every connection of that client gone at once
+            await until(lambda: server.stats()["sessions"] == 0, what="the vanished client's session ended")
+            assert server.stats()["pending_diffs"] == 0 and len(closed) == 1
+            blocked.cancel()  # (its connection was aborted: no answer reaches it)
+            # Its id is unknown now: 404, on a fresh connection of another client.
+            other = cli_for(server)
+            other.session_id = sid
+            assert (await other.send_request("ping")).status == 404
+            other.close()
+    run(main())
+
+
+def test_session_lives_while_one_carrying_connection_is_open(tmp_path) -> None:
+    """The stream's connection closes, but a pooled connection that carried a request
+    stays open: the client has not vanished, the session goes on (PROTOCOL.md §3)."""
+    async def main() -> None:
+        async with make_server(tmp_path, idle_timeout=3600, orphan_timeout=0.05) as server:
+            cli = cli_for(server)
+            await cli.handshake(probes=0)
+            _, stream = await cli.open_stream()
+            assert await cli.request("ping") == {}
+            stream.abort()
+            await until(lambda: server.stats()["streams"] == 0, what="stream gone")
+            await asyncio.sleep(0.3)  # several times the bound: it would have ended by now
+            assert server.stats()["sessions"] == 1
+            assert await cli.request("ping") == {}
+            cli.close()
+    run(main())
