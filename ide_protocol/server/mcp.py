@@ -348,9 +348,11 @@ class McpApp:
             return session
         accept = request.headers.get("accept") or ""
         if accept and "text/event-stream" not in accept and "*/*" not in accept:
-            return plain(406, "Not Acceptable: text/event-stream required")
+            return _json_error(406, jsonrpc.INVALID_REQUEST, "Not Acceptable: text/event-stream required")
         if session.stream is not None:
-            return plain(409, "Conflict: a stream is already open for this session")
+            # PROTOCOL.md §2, errors and edge cases: a JSON-RPC error like every refusal
+            # past the head's checks.
+            return _json_error(409, jsonrpc.INVALID_REQUEST, "Conflict: a stream is already open for this session")
         stream = session.stream = GetStream()
         if self.on_stream_open is not None:
             try:
