@@ -11,14 +11,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what `__getattr__` gives, for a type checker (nothing is imported at run time)
     from ._core import __version__
     from .client import Client, default_agent
-    from .connection import AgentConnection
+    from .connection import USE_DEFAULT, AgentConnection
     from .endpoints import DEFAULT_AGENT, parse_address
     from .errors import (AcpError, AgentConnectError, AgentExited, AgentNotAcp, AgentStartError, JsonRpcError,
-                         RequestTimeout, SessionBusy)
+                         LineTooLong, NotAdvertised, RequestTimeout, SessionBusy)
     from .fs import FileSystem
-    from .permissions import PermissionRequest, TerminalAsker, allow_once, reject
+    from .permissions import (PermissionRequest, TerminalAsker, TerminalConsentAsker, allow_always, allow_once,
+                              reject)
     from .session import PromptResult, Session, Turn
-    from .terminal import Terminals
+    from .terminal import TerminalRequest, Terminals
 
 _LAZY = {
     "__version__": "_core",  # the project's one version, defined in ide_protocol

@@ -262,3 +262,47 @@ def test_pushes_survive_a_vanished_stream(tmp_path) -> None:
             await until(lambda: server.stats()["streams"] == 1, what="dead stream dropped")
             cli.close()
     run(main())
+
+
+def test_a_change_that_never_pauses_is_still_sent_at_the_maximum_wait() -> None:
+    # A trailing debounce alone restarts for ever under continuous change: nothing sent.
+    clock, sent = FakeClock(), []
+    d = Debounced(0.2, sent.append, clock.call_later)
+    assert d.max_wait == 0.8
+    for n in range(300):  # a change every 10 ms for 3 s
+        d.update(n)
+        clock.advance(0.01)
+    assert len(sent) >= 3  # at 0.8, 1.6, 2.4 s at the latest
+    assert sent == sorted(sent) and sent[-1] >= 239
+    clock.advance(1.0)
+    assert sent[-1] == 299 and clock.live == 0
+
+
+def test_a_pause_still_sends_after_the_delay_and_restarts_the_maximum_wait() -> None:
+    clock, sent = FakeClock(), []
+    d = Debounced(0.2, sent.append, clock.call_later, max_wait=0.5)
+    d.update(1)
+    clock.advance(0.3)
+    assert sent == [1] and clock.live == 0
+    d.update(2)
+    clock.advance(0.1)
+    d.update(3)
+    clock.advance(0.1)
+    assert sent == [1]  # a new burst's maximum wait counts from its own first change
+
+
+def test_after_cancel_updates_schedule_nothing() -> None:
+    # The server stopped and its loop is closed: a late update must not reach call_later.
+    def closed_loop(delay: float, callback: Callable[[], None]) -> Any:
+        raise RuntimeError("Event loop is closed")
+
+    sent: List[Any] = []
+    d = Debounced(0.2, sent.append, closed_loop)
+    d.cancel()
+    d.update(1)
+    d.flush()
+    w = DiagnosticsWindow(0.2, sent.append, closed_loop, lambda uri: [])
+    w.cancel()
+    w.changed("file:///x")
+    w.flush()
+    assert sent == [] and not d.pending and not w.pending

@@ -557,3 +557,187 @@ def test_wire_options_reach_the_running_server(tmp_path: Any) -> None:
         assert {thread for _, _, thread in seen} == {server.thread}
     finally:
         server.stop()
+
+
+# ------------------------------------------------------------ a start that never blocks
+
+
+class HeldStart:
+    """Holds the server's start at its listening step (a slow socket folder, say) until
+    `release()`: the test decides when the start is "in progress"."""
+
+    def __init__(self, server: ThreadedIdeServer) -> None:
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        listener = server.server.listener
+        original = listener.start_unix
+
+        async def held_start_unix(*args: Any, **kwargs: Any) -> Any:
+            self.entered.set()
+            while not self.gate.is_set():
+                await asyncio.sleep(0.01)
+            return await original(*args, **kwargs)
+
+        listener.start_unix = held_start_unix  # type: ignore[method-assign]
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+def loop_threads() -> List[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "ide-protocol-loop" and t.is_alive()]
+
+
+def test_start_without_waiting_reports_through_call_in_editor(tmp_path: Any, editor: EditorThread) -> None:
+    folder, path, lock_dir = workspace(tmp_path)
+    server = ThreadedIdeServer([folder], call_in_editor=editor.post, lock_dir=lock_dir)
+    held = HeldStart(server)
+    reports: "queue.Queue[Tuple[Optional[BaseException], int, Optional[str]]]" = queue.Queue()
+    try:
+        returned = server.start(wait=False, on_started=lambda error: reports.put(
+            (error, threading.get_ident(), server.lock_path)))
+        assert returned is server
+        assert held.entered.wait(WAIT)
+        # The start is under way and the caller is free: no lock yet, nothing reported.
+        assert not os.path.exists(lock_dir) or os.listdir(lock_dir) == []
+        assert reports.empty() and not server.running
+        held.release()
+        error, thread, lock_path = reports.get(timeout=WAIT)
+        assert error is None and thread == editor.thread.ident
+        assert lock_path and os.path.exists(lock_path) and server.running
+        server.wait_started()  # done already: returns at once
+    finally:
+        server.stop()
+    assert os.listdir(lock_dir) == []
+
+
+def test_a_failed_start_without_waiting_reaches_call_in_editor(tmp_path: Any, editor: EditorThread) -> None:
+    folder, path, lock_dir = workspace(tmp_path)
+    server = ThreadedIdeServer([folder], call_in_editor=editor.post, lock_dir=lock_dir,
+                               socket_dir=os.path.join(str(tmp_path), "missing"))
+    reports: "queue.Queue[Tuple[Optional[BaseException], int]]" = queue.Queue()
+    server.start(wait=False, on_started=lambda error: reports.put((error, threading.get_ident())))
+    error, thread = reports.get(timeout=WAIT)
+    assert isinstance(error, OSError) and thread == editor.thread.ident
+    with pytest.raises(OSError):
+        server.wait_started()
+    assert server.thread is None and not server.running and loop_threads() == []
+    assert not os.path.exists(lock_dir) or os.listdir(lock_dir) == []
+    server.set_selection(Selection(path, "p", (0, 0), (0, 1)))  # harmless: no loop
+    server.stop()
+
+
+def test_stop_during_a_start_in_progress_ends_cleanly(tmp_path: Any, editor: EditorThread) -> None:
+    folder, path, lock_dir = workspace(tmp_path)
+    socket_dir = os.path.join(str(tmp_path), "sockets")
+    os.makedirs(socket_dir)
+    server = ThreadedIdeServer([folder], call_in_editor=editor.post, lock_dir=lock_dir, socket_dir=socket_dir)
+    held = HeldStart(server)
+    reports: List[Optional[BaseException]] = []
+    server.start(wait=False, on_started=reports.append)
+    assert held.entered.wait(WAIT)
+    server.stop()
+    assert server.thread is None and not server.running and loop_threads() == []
+    held.release()
+    editor.sync()
+    assert reports == []  # a start that stop() ended reports nothing
+    assert not os.path.exists(lock_dir) or os.listdir(lock_dir) == []
+    assert os.listdir(socket_dir) == []
+    with pytest.raises(RuntimeError):
+        server.wait_started()
+    # And the same object starts again, for real this time.
+    server.start()
+    try:
+        assert server.running and os.path.exists(server.lock_path or "")
+    finally:
+        server.stop()
+    assert os.listdir(lock_dir) == [] and loop_threads() == []
+
+
+def test_a_selection_set_during_the_start_reaches_the_cli_once_it_connects(tmp_path: Any) -> None:
+    folder, path, lock_dir = workspace(tmp_path)
+    server = ThreadedIdeServer([folder], lock_dir=lock_dir)
+    held = HeldStart(server)
+    server.start(wait=False)
+    try:
+        assert held.entered.wait(WAIT)
+        server.set_selection(Selection(path, "early", (0, 0), (0, 5)), wait=False)
+        server.set_selection(Selection(path, "latest", (0, 0), (0, 6)))
+        held.release()
+        server.wait_started()
+
+        async def scenario() -> None:
+            cli = Cli(server.socket_path, server.nonce)
+            await cli.handshake()
+            response, conn = await cli.open_stream()
+            assert response.status == 200
+            message = await asyncio.wait_for(conn.next_notification(), WAIT)
+            assert message is not None and message["method"] == "selection_changed"
+            assert message["params"]["text"] == "latest"
+            cli.close()
+
+        ide_wire.run(scenario())
+    finally:
+        server.stop()
+
+
+def test_calls_racing_stop_are_harmless(tmp_path: Any) -> None:
+    folder, path, lock_dir = workspace(tmp_path)
+    for _ in range(3):
+        server = ThreadedIdeServer([folder], lock_dir=lock_dir, debounce=0.001).start()
+        errors: List[BaseException] = []
+        go = threading.Event()
+        done = threading.Event()
+
+        def hammer(n: int) -> None:
+            go.wait(WAIT)
+            i = 0
+            while not done.is_set() or i < 50:
+                i += 1
+                try:
+                    server.set_selection(Selection(path, "t%d" % i, (0, 0), (0, 1)), wait=bool(n % 2))
+                    server.set_diagnostics(path, [Diagnostic("x", "Error", (0, 0), (0, 1))], wait=not n % 2)
+                    server.add_file_reference(path)
+                    server.flush_pushes()
+                except BaseException as exc:  # noqa: B902 - any of them is the failure
+                    errors.append(exc)
+                    return
+
+        workers = [threading.Thread(target=hammer, args=(n,)) for n in range(8)]
+        for w in workers:
+            w.start()
+        go.set()
+        server.stop()
+        done.set()
+        for w in workers:
+            w.join(WAIT)
+        assert errors == []
+        assert os.listdir(lock_dir) == []
+
+
+def test_a_failing_or_invalid_on_diff_answers_the_diff_with_an_error(tmp_path: Any, editor: EditorThread) -> None:
+    folder, path, lock_dir = workspace(tmp_path)
+
+    def on_diff(diff: DiffRequest) -> Any:
+        if diff.tab_name == "raises":
+            raise KeyError("the editor's handler broke")
+        return "maybe"  # neither a decision nor None
+
+    closed: List[Tuple[str, str]] = []
+    server = ThreadedIdeServer([folder], call_in_editor=editor.post, lock_dir=lock_dir, on_diff=on_diff,
+                               on_diff_closed=lambda d, a: closed.append((d.tab_name, a["result"]))).start()
+    try:
+        async def scenario() -> None:
+            cli = Cli(server.socket_path, server.nonce)
+            await cli.handshake()
+            for tab in ("raises", "invalid"):
+                result = await asyncio.wait_for(cli.call_tool("open_diff", diff_args(path, tab)), WAIT)
+                assert result.get("isError") is True, result
+            cli.close()
+
+        ide_wire.run(scenario())
+        assert server.pending_diffs() == []
+        editor.sync()
+        assert sorted(closed) == [("invalid", "REJECTED"), ("raises", "REJECTED")]
+    finally:
+        server.stop()

@@ -21,11 +21,24 @@ Threading rules (the whole contract):
   waiting for the loop would deadlock. Without `call_in_editor` the callbacks run on
   the loop thread, where they must return quickly and not block.
 * `on_diff(diff)` may return a decision (`True`/`"accept"`, `False`/`"reject"`) or
-  `None` and answer later with `diff.accept()` / `diff.reject()` from any thread.
-* `start()` and `stop()` block until done (or `timeout`). `stop()` removes the lock
-  file and the socket; an `atexit` hook does it too if the editor exits without
-  calling it. `stop()` from the loop thread (inside a callback) only schedules the
-  stop, since waiting there would wait for itself.
+  `None` and answer later with `diff.accept()` / `diff.reject()` from any thread. An
+  `on_diff` that raises or returns anything else answers the `open_diff` with an error
+  result, as `IdeServer` does.
+* `start()` blocks until the lock file is written (or `timeout`); `start(wait=False,
+  on_started=fn)` returns at once and calls `fn(None)` through `call_in_editor` once the
+  lock file is written, or `fn(error)` when the start failed: an editor's UI thread
+  never waits for the socket or the lock file. `wait_started()` waits for it later.
+* Every call may be made before the server is up. Before `start()` there is no loop and
+  the work is done directly, in the calling thread; during a start it is queued on the
+  loop and runs between the start's steps. Either way the state is kept: the latest
+  `set_selection` is what a CLI gets when it connects (PROTOCOL.md §5), and
+  diagnostics are there for `get_diagnostics`.
+* `stop()` blocks until done (or `timeout`); it removes the lock file and the socket;
+  an `atexit` hook does it too if the editor exits without calling it. A start still
+  under way is cancelled: nothing of it stays, and its `on_started` is not called.
+  `stop()` from the loop thread (inside a callback) only asks for the stop, since
+  waiting there would wait for itself. Calls after `stop()` run directly and are
+  harmless (nothing is sent; the state is kept for a later `start()`).
 * `post(fn)` (and `set_selection(..., wait=False)`, `set_diagnostics(..., wait=False)`)
   hands work to the loop thread without waiting at all, for an editor's hot paths;
   posted work keeps its order with other calls, and its failures are logged.
@@ -43,10 +56,10 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
-import difflib
 import inspect
 import logging
 import threading
+import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from .ide_server import DiffRequest, IdeServer
@@ -56,6 +69,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 CallInEditor = Callable[[Callable[[], None]], Any]
+StartCallback = Callable[[Optional[BaseException]], Any]
 
 #: Default bound for one call into the loop (seconds); only a stuck loop reaches it.
 DEFAULT_TIMEOUT = 10.0
@@ -77,6 +91,8 @@ def _check_options(options: Dict[str, Any]) -> None:
     unknown = sorted(set(options) - set(SERVER_OPTIONS))
     if not unknown:
         return
+    import difflib  # only for this error's hint
+
     hints = []
     for name in unknown:
         close = difflib.get_close_matches(name, list(SERVER_OPTIONS), n=1)
@@ -90,7 +106,8 @@ class ThreadedIdeServer:
 
         server = ThreadedIdeServer(["/home/me/project"], ide_name="Sublime Text",
                                    call_in_editor=lambda fn: sublime.set_timeout(fn, 0), on_diff=show_diff)
-        server.start()                       # blocks until the lock file is written
+        server.start()                       # blocks until the lock file is written, or:
+        server.start(wait=False, on_started=report)  # returns at once; report(None | error)
         server.set_selection(Selection(path, text, (0, 0), (2, 4)))
         server.stop()                        # lock file and socket removed
 
@@ -133,81 +150,150 @@ class ThreadedIdeServer:
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()  # start/stop against each other
-        self._loop_stop: Optional["asyncio.Task[None]"] = None  # stop() called on the loop thread
+        self._ready: "Optional[concurrent.futures.Future[None]]" = None  # the last start's outcome
+        # The loop thread's own (see `_serve`): the start's task, the stop's event.
+        self._main: "Optional[asyncio.Future[Any]]" = None
+        self._stopped_event: Optional[asyncio.Event] = None
+        self._stop_requested = False
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self, timeout: Optional[float] = None) -> "ThreadedIdeServer":
-        """Start the loop thread, listen, write the lock file; block until done.
-        Raises what `IdeServer.start` raised (and then leaves no thread behind)."""
+    def start(self, timeout: Optional[float] = None, wait: bool = True,
+              on_started: Optional[StartCallback] = None) -> "ThreadedIdeServer":
+        """Start the loop thread, which listens and writes the lock file.
+
+        `wait=True` (the default) blocks until the lock file is written and raises what
+        `IdeServer.start` raised (leaving no thread behind). `wait=False` returns at once:
+        an editor's UI thread never waits for the socket or the lock file. Either way
+        `on_started(error)` is then called through `call_in_editor`, with None once the
+        lock file is written, or with the exception the start failed with (a start that
+        `stop()` ended first calls nothing). A second `start()` while one is under way or
+        done starts nothing (its `on_started` is called as for the first)."""
         with self._lock:
-            if self.thread is not None:
-                return self
-            loop = asyncio.new_event_loop()
-            ready = threading.Event()
+            if self.thread is None or not self.thread.is_alive():
+                self._launch()
+            ready = self._ready
+            assert ready is not None
+        if on_started is not None:
+            ready.add_done_callback(lambda f: self._report_start(f, on_started))
+        if wait:
+            self.wait_started(timeout)
+        return self
 
-            def run() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(ready.set)
-                try:
-                    loop.run_forever()
-                finally:
-                    try:
-                        loop.run_until_complete(loop.shutdown_asyncgens())
-                    finally:
-                        loop.close()
+    def wait_started(self, timeout: Optional[float] = None) -> None:
+        """Block until a `start()` has written the lock file; raise what the start raised
+        (RuntimeError when there is none, or when `stop()` ended it first). A start that
+        does not finish within `timeout` is stopped, then TimeoutError is raised."""
+        ready = self._ready
+        if ready is None:
+            raise RuntimeError("the /ide server was not started")
+        try:
+            ready.result(self._timeout(timeout))
+        except concurrent.futures.CancelledError:
+            raise RuntimeError("the /ide server was stopped before it started") from None
+        except concurrent.futures.TimeoutError:
+            self.stop(timeout)
+            raise TimeoutError("the /ide server did not start within %ss" % self._timeout(timeout)) from None
+        except BaseException:
+            self._join(timeout)  # the loop thread ends by itself after a failed start
+            raise
 
-            thread = threading.Thread(target=run, name="ide-protocol-loop", daemon=True)
-            thread.start()
-            ready.wait(self._timeout(timeout))
-            self.loop, self.thread = loop, thread
+    def _launch(self) -> None:
+        """A new loop and its thread, which owns the server's run: start, serve until
+        asked to stop, stop (see `_serve`)."""
+        loop = asyncio.new_event_loop()
+        ready: "concurrent.futures.Future[None]" = concurrent.futures.Future()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
             try:
-                asyncio.run_coroutine_threadsafe(self.server.start(), loop).result(self._timeout(timeout))
-            except BaseException:
-                self._end_thread(timeout)
-                raise
-            atexit.register(self._at_exit)
-            return self
+                loop.run_until_complete(self._serve(ready))
+            finally:
+                try:
+                    loop.run_until_complete(loop.shutdown_asyncgens())
+                finally:
+                    loop.close()
+                    if not ready.done():  # never reached: the loop itself failed
+                        ready.set_exception(RuntimeError("the /ide server's loop ended"))
+
+        self.loop, self._ready, self._stop_requested = loop, ready, False
+        self._main = self._stopped_event = None
+        self.thread = threading.Thread(target=run, name="ide-protocol-loop", daemon=True)
+        atexit.register(self._at_exit)  # also an exit during the start removes what it wrote
+        self.thread.start()
+
+    async def _serve(self, ready: "concurrent.futures.Future[None]") -> None:
+        """The loop thread's one task: start the server, report it, wait for `stop()`,
+        stop the server. A stop asked for during the start cancels the start (whose own
+        clean-up closes what it opened); one asked for after it is awaited in full."""
+        self._stopped_event = asyncio.Event()
+        self._main = asyncio.ensure_future(self.server.start())
+        try:
+            await self._main
+        except BaseException as exc:
+            # What the start made is closed by its own clean-up; the server's stop ends
+            # the rest (its pushes: later calls run directly and must not reach this loop).
+            try:
+                await self.server.stop()
+            except Exception:
+                log.exception("cleaning up after a failed /ide server start")
+            if isinstance(exc, asyncio.CancelledError) or self._stop_requested:
+                ready.cancel()
+            else:
+                ready.set_exception(exc)
+            return
+        ready.set_result(None)
+        await self._stopped_event.wait()
+        await self.server.stop()
+
+    def _request_stop(self) -> None:
+        """On the loop thread: end `_serve` (cancel the start, or let it stop the server)."""
+        self._stop_requested = True
+        main = self._main
+        if main is not None and not main.done():
+            main.cancel()
+        if self._stopped_event is not None:
+            self._stopped_event.set()
+
+    def _report_start(self, ready: "concurrent.futures.Future[None]", on_started: StartCallback) -> None:
+        if ready.cancelled():
+            return
+        error = ready.exception()
+        self._in_editor(lambda: on_started(error))
 
     def stop(self, timeout: Optional[float] = None) -> None:
         """Remove the lock, end every session (pending diffs answer
-        `client_disconnected`), close the socket, end the loop thread; block until done."""
+        `client_disconnected`), close the socket, end the loop thread; block until done.
+        A start under way is cancelled (nothing of it is left). From the loop thread
+        (inside a callback) it only asks for the stop, since waiting there would wait
+        for itself."""
         loop = self.loop
         if loop is None:
             return
         if self._on_loop_thread():
-            # Waiting here would wait for ourselves: a task this object keeps runs it.
-            if self._loop_stop is None or self._loop_stop.done():
-                self._loop_stop = asyncio.ensure_future(self._stop_async())
+            self._request_stop()
             return
         with self._lock:
-            if self.loop is None:
+            loop = self.loop
+            if loop is None:
                 return
             try:
-                asyncio.run_coroutine_threadsafe(self.server.stop(), loop).result(self._timeout(timeout))
-            except (RuntimeError, concurrent.futures.TimeoutError) as exc:
-                log.warning("stopping the /ide server: %r", exc)
-            finally:
-                self._end_thread(timeout)
-
-    async def _stop_async(self) -> None:
-        """stop() called on the loop thread: stop the server, then the loop; the thread
-        ends by itself (nobody joins it)."""
-        await self.server.stop()
-        if self.loop is not None:  # no lock here: a stop() in another thread may hold it
-            self._end_thread(None)  # while it waits for this very loop
-
-    def _end_thread(self, timeout: Optional[float]) -> None:
-        loop, thread = self.loop, self.thread
-        self.loop = self.thread = None
-        atexit.unregister(self._at_exit)
-        if loop is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(loop.stop)
-            except RuntimeError:
+                loop.call_soon_threadsafe(self._request_stop)
+            except RuntimeError:  # the loop has closed already (its start failed)
                 pass
+            self._join(timeout)
+
+    def _join(self, timeout: Optional[float]) -> None:
+        """Wait for the loop thread to end, then forget it (a loop stuck past `timeout`
+        is logged and left to its daemon thread)."""
+        thread = self.thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(self._timeout(timeout))
+            if thread.is_alive():
+                log.warning("the /ide server's loop did not stop within %ss", self._timeout(timeout))
+        if thread is self.thread:
+            self.loop = self.thread = None
+            atexit.unregister(self._at_exit)
 
     def _at_exit(self) -> None:
         # The editor exits without stop(): the lock must still go (PROTOCOL.md §1).
@@ -234,9 +320,10 @@ class ThreadedIdeServer:
     def call(self, fn: Callable[..., T], *args: Any, timeout: Optional[float] = None, **kwargs: Any) -> T:
         """Run `fn(*args, **kwargs)` on the loop thread and return its result here
         (its exception is raised here). Before start and after stop there is no loop
-        and no concurrency: `fn` runs directly."""
+        and no concurrency: `fn` runs directly. A loop not running yet (its thread is
+        starting) gets the work queued, as a running one does."""
         loop = self.loop
-        if loop is None or self._on_loop_thread() or not loop.is_running():
+        if loop is None or self._on_loop_thread() or loop.is_closed():
             return fn(*args, **kwargs)
         outcome: "concurrent.futures.Future[T]" = concurrent.futures.Future()
 
@@ -252,11 +339,18 @@ class ThreadedIdeServer:
             loop.call_soon_threadsafe(run)
         except RuntimeError:  # closed meanwhile by stop(): no loop, no concurrency left
             return fn(*args, **kwargs)
-        try:
-            return outcome.result(self._timeout(timeout))
-        except concurrent.futures.TimeoutError:
-            outcome.cancel()
-            raise TimeoutError("the /ide server's loop did not answer within %ss" % self._timeout(timeout))
+        deadline = time.monotonic() + self._timeout(timeout)
+        while True:
+            try:
+                return outcome.result(max(0.0, min(0.05, deadline - time.monotonic())))
+            except concurrent.futures.TimeoutError:
+                pass
+            if loop.is_closed() and outcome.cancel():
+                # stop() closed the loop before it ran `fn`: no loop, no concurrency left.
+                return fn(*args, **kwargs)
+            if time.monotonic() >= deadline:
+                outcome.cancel()
+                raise TimeoutError("the /ide server's loop did not answer within %ss" % self._timeout(timeout))
 
     def post(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Run `fn(*args, **kwargs)` on the loop thread later, without waiting for it: for
@@ -271,7 +365,7 @@ class ThreadedIdeServer:
                 log.exception("/ide work posted from another thread failed")
 
         loop = self.loop
-        if loop is None or self._on_loop_thread() or not loop.is_running():
+        if loop is None or self._on_loop_thread() or loop.is_closed():
             run()
             return
         try:
@@ -304,19 +398,51 @@ class ThreadedIdeServer:
 
     # ------------------------------------------------ callbacks (on the loop thread)
 
-    def _on_diff(self, diff: DiffRequest) -> None:
+    def _on_diff(self, diff: DiffRequest) -> Any:
+        """`IdeServer`'s `on_diff`: the user's runs on the editor's thread, so its
+        outcome comes back as an awaitable, which `IdeServer` awaits as it awaits an
+        asyncio `on_diff`'s: a decision answers the diff, None leaves it to
+        `diff.accept()`/`reject()`, and an exception or an invalid value answers the
+        `open_diff` with an error result (as `IdeServer` does)."""
         user = self.on_diff
         if user is None:
             return None  # answered later with resolve_diff()
+        loop = asyncio.get_event_loop()
+        outcome: "asyncio.Future[Any]" = loop.create_future()
 
-        def deliver() -> None:
-            decision = user(diff)
-            if decision is not None:
-                # From the editor's thread: `accept`/`reject` marshal back to the loop.
-                diff.decide(decision)
+        def settle(decision: Any, error: Optional[BaseException]) -> None:  # on the loop thread
+            if outcome.done():
+                return
+            if error is not None:
+                outcome.set_exception(error)
+            else:
+                outcome.set_result(decision)
+
+        def deliver() -> None:  # on the editor's thread
+            try:
+                decision, error = user(diff), None
+            except Exception as exc:
+                decision, error = None, exc
+            try:
+                loop.call_soon_threadsafe(settle, decision, error)
+            except RuntimeError:  # the loop closed: the diff was answered at the stop
+                pass
+            if error is not None:
+                raise error  # logged by _in_editor, as every callback's failure
 
         self._in_editor(deliver)
-        return None
+        return self._decision(outcome, diff)
+
+    @staticmethod
+    async def _decision(outcome: "asyncio.Future[Any]", diff: DiffRequest) -> Any:
+        """The editor's decision, or None when the diff is answered first (an
+        `accept()` from the editor, the CLI's close_diff, a disconnect): the diff does
+        not wait for an editor thread that never runs its callback."""
+        await asyncio.wait([outcome, diff.future], return_when=asyncio.FIRST_COMPLETED)
+        if not outcome.done():
+            outcome.cancel()
+            return None
+        return outcome.result()
 
     def _on_diff_closed(self, diff: DiffRequest, answer: Dict[str, Any]) -> None:
         if self.on_diff_closed is not None:
