@@ -348,6 +348,7 @@ ERROR_ROW_FAULTS: Dict[str, Fault] = {
     "errors.missing_session_body": F(out_send=_as_text(b"missing mcp-session-id")),
     "errors.unknown_session_body": F(out_send=_as_text(b"Session not found")),
     "errors.second_stream": F(out_send=_as_text(b"stream is already open")),
+    "errors.stream_accept": F(out_send=_as_text(b"Not Acceptable")),
     "session.initialize_no_steal": F(setup=lambda s: _wrap_initialize(s, lambda s, r: _steal(s, r))),
     "session.reconnect_after_stream_closed": F(setup=lambda s: _wrap_initialize(s, _refuse_known)),
     "session.ends_when_client_vanishes": F(setup=lambda s: setattr(s, "orphan_timeout", 3600.0)),

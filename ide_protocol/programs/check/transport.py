@@ -372,3 +372,13 @@ async def check_second_stream(ctx: CheckContext) -> Optional[str]:
     second = await ctx.send("GET", None, session=sid)
     _expect_json_error(second, 409, jsonrpc.INVALID_REQUEST, None, "a second GET stream of one session")
     return None
+
+
+@check("errors.stream_accept", "§2", "errors row \"GET whose Accept excludes text/event-stream\": 406 "
+                                     "application/json, -32600")
+async def check_stream_accept(ctx: CheckContext) -> Optional[str]:
+    sid = await ctx.new_session()
+    headers = [(k, v) for k, v in ctx.headers("GET", sid) if k.lower() != "accept"]
+    reply = await ctx.send("GET", None, headers=headers[:-2] + [("Accept", "application/json")] + headers[-2:])
+    _expect_json_error(reply, 406, jsonrpc.INVALID_REQUEST, None, "a GET stream that accepts only JSON")
+    return None
