@@ -30,7 +30,7 @@ import secrets
 import signal
 import sys
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from .. import rpc
 from ..wire import jsonrpc
@@ -129,6 +129,8 @@ class IdeServer:
         self._selection_push: Optional[Debounced] = None
         self._diagnostics_push: Optional[DiagnosticsWindow] = None
         self._reaper: Optional["asyncio.Task[None]"] = None
+        #: The timers ending the sessions of vanished clients (`_connection_closed`).
+        self._orphan_timers: Set[asyncio.TimerHandle] = set()
         self._signals: List[int] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -193,6 +195,9 @@ class IdeServer:
             self._reaper.cancel()
             await asyncio.gather(self._reaper, return_exceptions=True)
             self._reaper = None
+        for timer in self._orphan_timers:
+            timer.cancel()
+        self._orphan_timers.clear()
         for session in list(self.app.sessions.values()):
             self.app.end_session(session, "server stopped")
         self.diffs.close()
@@ -278,8 +283,12 @@ class IdeServer:
 
     def _connection_closed(self, number: int) -> None:
         orphans = self.app.connection_closed(number)
-        if orphans and self.loop is not None:
-            self.loop.call_later(self.orphan_timeout, self.app.end_orphans, orphans)
+        if orphans and self.loop is not None and not self._stopping:
+            def end() -> None:
+                self._orphan_timers.discard(timer)
+                self.app.end_orphans(orphans)
+            timer = self.loop.call_later(self.orphan_timeout, end)
+            self._orphan_timers.add(timer)
 
     def expire_idle_sessions(self, now: Optional[float] = None) -> int:
         """End sessions abandoned without DELETE (no stream, no request, quiet for
