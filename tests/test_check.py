@@ -486,8 +486,9 @@ def test_the_diff_check_passes_when_a_person_accepts() -> None:
     assert [(r.name, r.status) for r in results] == [("diff.accept", check.PASS)], results[0].line()
 
 
-@pytest.mark.parametrize("name", [c.name for c in check.CHECKS])
+@pytest.mark.parametrize("name", [c.name for c in check.CHECKS if c.name not in ERROR_ROW_FAULTS])
 def test_each_check_fails_against_its_fault(name: str) -> None:
+    # (The rows of the errors table are proved more strictly below: exactly one FAIL.)
     results = asyncio.run(_run(FAULTS[name], [name], with_diff=True, timeout=FAULT_TIMEOUT))
     assert len(results) == 1
     result = results[0]
