@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 VERSIONS ?= 3.8 3.9 3.10 3.11 3.12 3.13
 
-.PHONY: serve test test-deps test-all typecheck interop interop-matrix acp-agents interop-acp-agents dist dist-test distclean bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim emacs-package emacs-deps bench-emacs
+.PHONY: serve test test-deps test-all typecheck interop interop-matrix acp-agents interop-acp-agents dist dist-test distclean pyz bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim emacs-package emacs-deps bench-emacs
 
 serve:
 	$(PYTHON) -m ide_protocol serve $(FOLDER)
@@ -133,6 +133,11 @@ emacs-deps:
 
 # The sdist and the wheel into dist/ (the `build` front end in .venv-build/); dist-test
 # unpacks the sdist into build/sdist-test/ and runs its own test suite there.
+# One file to copy to a container or server with just Python 3.8+ (the relay's other half):
+# build/copilot-ide.pyz, a zipapp of ide_protocol (stdlib only).
+pyz:
+	$(PYTHON) tools/build_pyz.py build/copilot-ide.pyz
+
 dist:
 	[ -x .venv-build/bin/python ] || $(PYTHON) -m venv .venv-build
 	.venv-build/bin/python -m pip install --quiet build

@@ -6,6 +6,7 @@
     trace                 a tracing proxy between the CLI and a real IDE server
     doctor [FOLDER] [--json]   why the CLI started in FOLDER does or does not see an IDE
     bridge [FOLDER...]    the /ide server for an editor, one JSON message per line (docs/BRIDGE.md)
+    relay cli-side|ide-side   the CLI on one machine, the IDE on another (docs/RELAY.md)
 
     --version             the package version (`ide_protocol.__version__`)
 
@@ -28,6 +29,7 @@ COMMANDS = {
     "trace": ("programs.trace", "trace the wire between the CLI and an IDE server"),
     "doctor": ("programs.doctor", "explain why Copilot CLI does or does not see an IDE"),
     "bridge": ("programs.bridge", "the /ide server for an editor, driven by JSON lines on stdin/stdout"),
+    "relay": ("programs.relay", "reach an IDE on another machine, container or WSL (docs/RELAY.md)"),
 }
 
 

@@ -299,11 +299,13 @@ def _pick(report: Report, env: Mapping[str, str], scanned: List[LockReport]) -> 
 
 def diagnose(folder: str, env: Optional[Mapping[str, str]] = None, home: Optional[str] = None,
              cli_config_dir: Optional[str] = None, try_handshake: bool = True,
-             timeout: float = HANDSHAKE_TIMEOUT, slow: float = SLOW_SECONDS) -> Report:
+             timeout: float = HANDSHAKE_TIMEOUT, slow: float = SLOW_SECONDS,
+             dockerenv: str = "/.dockerenv") -> Report:
     """Everything the CLI started in ``folder`` would do with the IDE lock files.
 
     ``env``/``home`` default to this process's (the user runs doctor where they run the
-    CLI); ``cli_config_dir`` is the CLI's ``--config-dir``. Raises ``NotADirectoryError``
+    CLI); ``cli_config_dir`` is the CLI's ``--config-dir``; ``dockerenv`` the file that
+    says this runs in a Docker container (a remote hint). Raises ``NotADirectoryError``
     when ``folder`` is not a directory. Never writes or deletes a file."""
     env = dict(os.environ if env is None else env)
     home = home if home is not None else (env.get("HOME") or os.path.expanduser("~"))
@@ -333,7 +335,22 @@ def diagnose(folder: str, env: Optional[Mapping[str, str]] = None, home: Optiona
         for (lock, _raw), hs in zip(scanned, results):
             _judge_handshake(lock, hs, slow)
     _pick(report, env, [lock for lock, _raw in scanned])
+    if report.picked is None:
+        _remote_finding(report, rules.remote_places(env, dockerenv))
     return report
+
+
+def _remote_finding(report: Report, places: List[str]) -> None:
+    """No IDE lists the folder and this runs apart from the editor: the relay would
+    bring an editor outside here (docs/RELAY.md)."""
+    if not places:
+        return
+    report.findings.append(Finding(
+        "remote", "this runs in %s: Copilot CLI here sees only IDEs on this side, not an editor outside"
+        % " and ".join(places),
+        "relay the editor here: `%s cli-side --map EDITOR_PATH=%s --via \"ssh|docker exec -i|wsl.exe ... "
+        "python3 copilot-ide.pyz relay ide-side --stdio --folder EDITOR_PATH\"` (docs/RELAY.md)"
+        % (program_name("relay"), report.folder)))
 
 
 def _lock_info(raw: Dict[str, Any], cwd: str) -> LockInfo:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ...common.lock_rules import MAX_LOCK_BYTES, lexical
 
@@ -53,6 +53,22 @@ def resolve_in(path: str, cwd: str) -> str:
 def older_cli_lock_dir(home: str) -> str:
     """Where CLIs before 1.0 look: ``$HOME/.copilot/ide``, ignoring ``COPILOT_HOME``."""
     return os.path.join(home, ".copilot", "ide")
+
+
+# ------------------------------------------------------------------------ remotes
+
+#: The signs that this process runs apart from the user's editor, each with its name.
+REMOTE_SIGNS = (("SSH_CONNECTION", "an SSH session"), ("REMOTE_CONTAINERS", "a dev container"),
+                ("CODESPACES", "a Codespace"), ("WSL_DISTRO_NAME", "WSL"))
+
+
+def remote_places(env: Mapping[str, str], dockerenv: str = "/.dockerenv") -> List[str]:
+    """Where this runs, when it is somewhere an editor outside cannot be seen from: an
+    SSH session, a dev container, a Codespace, WSL, a Docker container (`dockerenv`)."""
+    places = ["%s (%s)" % (name, key) for key, name in REMOTE_SIGNS if env.get(key)]
+    if os.path.exists(dockerenv):
+        places.append("a container (%s)" % dockerenv)
+    return places
 
 
 # ------------------------------------------------------------------------ folders

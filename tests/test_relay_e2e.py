@@ -1,0 +1,283 @@
+"""The relay end to end: our IdeServer on the IDE's side, the two relay halves joined by
+`--via` (a real child process speaking over its stdin/stdout) with a `--map`, and our
+IdeClient on the CLI's side finding the relay's lock and seeing its own paths."""
+from __future__ import annotations
+
+import asyncio
+import glob
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+from typing import Any, List, Optional
+
+import pytest
+
+from ide_protocol.client import IdeClient
+from ide_protocol.common.tools import Diagnostic, Selection
+from ide_protocol.server.ide_server import IdeServer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from build_pyz import build as build_pyz  # noqa: E402
+LIMIT = 60  # a guard against hangs only
+
+
+def relay_command(tmp: Any, *extra: str, ide_program: str = "-m ide_protocol") -> List[str]:
+    ide_side = "%s %s relay ide-side --stdio --folder %s --lock-dir %s%s" % (
+        sys.executable, ide_program, tmp / "project", tmp / "ide", " --wait" if "--wait" in extra else "")
+    return [sys.executable, "-m", "ide_protocol", "relay", "cli-side", "--via", ide_side,
+            "--map", "%s=%s" % (tmp / "project", tmp / "cliview"), "--lock-dir", str(tmp / "cli-ide")] + list(extra)
+
+
+def start_relay(tmp: Any, *extra: str, ide_program: str = "-m ide_protocol") -> "subprocess.Popen[str]":
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.Popen(relay_command(tmp, *extra, ide_program=ide_program), env=env, cwd=str(tmp), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+async def wait_for(predicate: Any, what: str, seconds: float = 30.0) -> Any:
+    loop = asyncio.get_event_loop()
+    deadline = loop.time() + seconds
+    while loop.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        await asyncio.sleep(0.05)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def relay_locks(tmp: Any) -> List[str]:
+    return glob.glob(str(tmp / "cli-ide" / "*.lock"))
+
+
+def setup(tmp: Any) -> None:
+    (tmp / "project").mkdir()
+    (tmp / "project" / "a.py").write_text("print('hi')\n")
+    (tmp / "cliview").mkdir()
+
+
+@pytest.mark.parametrize("ide_half", ["module", "pyz"])
+def test_client_through_the_relay_sees_its_own_paths_and_the_ide_its_own(tmp_path: Any, ide_half: str) -> None:
+    """The IDE's half runs as `python3 -m ide_protocol`, or from the one-file zipapp
+    (`make pyz`) in a directory with nothing else, as on a bare server."""
+    setup(tmp_path)
+    ide_program = "-m ide_protocol"
+    if ide_half == "pyz":
+        bare = tmp_path / "bare"
+        bare.mkdir()
+        ide_program = "-I " + build_pyz(str(bare / "copilot-ide.pyz"))
+    ide_path = str(tmp_path / "project" / "a.py")
+    cli_path = str(tmp_path / "cliview" / "a.py")
+    diffs: List[Any] = []
+
+    async def on_diff(diff: Any) -> Optional[bool]:
+        if diff.tab_name != "accept me":
+            return None  # left to a person (check's diffs are closed by close_diff)
+        diffs.append(diff)
+        return True
+
+    async def scenario() -> None:
+        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE",
+                             on_diff=on_diff) as server:
+            relay = start_relay(tmp_path, ide_program=ide_program)
+            try:
+                locks = await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
+                assert relay.poll() is None, relay.stderr.read() if relay.stderr else ""
+                with open(locks[0]) as f:
+                    lock = json.load(f)
+                assert stat.S_IMODE(os.stat(locks[0]).st_mode) == 0o600
+                assert lock["pid"] == relay.pid and lock["isTrusted"] is False
+                assert lock["workspaceFolders"][0] == str(tmp_path / "cliview")
+                assert lock["ideName"] == "Test IDE (relayed)"
+                assert lock["headers"]["Authorization"] != server.headers["Authorization"]
+                sock_dir = os.path.dirname(lock["socketPath"])
+                assert stat.S_IMODE(os.stat(sock_dir).st_mode) == 0o700
+
+                # the relay's own nonce is checked before anything crosses the link
+                reader, writer = await asyncio.open_unix_connection(lock["socketPath"])
+                writer.write(b"POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: " + server.headers["Authorization"].encode()
+                             + b"\r\nContent-Length: 2\r\n\r\n{}")
+                assert (await reader.read(100)).startswith(b"HTTP/1.1 401 ")
+                writer.close()
+
+                client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=20)
+                async with client:
+                    server.set_selection(Selection(ide_path, "print", (0, 0), (0, 5)))
+                    selection = await client.get_selection()
+                    assert selection["filePath"] == cli_path
+                    assert selection["fileUrl"] == "file://" + cli_path
+                    push = await client.wait_push("selection_changed", timeout=20)
+                    assert push.params["filePath"] == cli_path
+
+                    server.set_diagnostics(ide_path, [Diagnostic("bad", "Warning", (0, 0), (0, 1))])
+                    diags = await client.get_diagnostics("file://" + cli_path)
+                    assert [d["filePath"] for d in diags] == [cli_path]
+
+                    answer = await client.open_diff(cli_path, "new\n", "accept me")
+                    assert answer["result"] == "SAVED"
+                    assert answer["message"].endswith(cli_path)
+                    assert [d.original_file_path for d in diffs] == [ide_path]  # the IDE shows its own path
+
+                if ide_half == "module":
+                    # `check` on the CLI's side through the relay passes as it does directly
+                    env = dict(os.environ, PYTHONPATH=ROOT)
+                    checked = await asyncio.get_event_loop().run_in_executor(None, lambda: subprocess.run(
+                        [sys.executable, "-m", "ide_protocol", "check", "--lock-dir", str(tmp_path / "cli-ide")],
+                        cwd=str(tmp_path / "cliview"), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                        text=True, timeout=120))
+                    assert checked.returncode == 0 and " 0 failed" in checked.stdout, checked.stdout
+            finally:
+                if relay.poll() is None:
+                    relay.send_signal(signal.SIGTERM)
+                loop = asyncio.get_event_loop()
+                code = await loop.run_in_executor(None, relay.wait, 30)
+                err = relay.stderr.read() if relay.stderr else ""
+            assert code == 0, err
+            assert relay_locks(tmp_path) == []
+            assert not os.path.exists(lock["socketPath"]) and not os.path.exists(sock_dir)
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+
+
+def test_the_relay_lock_goes_first_when_the_ide_goes_and_none_without_ide(tmp_path: Any) -> None:
+    setup(tmp_path)
+
+    async def scenario() -> None:
+        server = IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE")
+        await server.start()
+        relay = start_relay(tmp_path)
+        try:
+            await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
+            await server.stop()
+            code = await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30)
+            assert code == 0 and relay_locks(tmp_path) == []
+            assert "the IDE went away" in (relay.stderr.read() if relay.stderr else "")
+        finally:
+            if relay.poll() is None:
+                relay.kill()
+                relay.wait()
+        # no IDE at all: no lock, a non-zero exit, the reason said
+        relay = start_relay(tmp_path)
+        code = await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30)
+        err = relay.stderr.read() if relay.stderr else ""
+        assert code == 1 and "no IDE" in err and relay_locks(tmp_path) == []
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+
+
+def test_with_wait_an_ide_restarted_with_a_new_nonce_is_followed(tmp_path: Any) -> None:
+    setup(tmp_path)
+    ide_path = str(tmp_path / "project" / "a.py")
+    cli_path = str(tmp_path / "cliview" / "a.py")
+
+    def serve() -> IdeServer:
+        return IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE")
+
+    async def selection_through_the_relay(server: IdeServer) -> Any:
+        server.set_selection(Selection(ide_path, "print", (0, 0), (0, 5)))
+        client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=20)
+        async with client:
+            return await client.get_selection()
+
+    async def scenario() -> None:
+        relay = None
+        try:
+            async with serve() as first:
+                relay = start_relay(tmp_path, "--wait")
+                old = await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
+                assert (await selection_through_the_relay(first))["filePath"] == cli_path
+            # the IDE went: the relay's lock goes, the relay waits
+            await wait_for(lambda: not relay_locks(tmp_path), "the relay's lock to go")
+            assert relay.poll() is None
+            async with serve() as second:
+                new = await wait_for(lambda: relay_locks(tmp_path), "the relay's new lock")
+                assert new != old
+                assert (await selection_through_the_relay(second))["filePath"] == cli_path
+        finally:
+            if relay is not None:
+                if relay.poll() is None:
+                    relay.send_signal(signal.SIGINT)
+                code = await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30)
+                assert code == 0, relay.stderr.read() if relay.stderr else ""
+        assert relay_locks(tmp_path) == []
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+
+
+def ide_half_pids(tmp: Any) -> List[int]:
+    """The IDE's half started for this test (found by its command line in /proc)."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % name, "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"ide-side" in args and str(tmp / "project").encode() in args:
+            pids.append(int(name))
+    return pids
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the IDE's half through /proc (Linux)")
+def test_when_the_link_dies_the_lock_goes_and_the_relay_says_so(tmp_path: Any) -> None:
+    setup(tmp_path)
+
+    async def scenario() -> None:
+        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE"):
+            relay = start_relay(tmp_path)
+            try:
+                await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
+                pids = ide_half_pids(tmp_path)
+                assert pids
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+                code = await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30)
+                err = relay.stderr.read() if relay.stderr else ""
+                assert code == 1 and "link" in err, err
+                assert relay_locks(tmp_path) == []
+            finally:
+                if relay.poll() is None:
+                    relay.kill()
+                    relay.wait()
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+
+
+def test_a_32_mb_open_diff_crosses_whole_while_another_connection_keeps_answering(tmp_path: Any) -> None:
+    setup(tmp_path)
+    big = ("0123456789abcdef" * 64 + "\n") * (32 * 1024 * 1024 // 1025)
+    cli_path = str(tmp_path / "cliview" / "a.py")
+    seen: List[Any] = []
+
+    async def on_diff(diff: Any) -> Optional[bool]:
+        seen.append(diff)
+        return False
+
+    async def scenario() -> None:
+        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE",
+                             on_diff=on_diff):
+            relay = start_relay(tmp_path)
+            try:
+                await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
+                diff_client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=60)
+                other = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=60)
+                async with diff_client, other:
+                    sending = asyncio.ensure_future(diff_client.open_diff(cli_path, big, "big"))
+                    answers = 0
+                    while not sending.done() or answers < 3:
+                        await other.get_selection()
+                        answers += 1
+                    assert (await sending)["result"] == "REJECTED"
+                assert answers >= 3
+                assert len(seen) == 1 and seen[0].new_file_contents == big
+                assert seen[0].original_file_path == str(tmp_path / "project" / "a.py")
+            finally:
+                relay.send_signal(signal.SIGTERM)
+                assert await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30) == 0
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT * 2))
