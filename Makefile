@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 VERSIONS ?= 3.8 3.9 3.10 3.11 3.12 3.13
 
-.PHONY: serve test test-deps test-all typecheck interop interop-matrix acp-agents interop-acp-agents dist dist-test distclean pyz bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim emacs-package emacs-deps bench-emacs
+.PHONY: serve test test-deps test-all test-windows typecheck interop interop-matrix acp-agents interop-acp-agents dist dist-test distclean pyz bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim emacs-package emacs-deps bench-emacs
 
 serve:
 	$(PYTHON) -m ide_protocol serve $(FOLDER)
@@ -38,6 +38,17 @@ typecheck:
 # The suite under every CPython 3.8-3.13 that pyenv (or PATH) provides.
 test-all:
 	PYTHON_VERSIONS="$(VERSIONS)" bash tools/test_all.sh $(PYTEST_ARGS)
+
+# The suite under a Windows CPython 3.12 in Wine (docs/WINDOWS.md): installs what it
+# needs when missing (Debian's wine, a prefix in .wine/, the CPython and pytest in
+# .win-python/), then runs pytest there; WINDOWS_PYTEST_ARGS picks tests (default: all).
+# Where Wine cannot be installed it says why and stops without failing.
+WINDOWS_PYTEST_ARGS ?=
+test-windows:
+	@PYTHON=$(PYTHON) bash tools/windows/setup.sh; status=$$?; \
+	if [ $$status = 3 ]; then echo "test-windows: SKIPPED (see the reason above)"; exit 0; fi; \
+	[ $$status = 0 ] || exit $$status; \
+	bash tools/windows/run_tests.sh $(WINDOWS_PYTEST_ARGS)
 
 # The real Copilot CLI offline against this code: the newest listed version (the pin),
 # or any published one with CLI_VERSION=X (installed into .interop/X/); interop-matrix
@@ -157,4 +168,4 @@ clean:
 	find ide_protocol acp tests tools editors -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) .venv-* .interop .bench-venv .bench-node .acp-agents
+	rm -rf $(VENV) .venv-* .interop .bench-venv .bench-node .acp-agents .wine .win-python

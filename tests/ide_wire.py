@@ -33,6 +33,44 @@ DISCOVER_PARAMS = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07
                              "io.modelcontextprotocol/clientCapabilities": {}}}
 
 
+async def open_connection(path: str) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Connect to a server's socket: a Unix socket, or a named pipe on Windows (the
+    library's own pipe client, `winpipe.open_pipe_connection`, as nothing else in the
+    standard library opens one as streams)."""
+    from ide_protocol.common import lock_rules, winpipe
+
+    if lock_rules.is_pipe_path(path):
+        return await winpipe.open_pipe_connection(path)
+    return await asyncio.open_unix_connection(path)
+
+
+async def listen(listener: Any, directory: str) -> str:
+    """Start a `transport.Listener` where its platform's servers listen: a Unix socket
+    in `directory`, a named pipe on Windows (PROTOCOL.md §1). Returns the path."""
+    if os.name == "nt":
+        return await listener.start_pipe()
+    return await listener.start_unix(directory)
+
+
+def send_and_vanish(path: str, data: bytes) -> None:
+    """A peer that connects, sends `data` and is gone before any answer (a Unix
+    socket, or a named pipe opened as a file on Windows)."""
+    from ide_protocol.common import lock_rules
+
+    if lock_rules.is_pipe_path(path):
+        with open(path, "r+b", buffering=0) as pipe:
+            pipe.write(data)
+        return
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+        sock.sendall(data)
+    finally:
+        sock.close()
+
+
 def run(coro: Any, timeout: float = 30.0) -> Any:
     """Run one test coroutine on a fresh loop; a hang fails after `timeout` seconds."""
     return asyncio.run(asyncio.wait_for(coro, timeout))
@@ -108,7 +146,7 @@ class Conn:
 
     @classmethod
     async def open(cls, path: str, number: int = 0) -> "Conn":
-        reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(path), WAIT)
+        reader, writer = await asyncio.wait_for(open_connection(path), WAIT)
         return cls(reader, writer, number)
 
     def send_raw(self, data: bytes, expect: Optional[str] = None) -> None:
@@ -269,7 +307,7 @@ class Cli:
     async def probe(self, count: int = 2) -> None:
         """The CLI's empty connections before each connect attempt."""
         for _ in range(count):
-            reader, writer = await asyncio.open_unix_connection(self.socket_path)
+            reader, writer = await open_connection(self.socket_path)
             writer.close()
 
     async def new_conn(self) -> Conn:

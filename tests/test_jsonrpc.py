@@ -80,8 +80,12 @@ def test_lone_surrogates_round_trip_as_escapes():
     assert json.loads(jsonrpc.dumps_str(obj)) == obj
 
 
+# Short ids: pytest puts the test's id in an environment variable (PYTEST_CURRENT_TEST),
+# and Windows refuses one longer than 32 767 characters, as 100 000 brackets would make.
 @pytest.mark.parametrize("data", [b"", b"{", b"\xff\xfe", b"[1,]", b"{'a':1}", "\ufeff{}".encode("utf-8"),
-                                  b"[" * 100000])
+                                  b"[" * 100000],
+                         ids=["empty", "open-brace", "not-utf8", "trailing-comma", "single-quotes", "bom",
+                              "100000-brackets"])
 def test_loads_parse_errors(data):
     with pytest.raises(JsonRpcError) as info:
         loads(data)

@@ -9,6 +9,8 @@ from typing import Any, List
 import pytest
 
 from ide_protocol.wire import http11
+import ide_wire
+import platforms
 from ide_wire import Cli, Conn, chunked, cli_for, head, make_server, run, until
 
 
@@ -35,10 +37,12 @@ def test_probe_connections_are_harmless(tmp_path) -> None:
     async def main() -> None:
         async with make_server(tmp_path) as server:
             for _ in range(5):
-                reader, writer = await asyncio.open_unix_connection(server.socket_path)
+                reader, writer = await ide_wire.open_connection(server.socket_path)
                 writer.close()
-            # The server notices each probe and lets go of it.
-            await until(lambda: server.stats()["accepted_connections"] >= 5, what="probes accepted")
+            # The server notices each probe and lets go of it. (A pipe's server may never
+            # accept a probe that is gone at once: nothing to count there.)
+            if not platforms.WINDOWS:
+                await until(lambda: server.stats()["accepted_connections"] >= 5, what="probes accepted")
             await until(lambda: server.stats()["connections"] == 0, what="probes released")
             await still_works(server)
     run(main())
@@ -426,7 +430,7 @@ def test_vanishing_peers_and_garbage(tmp_path) -> None:
                     conn = await Conn.open(server.socket_path)
                     conn.send_raw(data)
                     await conn.writer.drain()
-                    if vanish:
+                    if vanish or not conn.writer.can_write_eof():  # (a named pipe has no half-close)
                         conn.abort()
                     else:
                         conn.writer.write_eof()

@@ -20,6 +20,8 @@ from ide_protocol.common.lockfile import LockInfo, pid_alive, write_lock
 from ide_protocol.server.ide_server import IdeServer
 from ide_wire import cli_for, run
 
+import platforms
+
 UUID_LOCK = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\.lock$")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,6 +38,7 @@ def _mode(path: str) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
+@platforms.posix_permissions
 def test_lock_content_types_modes_and_removal(tmp_path) -> None:
     real = tmp_path / "real project"
     real.mkdir()
@@ -142,6 +145,7 @@ def test_workspace_change_writes_a_new_lock(tmp_path) -> None:
     run(main())
 
 
+@platforms.unix_sockets
 def test_stale_locks_cleaned_foreign_untouched(tmp_path, dead_pid: int) -> None:
     d = str(tmp_path / "locks")
     os.makedirs(d, mode=0o700)
@@ -176,6 +180,7 @@ def test_stale_locks_cleaned_foreign_untouched(tmp_path, dead_pid: int) -> None:
         shutil.rmtree(stale_dir, ignore_errors=True)
 
 
+@platforms.unix_sockets
 def test_too_long_socket_path_is_a_clear_error(tmp_path) -> None:
     long_dir = tmp_path / ("d" * 120)
     long_dir.mkdir()
@@ -193,6 +198,7 @@ def test_too_long_socket_path_is_a_clear_error(tmp_path) -> None:
     assert not os.path.exists(locks) or os.listdir(locks) == []
 
 
+@platforms.posix_signals
 def test_sigterm_of_a_serving_process_removes_lock_and_socket(tmp_path) -> None:
     locks = str(tmp_path / "locks")
     script = textwrap.dedent("""

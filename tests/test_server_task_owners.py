@@ -10,6 +10,7 @@ import signal
 from typing import Any, List
 
 from ide_wire import cli_for, make_server, run, until
+import platforms
 
 
 def test_a_callback_coroutine_still_running_is_cancelled_and_awaited_by_stop(tmp_path) -> None:
@@ -51,6 +52,7 @@ def test_a_failing_callback_coroutine_is_logged(tmp_path, caplog) -> None:
     assert record.exc_info is not None and "the editor's bug" in str(record.exc_info[1])
 
 
+@platforms.posix_signals
 def test_repeated_signals_make_one_stop_task_that_the_server_keeps(tmp_path) -> None:
     async def main() -> None:
         server = make_server(tmp_path)

@@ -18,7 +18,6 @@ fixture runs those tests as shipped and with the task started one pass later.
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
 from typing import Any, AsyncIterator, List
 
@@ -28,6 +27,8 @@ from ide_protocol.wire import http11
 from ide_protocol.server import transport
 from ide_protocol.server.listener import Listener
 from ide_protocol.server.answers import PendingReply, Reply, Stream
+import ide_wire
+import platforms
 from ide_wire import Conn, run, until
 
 EAGER_TASKS = sys.version_info >= (3, 12)
@@ -55,7 +56,7 @@ def request(target: str, body: bytes = b"", close: bool = False, chunked: bool =
 
 async def serve(tmp_path: Any, app: Any, **kw: Any) -> Listener:
     listener = Listener(app, max_body=1 << 20, **kw)
-    await listener.start_unix(str(tmp_path))
+    await ide_wire.listen(listener, str(tmp_path))
     return listener
 
 
@@ -90,12 +91,7 @@ async def released(listener: Listener) -> None:
 
 def send_and_vanish(path: str, data: bytes) -> None:
     """A peer that sends a request and is gone before the answer."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(path)
-        sock.sendall(data)
-    finally:
-        sock.close()
+    ide_wire.send_and_vanish(path, data)
 
 
 async def chunks_of(*pieces: bytes) -> AsyncIterator[bytes]:
@@ -310,7 +306,9 @@ def test_a_stream_head_goes_at_once_its_chunks_as_they_come(tmp_path: Any) -> No
         # A stream whose chunks fail after its head went: the connection is cut off.
         conn.send_raw(request("/fails"), expect="POST")
         reply = await conn.read_reply()
-        assert not reply.complete and reply.body == b"half"
+        assert not reply.complete
+        # (On Windows the Proactor loop's abort may drop the chunk still queued.)
+        assert reply.body == b"half" or (platforms.WINDOWS and reply.body == b"")
         assert await conn.wait_closed() and closed == ["/s", "/h", "fails"]
         await released(listener)
     run(main())
@@ -351,7 +349,7 @@ def test_a_vanished_peer_cancels_what_its_answer_waits_for(tmp_path: Any) -> Non
             conn.send_raw(request(target), expect="POST")
             await asyncio.wait_for(entered.wait(), 5)
             entered.clear()
-            if target.endswith("abort"):
+            if target.endswith("abort") or not conn.writer.can_write_eof():  # (a named pipe has no half-close)
                 conn.abort()
             else:
                 conn.writer.write_eof()  # a half-close is a peer gone too
@@ -363,6 +361,7 @@ def test_a_vanished_peer_cancels_what_its_answer_waits_for(tmp_path: Any) -> Non
     run(main())
 
 
+@platforms.vanishing_peers_counted
 def test_an_answer_is_closed_unrun_when_its_connection_drops_first(tmp_path: Any, starts_later: bool) -> None:
     log: List[str] = []
 

@@ -23,7 +23,6 @@ import gc
 import hmac
 import inspect
 import json
-import socket
 import sys
 import threading
 import time
@@ -44,6 +43,8 @@ from ide_protocol.server import mcp as mcp_module
 from ide_protocol.server.answers import PendingReply, Reply, Stream
 from ide_protocol.server.mcp import McpApp
 from ide_protocol.common.tools import Selection
+import ide_wire
+import platforms
 from ide_wire import Cli, Conn, cli_for, make_server, run, tool_error, tool_json, until
 from splitting import feed_all_ways, normalise
 
@@ -79,7 +80,7 @@ def post(target: str, body: bytes = b"", close: bool = False, chunked: bool = Fa
 
 async def serve(tmp_path: Any, app: Any) -> Listener:
     listener = Listener(app, max_body=1 << 20)
-    await listener.start_unix(str(tmp_path))
+    await ide_wire.listen(listener, str(tmp_path))
     return listener
 
 
@@ -92,12 +93,7 @@ def send_and_vanish(path: str, data: bytes) -> None:
     """A peer that sends a request and is gone before the answer: the server reads the
     request, and its first write fails (EPIPE), which drops the connection before a
     task started for the request can take it up."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(path)
-        sock.sendall(data)
-    finally:
-        sock.close()
+    ide_wire.send_and_vanish(path, data)
 
 
 def unawaited(records: List[warnings.WarningMessage]) -> List[str]:
@@ -682,6 +678,7 @@ def test_cancelled_before_its_task_started_leaves_nothing(tmp_path: Any, starts_
     run(main())
 
 
+@platforms.vanishing_peers_counted
 def test_dropped_before_its_task_started_leaves_nothing(tmp_path: Any, starts_later: bool) -> None:
     diffs: List[str] = []
     closed: List[str] = []

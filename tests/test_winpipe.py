@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import uuid
 from typing import Any, List
 
 import pytest
@@ -74,18 +75,107 @@ def test_listener_serves_http_through_the_pipe_plumbing(tmp_path: Any) -> None:
     ide_wire.run(scenario())
 
 
-def test_windows_pid_check_lives_here_and_errs_on_the_safe_side(monkeypatch) -> None:
-    # lockfile delegates to winpipe on Windows (all Windows-only code in one module);
-    # without a usable kernel32 (here: Linux) the check answers "alive", so stale-lock
-    # cleanup keeps the lock rather than deleting a live IDE's.
+def test_the_pid_check_delegates_to_winpipe_on_windows(monkeypatch: Any) -> None:
+    # lockfile delegates to winpipe on Windows (all Windows-only code in one module).
     from ide_protocol.common import lockfile
 
-    assert winpipe.pid_alive(12345) is True
     calls: List[int] = []
     monkeypatch.setattr(winpipe, "pid_alive", lambda pid: calls.append(pid) or False)
     monkeypatch.setattr(lockfile.os, "name", "nt")
     assert lockfile.pid_alive(4242) is False
     assert calls == [4242]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="Windows has a kernel32 to ask")
+def test_without_kernel32_the_windows_pid_check_errs_on_the_safe_side() -> None:
+    # Without a usable kernel32 (here: not Windows) the check answers "alive", so
+    # stale-lock cleanup keeps the lock rather than deleting a live IDE's.
+    assert winpipe.pid_alive(12345) is True
+
+
+@pytest.mark.skipif(sys.platform != "win32", reason="asks the Windows kernel (OpenProcess)")
+def test_windows_pid_check_is_libuvs_uv_kill(tmp_path: Any) -> None:
+    import subprocess
+
+    # Node's process.kill(pid, 0) is libuv's uv_kill: pid 0 is the calling process,
+    # a negative pid opens no process (ESRCH), an exited process is not running.
+    assert winpipe.pid_alive(0) is True
+    assert winpipe.pid_alive(os.getpid()) is True
+    assert winpipe.pid_alive(-1) is False
+    assert winpipe.pid_alive(-os.getpid()) is False
+    proc = subprocess.Popen([sys.executable, "-c", "pass"], stdin=subprocess.DEVNULL)
+    proc.wait()
+    assert winpipe.pid_alive(proc.pid) is False
+
+
+def test_a_pipe_that_is_not_there_refuses() -> None:
+    from ide_protocol.common import lock_rules
+
+    verdict, why = lock_rules.connect_once(winpipe.pipe_name(), 0.25)
+    assert (verdict, why) == (lock_rules.REFUSED, "no such named pipe")
+    assert lock_rules.connect_once(winpipe.pipe_name("mcp-\0.sock"), 0.25)[0] == lock_rules.REFUSED
+
+
+def _foreign_pipe_lock(directory: str, pid: int, pipe: str = "") -> str:
+    """A lock of ours (the writer marker) naming `pid` and a pipe nobody serves,
+    written the way another process of this library would have: not by this one."""
+    from ide_protocol.common import lockfile
+
+    info = lockfile.LockInfo.new(pipe or winpipe.pipe_name(), {"Authorization": "Nonce x"}, [directory],
+                                 "Python IDE", pid=pid, scheme="pipe")
+    path = os.path.join(directory, "%s.lock" % uuid.uuid4())
+    with open(path, "wb") as f:
+        f.write(lockfile._encode_lock(info))
+    return path
+
+
+def test_a_pipe_lock_whose_pipe_is_gone_is_stale_even_when_its_pid_runs(tmp_path: Any) -> None:
+    # Windows reuses pids at once: after a hard kill the restarted server often gets
+    # the dead one's pid, so "pid alive" proves nothing for a pipe lock. Our own pid
+    # makes that deterministic: it runs, the lock's pipe does not exist.
+    from ide_protocol.common import lockfile
+
+    directory = str(tmp_path)
+    path = _foreign_pipe_lock(directory, os.getpid())
+    assert lockfile.pid_alive(os.getpid())
+    assert lockfile.remove_stale_locks(directory) == [path]
+    assert not os.path.exists(path)
+
+
+def test_a_pipe_lock_this_process_wrote_is_never_judged_by_its_pid(tmp_path: Any) -> None:
+    from ide_protocol.common import lockfile
+
+    directory = str(tmp_path)
+    info = lockfile.LockInfo.new(winpipe.pipe_name(), {"Authorization": "Nonce x"}, [directory], "Python IDE",
+                                 scheme="pipe")
+    path = lockfile.write_lock(info, directory)
+    try:
+        assert lockfile.written_here(path)
+        assert lockfile.remove_stale_locks(directory) == []
+        assert os.path.exists(path)
+    finally:
+        lockfile.remove_lock(path)
+    assert not lockfile.written_here(path)
+
+
+@pytest.mark.skipif(sys.platform != "win32", reason="a real named pipe on the Proactor loop")
+def test_a_pipe_lock_whose_pipe_is_served_is_kept(tmp_path: Any) -> None:
+    from ide_protocol.common import lock_rules, lockfile
+
+    directory = str(tmp_path)
+
+    async def scenario() -> None:
+        server, address = await winpipe.start_pipe_server(asyncio.Protocol)
+        try:
+            path = _foreign_pipe_lock(directory, os.getpid(), address)
+            assert lock_rules.connect_once(address, 0.25) == (lock_rules.ACCEPTS, "")
+            assert lockfile.remove_stale_locks(directory) == []
+            assert os.path.exists(path)
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    ide_wire.run(scenario())
 
 
 def test_client_pipe_connection_needs_the_proactor_loop() -> None:
@@ -99,4 +189,6 @@ def test_client_pipe_connection_needs_the_proactor_loop() -> None:
         return "connected"
 
     message = asyncio.run(main())
-    assert "Proactor" in message and "mcp-test.sock" in message
+    assert "mcp-test.sock" in message
+    if sys.platform != "win32":
+        assert "Proactor" in message

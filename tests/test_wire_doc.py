@@ -7,6 +7,8 @@ import importlib.util
 import os
 from typing import Any
 
+import platforms
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "tools", "make_wire_doc.py")
 WIRE = os.path.join(ROOT, "docs", "WIRE.md")
@@ -20,6 +22,7 @@ def _load() -> Any:
     return module
 
 
+@platforms.wire_doc_on_posix
 def test_wire_doc_is_up_to_date(tmp_path: Any) -> None:
     module = _load()
     fresh = tmp_path / "WIRE.md"
@@ -45,6 +48,7 @@ def test_wire_doc_shows_a_complete_session() -> None:
     assert "/tmp/wire-doc-" not in text and "wire-doc-" not in text.replace("make wire-doc", "")
 
 
+@platforms.wire_doc_on_posix
 def test_a_stale_file_is_detected(tmp_path: Any) -> None:
     module = _load()
     stale = tmp_path / "WIRE.md"

@@ -127,6 +127,12 @@ Flymake in Emacs 28 tells nobody when its diagnostics change."
   "Seconds Emacs waits at exit for the bridge to remove its lock file."
   :type 'number)
 
+(defcustom copilot-ide-trusted nil
+  "Non-nil: the lock file marks the project trusted (isTrusted).
+Copilot CLI then skips its folder trust prompt for it.  Set it only
+for projects you trust: the lock says so to every CLI that reads it."
+  :type 'boolean)
+
 (defcustom copilot-ide-bridge-arguments nil
   "More arguments for the bridge, e.g. (\"--trusted\")."
   :type '(repeat string))
@@ -286,6 +292,7 @@ holds an `ide_protocol' folder of its own runs nothing by being opened.")
           (make-process :name "copilot-ide"
                         :command (append (list copilot-ide-python "-I" "-c" copilot-ide--launcher
                                                library "bridge" root "--name" copilot-ide-name)
+                                         (and copilot-ide-trusted (list "--trusted"))
                                          copilot-ide-bridge-arguments)
                         :connection-type 'pipe
                         :coding 'utf-8-unix

@@ -8,7 +8,11 @@ socket. So a lock is stale only when all of these hold:
 
 * it is valid and carries our writer marker (other IDEs' locks are never touched), and
   on POSIX the file belongs to our user;
-* its pid is not running here, by the CLI's own test (`lock_rules.pid_running`);
+* its pid is not running here, by the CLI's own test (`lock_rules.pid_running`); but
+  for a Windows named pipe the pid is not asked: Windows reuses pids at once (a server
+  restarted after a hard kill often gets its predecessor's pid), while a pipe exists
+  exactly as long as a server holds it, so a pipe that is not there is proof enough,
+  for any lock but those this process wrote itself (`written_here`);
 * its socket refuses a connection or is missing. A socket that accepts is a live
   server, whatever its pid says; a probe that times out proves nothing and keeps the
   lock too.
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Iterable, List, Tuple
+from typing import Callable, Iterable, List, Tuple
 
 from . import lock_rules
 
@@ -85,10 +89,12 @@ def remove_socket_leftovers(socket_path: str) -> bool:
     return removed
 
 
-def remove_stale_locks(lock_paths: Iterable[str], writer: Tuple[str, str]) -> List[str]:
+def remove_stale_locks(lock_paths: Iterable[str], writer: Tuple[str, str],
+                       written_here: Callable[[str], bool] = lambda path: False) -> List[str]:
     """Remove the stale locks among `lock_paths` that carry the writer marker `writer`
     (key, value), see the module doc; return their paths. (`lockfile` names the lock
-    files and the marker: this module knows nothing of how locks are written.)"""
+    files, the marker and `written_here`, the locks this process wrote: this module
+    knows nothing of how locks are written.)"""
     removed = []
     key, value = writer
     for path in lock_paths:
@@ -102,7 +108,8 @@ def remove_stale_locks(lock_paths: Iterable[str], writer: Tuple[str, str]) -> Li
         except OSError:
             continue
         # (Valid by the schema: `pid` a number, `socketPath` a string.)
-        if lock_rules.pid_running(raw["pid"])[0]:
+        pipe_decides = lock_rules.is_pipe_path(raw["socketPath"]) and not written_here(path)
+        if lock_rules.pid_running(raw["pid"])[0] and not pipe_decides:
             continue
         socket_path = raw["socketPath"]
         if not socket_refuses(socket_path):

@@ -270,7 +270,8 @@ def pid_running(pid: Any) -> Tuple[bool, str]:
     (a process of another user) included. A pid from another PID namespace (an IDE in
     a container, Flatpak or Snap) names no process here, or an unrelated one. ``0`` and
     negative pids address process groups: Node lets them through, and so does this.
-    Windows has no ``kill``: `winpipe` asks the kernel whether the process exists.
+    Windows has no ``kill``: `winpipe.pid_alive` follows libuv's ``uv_kill`` there (0
+    is the calling process, a negative pid names no process).
     """
     if not _is_number(pid) or not (-2 ** 31 <= pid < 2 ** 31) or pid != int(pid):
         return False, "%r is not a 32-bit integer, which the CLI cannot signal" % (pid,)
@@ -294,15 +295,6 @@ def is_pipe_path(path: str) -> bool:
     return path.replace("/", "\\").lower().startswith("\\\\.\\pipe\\")
 
 
-def _pipe_exists(path: str) -> bool:
-    """Windows named-pipe reachability without taking one of its instances (connecting
-    would occupy a server instance; ``os.stat`` works on pipe paths)."""
-    try:
-        return os.path.exists(path)
-    except (OSError, ValueError):
-        return False
-
-
 #: What one connection attempt tells: a server accepts, provably nobody is there
 #: (refused, no such file, not a socket), or it cannot tell (a timeout, a full
 #: backlog, no permission).
@@ -314,10 +306,13 @@ def connect_once(path: str, timeout: float) -> Tuple[str, str]:
     """One probe connection, as the CLI makes it: ``(ACCEPTS/REFUSED/UNKNOWN, why)``.
 
     PROTOCOL.md §1: connect and close at once without sending a byte (servers must
-    tolerate exactly this). A Windows pipe name is checked by existence. A path the OS
+    tolerate exactly this). A Windows pipe is probed by `winpipe.probe_pipe`. A path the OS
     cannot take (a NUL byte) has nobody listening: ``REFUSED``."""
     if is_pipe_path(path):
-        return (ACCEPTS, "") if _pipe_exists(path) else (REFUSED, "no such named pipe")
+        from . import winpipe  # a pipe is probed by opening it, without a socket
+
+        held, why = winpipe.probe_pipe(path)
+        return (ACCEPTS if held else REFUSED if held is False else UNKNOWN), why
     family = getattr(socket, "AF_UNIX", None)
     if family is None:
         return UNKNOWN, "Unix sockets are not available here"

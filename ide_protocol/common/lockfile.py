@@ -29,7 +29,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from dataclasses import field as dc_field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union
 
 from . import lock_cleanup, lock_rules
 from .lock_rules import LOCK_SUFFIX, LockFileError
@@ -55,6 +55,19 @@ __all__ = [
 #: Extra key marking locks written by this library (see the module docstring).
 WRITER_KEY = "_writer"
 WRITER_VALUE = "python-ide-protocol"
+
+#: The locks this process wrote and has not removed (`write_lock`, `remove_lock`): stale
+#: cleanup never judges these, whatever their pid or socket says.
+_written_here: Set[str] = set()
+
+
+def _path_key(path: str) -> str:
+    return os.path.normcase(os.path.abspath(path))
+
+
+def written_here(path: str) -> bool:
+    """Whether this process wrote the lock at ``path`` (and has not removed it)."""
+    return _path_key(path) in _written_here
 
 def lock_dir(env: Optional[Mapping[str, str]] = None, home: Optional[str] = None) -> str:
     """Directory of lock files: ``$COPILOT_HOME/ide``, else ``~/.copilot/ide``.
@@ -259,6 +272,7 @@ def write_lock(info: LockInfo, directory: Optional[str] = None) -> str:
             pass
         raise
     _fsync_dir(directory)
+    _written_here.add(_path_key(final))
     info.path = final
     return final
 
@@ -275,6 +289,7 @@ def remove_lock(path: Optional[str]) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+    _written_here.discard(_path_key(path))
 
 
 def pid_alive(pid: int) -> bool:
@@ -365,7 +380,7 @@ def remove_stale_locks(directory: Optional[str] = None) -> List[str]:
     wrote. A dead pid alone does not make a lock stale (another PID namespace): the
     rules live in :mod:`.lock_cleanup`, given the lock files and our writer marker."""
     return lock_cleanup.remove_stale_locks(_lock_paths(directory if directory is not None else lock_dir()),
-                                           (WRITER_KEY, WRITER_VALUE))
+                                           (WRITER_KEY, WRITER_VALUE), written_here)
 
 
 def find_lock_for_folder(

@@ -12,15 +12,17 @@ pipes with `loop.start_serving_pipe(protocol_factory, address)`. The factory is
 gets an `HttpConnection` protocol, which does not know which transport it runs on.
 
 Nothing Windows-specific is imported at module level: the module imports, and its
-plumbing is tested, on Linux (tests/test_winpipe.py serves a Unix socket through a
-loop whose `start_serving_pipe` is faked). **Not tested**: a real named pipe, the
-Proactor loop, the pipe's default security descriptor (Windows grants read access to
-Everyone on a default-DACL pipe; the nonce still guards every request), and message-
-mode reads by the CLI's Node.js client. See docs/EMBEDDING.md, "Not tested on Windows".
+plumbing is tested, on Linux too (tests/test_winpipe.py serves a Unix socket through a
+loop whose `start_serving_pipe` is faked). Under a Windows CPython (`make
+test-windows`, docs/WINDOWS.md) the suite runs over real named pipes on the Proactor
+loop. **Not tested**: the pipe's default security descriptor (Windows grants read
+access to Everyone on a default-DACL pipe; the nonce still guards every request), and
+the real CLI's Node.js client on a pipe (see docs/WINDOWS.md).
 """
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from typing import Any, Callable, List, Optional, Tuple
 
@@ -87,13 +89,49 @@ async def open_pipe_connection(path: str, limit: int = 2 ** 20) -> Tuple[asyncio
     return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
-def pid_alive(pid: int) -> bool:
-    """Windows liveness check through ``OpenProcess``/``GetExitCodeProcess``.
+#: Windows error codes met below.
+ERROR_ACCESS_DENIED = 5
+ERROR_INVALID_PARAMETER = 87
+ERROR_PIPE_BUSY = 231
 
-    ``os.kill`` must not be used on Windows: there it *terminates* the process. Any
-    failure of ctypes itself answers "alive", the safe side both for stale cleanup
-    (keep the lock) and for discovery (the socket check follows).
+
+def probe_pipe(path: str) -> Tuple[Optional[bool], str]:
+    """Whether a server holds the named pipe `path`: ``(True, "")``, ``(False, why)``
+    when provably nobody does, ``(None, why)`` when it cannot be told.
+
+    A named pipe exists exactly as long as a server holds one of its instances open:
+    no such pipe is proof that nobody serves it (PROTOCOL.md §1). ``os.stat`` opens
+    the pipe as a client would and closes it at once, the CLI's empty probe connection.
+    Every instance busy means a server is there (the CLI's libuv waits for a free
+    one); any other error (access denied by the pipe's DACL...) cannot tell."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return False, "no such named pipe"
+    except OSError as exc:
+        if getattr(exc, "winerror", None) == ERROR_PIPE_BUSY:
+            return True, ""
+        return None, exc.strerror or str(exc)
+    except ValueError as exc:  # a NUL byte: no pipe can have that name
+        return False, str(exc)
+    return True, ""
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` runs, as the CLI's ``process.kill(pid, 0)`` sees it on
+    Windows (PROTOCOL.md §1).
+
+    ``os.kill`` must not be used on Windows: there it *terminates* the process. Node's
+    ``kill`` is libuv's ``uv_kill``: pid 0 means the calling process itself (always
+    running); any other pid is opened with ``OpenProcess(PROCESS_TERMINATE |
+    PROCESS_QUERY_INFORMATION | SYNCHRONIZE)``, and every failure (no such process, a
+    negative pid, access denied) is an error, so "not running" for the CLI; an open
+    process runs while its exit code is ``STILL_ACTIVE`` and its handle is not
+    signalled. A failure of ctypes itself answers "alive", the safe side for stale
+    cleanup (which probes the pipe as well).
     """
+    if pid == 0:
+        return True
     try:
         import ctypes
         from ctypes import wintypes
@@ -102,20 +140,23 @@ def pid_alive(pid: int) -> bool:
         kernel32.OpenProcess.restype = wintypes.HANDLE
         kernel32.OpenProcess.argtypes = [wintypes.DWORD, wintypes.BOOL, wintypes.DWORD]
         kernel32.GetExitCodeProcess.argtypes = [wintypes.HANDLE, ctypes.POINTER(wintypes.DWORD)]
+        kernel32.WaitForSingleObject.argtypes = [wintypes.HANDLE, wintypes.DWORD]
+        kernel32.WaitForSingleObject.restype = wintypes.DWORD
         kernel32.CloseHandle.argtypes = [wintypes.HANDLE]
-        process_query_limited_information = 0x1000
-        error_access_denied = 5
+        process_terminate, process_query_information, synchronize = 0x0001, 0x0400, 0x00100000
         still_active = 259
-        handle = kernel32.OpenProcess(process_query_limited_information, False, pid)
-        if not handle:
-            # Access denied: it exists but belongs to someone else. Otherwise: gone.
-            return ctypes.get_last_error() == error_access_denied  # type: ignore[attr-defined]
-        try:
-            code = wintypes.DWORD()
-            if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)):
-                return True
-            return code.value == still_active
-        finally:
-            kernel32.CloseHandle(handle)
+        wait_timeout = 0x102
     except Exception:
         return True
+    # A negative pid becomes a DWORD no process has, as in libuv's C call.
+    handle = kernel32.OpenProcess(process_terminate | process_query_information | synchronize, False,
+                                  pid & 0xFFFFFFFF)
+    if not handle:
+        return False
+    try:
+        code = wintypes.DWORD()
+        if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)) or code.value != still_active:
+            return False
+        return bool(kernel32.WaitForSingleObject(handle, 0) == wait_timeout)
+    finally:
+        kernel32.CloseHandle(handle)

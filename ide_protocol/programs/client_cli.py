@@ -21,6 +21,7 @@ from ..common.terminal_text import safe_text
 from ..client import ClientError, IdeClient, NoIdeFound, discovery, program_client_info
 from .options import LOCK_DIR_DEFAULT, no_ide_advice
 from .progname import program_name
+from .stdio import utf8_output
 
 
 def _add_options(p: argparse.ArgumentParser, defaults: bool) -> None:
@@ -169,6 +170,7 @@ def run_command(command: Awaitable[int], label: str, error_status: int,
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    utf8_output()
     args = parse_args(argv)
     return run_command(_run(args), program_name("client"), 1,
                        (ClientError, jsonrpc.JsonRpcError, OSError, ValueError))

@@ -303,12 +303,18 @@ class Tracer:
         def streams() -> asyncio.StreamReaderProtocol:  # what start_unix_server builds
             return asyncio.StreamReaderProtocol(asyncio.StreamReader(limit=2 ** 20), self._accept)
 
-        self._server, self._private_dir, self.socket_path = await listen_unix(streams, self.socket_dir)
+        if os.name == "nt":  # Windows: a named pipe, as every server there (PROTOCOL.md §1)
+            from ..common import winpipe
+
+            self._server, self.socket_path = await winpipe.start_pipe_server(streams)
+        else:
+            self._server, self._private_dir, self.socket_path = await listen_unix(streams, self.socket_dir)
+        scheme = "pipe" if lockfile._is_pipe_path(self.socket_path) else "unix"
         try:
             if self.capture_path:
                 self._capture = open(self.capture_path, "w", encoding="utf-8", newline="\n")
                 self._capture.write(CAPTURE_HEADER + "\n")
-            info = LockInfo(socket_path=self.socket_path, scheme="unix", headers=dict(self.target.headers),
+            info = LockInfo(socket_path=self.socket_path, scheme=scheme, headers=dict(self.target.headers),
                             pid=os.getpid(), ide_name=self.target.ide_name + " (traced)",
                             timestamp=int(time.time() * 1000), workspace_folders=list(self.target.workspace_folders),
                             is_trusted=self.target.is_trusted)
@@ -415,6 +421,8 @@ class Tracer:
                 try:
                     if writer.can_write_eof():
                         writer.write_eof()  # half-close: the other side may still answer
+                    else:
+                        writer.close()  # a named pipe has no half-close: the end is a close
                 except (OSError, RuntimeError):
                     pass
                 return
@@ -499,7 +507,9 @@ async def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     from .client_cli import run_command
+    from .stdio import utf8_output
 
+    utf8_output()
     parser = _parser()
     args = parser.parse_args(argv)
     folder_of(parser, args)

@@ -12,6 +12,7 @@
 ;;; Code:
 
 (require 'ert)
+(require 'json)
 (require 'cl-lib)
 (require 'flymake)
 (require 'copilot-ide)
@@ -486,6 +487,19 @@ the file the CLI writes next is reverted in, or asked about when modified."
         (should (= (length locks) 1))
         (should-not (equal (car locks) (file-name-nondirectory first-lock))))
       (copilot-ide-tests--cli-quit cli))))
+
+(ert-deftest copilot-ide-trusted-marks-the-lock-trusted ()
+  "The lock says isTrusted false by default, true with `copilot-ide-trusted'."
+  (copilot-ide-tests--with-bridge
+    (let ((lock-of (lambda ()
+                     (let ((json-object-type 'alist))
+                       (json-read-file (alist-get 'lock copilot-ide--ready))))))
+      (should (eq (alist-get 'isTrusted (funcall lock-of)) :json-false))
+      (copilot-ide-mode -1)
+      (let ((copilot-ide-trusted t))
+        (copilot-ide-mode 1)
+        (copilot-ide-tests--wait #'copilot-ide--live-p "the trusted bridge's ready")
+        (should (eq (alist-get 'isTrusted (funcall lock-of)) t))))))
 
 (ert-deftest copilot-ide-kill-emacs-hook-removes-the-lock ()
   "At exit the bridge is stopped and Emacs waits until its lock is gone."

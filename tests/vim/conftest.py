@@ -16,6 +16,12 @@ import vim_harness as V  # noqa: E402
 SAMPLE = "héllo wörld 😀 end\nsecond line\nthird\n"
 
 
+@pytest.fixture(scope="session", autouse=True)  # before vim_ready, which would install Vim
+def _not_on_windows() -> None:
+    if sys.platform == "win32":
+        pytest.skip("drives a terminal Vim in tmux, which is POSIX only (Vim on Windows is not tested)")
+
+
 @pytest.fixture(scope="session")
 def vim_ready() -> None:
     reason = V.missing()

