@@ -241,6 +241,123 @@ def _no_allow(request: http11.Request, body: bytes, status: int, headers: Any, p
     return status, [(k, v) for k, v in headers if k.lower() != "allow"], payload
 
 
+
+# -- faults of the errors and edge cases table (PROTOCOL.md §2): one per row
+
+def _judge(refuse_first: Callable[[IdeServer, http11.Request], Optional[answers.Reply]]) -> Callable[[IdeServer], None]:
+    """A judge that applies one rule of its own before the real ones (a wrong order)."""
+    def setup(server: IdeServer) -> None:
+        inner = server.listener.judge
+        assert inner is not None
+
+        def judge(request: http11.Request) -> Optional[answers.Reply]:
+            return refuse_first(server, request) or inner(request)
+        server.listener.judge = judge
+    return setup
+
+
+def _authorized(server: IdeServer, request: http11.Request) -> bool:
+    return request.headers.get("authorization") == "Nonce " + server.nonce
+
+
+def _has_origin(request: http11.Request) -> bool:
+    return "origin" in request.headers
+
+
+def _judge_rewrite(status: int, close: bool) -> Callable[[IdeServer], None]:
+    """The real judge, but its refusal with `status` closes (or not) otherwise."""
+    def setup(server: IdeServer) -> None:
+        inner = server.listener.judge
+        assert inner is not None
+
+        def judge(request: http11.Request) -> Optional[answers.Reply]:
+            refusal = inner(request)
+            if refusal is not None and refusal.status == status:
+                return answers.Reply(refusal.status, refusal.headers, refusal.body, close=close)
+            return refusal
+        server.listener.judge = judge
+    return setup
+
+
+def _late_401(server: IdeServer) -> None:
+    """A server that reads the whole body before it looks at the nonce."""
+    inner = server.listener.judge
+    assert inner is not None
+
+    def judge(request: http11.Request) -> Optional[answers.Reply]:
+        refusal = inner(request)
+        return None if refusal is not None and refusal.status == 401 else refusal
+    server.listener.judge = judge
+    app = server.listener.app
+
+    def late(request: http11.Request, body: bytes, connection: int) -> answers.Answer:
+        if not _authorized(server, request):
+            return answers.plain(401, "Unauthorized", close=True)
+        return app(request, body, connection)
+    server.listener.app = late
+
+
+def _as_text(marker: bytes) -> Callable[..., Any]:
+    """An error answer whose body contains `marker`, sent as text/plain."""
+    def out_send(request: http11.Request, body: bytes, status: int, headers: Any, payload: bytes) -> Any:
+        if status >= 400 and marker in payload:
+            return status, [("Content-Type", "text/plain")], payload
+        return status, headers, payload
+    return out_send
+
+
+def _wrap_initialize(server: IdeServer, before: Callable[[IdeServer, Any], Optional[answers.Reply]]) -> None:
+    real = server.app._initialize
+
+    def initialize(request: http11.Request, msg: Any, connection: int = 0) -> answers.Reply:
+        return before(server, request) or real(request, msg, connection)
+    server.app._initialize = initialize  # type: ignore[method-assign]
+
+
+def _steal(server: IdeServer, request: http11.Request) -> None:
+    old = server.app.sessions.get(request.headers.get("x-copilot-session-id") or "")
+    if old is not None:
+        old.stream = None  # (forgets the live stream: the live session is taken over)
+
+
+def _refuse_known(server: IdeServer, request: http11.Request) -> Optional[answers.Reply]:
+    if request.headers.get("x-copilot-session-id") in server.app.sessions:
+        return answers.Reply(409, (("Content-Type", "application/json"),), b'{"jsonrpc":"2.0","id":null,"error":'
+                             b'{"code":-32600,"message":"Conflict"}}')
+    return None
+
+
+def _ignore_cancel(server: IdeServer) -> None:
+    server.dispatcher.add("notifications/cancelled", lambda params, ctx: None)
+
+
+ERROR_ROW_FAULTS: Dict[str, Fault] = {
+    "errors.order_origin_first": F(setup=_judge(lambda s, r: None if _authorized(s, r) else
+                                                 answers.plain(401, "Unauthorized", close=True))),
+    "errors.order_nonce_before_path": F(setup=_judge(lambda s, r: answers.plain(404, "Not Found") if
+                                                      not _has_origin(r) and r.target not in mcp.MCP_PATHS else None)),
+    "errors.order_path_before_method": F(setup=_judge(lambda s, r: answers.plain(405, "Method Not Allowed") if
+                                                       not _has_origin(r) and _authorized(s, r)
+                                                       and r.method not in mcp.METHODS else None)),
+    "errors.refused_before_body": F(setup=_late_401),
+    "errors.close_after_401": F(setup=_judge_rewrite(401, close=False)),
+    "errors.close_after_403": F(setup=_judge_rewrite(403, close=False)),
+    "errors.open_after_404": F(setup=_judge_rewrite(404, close=True)),
+    "errors.open_after_405": F(setup=_judge_rewrite(405, close=True)),
+    "errors.body_limit": F(setup=lambda s: setattr(s.listener, "max_body", 1 << 62)),
+    "errors.parse_error_body": F(out_send=_as_text(b"-32700")),
+    "errors.batch_body": F(out_send=_as_text(b"Batches")),
+    "errors.invalid_message": F(out_send=_as_text(b'"id":7')),
+    "errors.missing_session_body": F(out_send=_as_text(b"missing mcp-session-id")),
+    "errors.unknown_session_body": F(out_send=_as_text(b"Session not found")),
+    "errors.second_stream": F(out_send=_as_text(b"stream is already open")),
+    "errors.stream_accept": F(out_send=_as_text(b"Not Acceptable")),
+    "session.initialize_no_steal": F(setup=lambda s: _wrap_initialize(s, lambda s, r: _steal(s, r))),
+    "session.reconnect_after_stream_closed": F(setup=lambda s: _wrap_initialize(s, _refuse_known)),
+    "session.ends_when_client_vanishes": F(setup=lambda s: setattr(s, "orphan_timeout", 3600.0)),
+    "session.cancel_ends_request": F(setup=_ignore_cancel, on_diff=lambda diff: None),
+}
+
 FAULTS: Dict[str, Fault] = {
     "lock.fields": F(lock=lambda raw: raw.update(pid=str(raw["pid"]))),
     "lock.permissions": F(chmod=0o644),
@@ -304,6 +421,7 @@ FAULTS: Dict[str, Fault] = {
     "diff.close_via_tool": F(on_diff=lambda diff: True),
     "diff.same_tab": F(setup=_repeated_tab_replaces),
     "diff.accept": F(on_diff=_write_then_accept),
+    **ERROR_ROW_FAULTS,
 }
 
 
@@ -373,8 +491,9 @@ def test_the_diff_check_passes_when_a_person_accepts() -> None:
     assert [(r.name, r.status) for r in results] == [("diff.accept", check.PASS)], results[0].line()
 
 
-@pytest.mark.parametrize("name", [c.name for c in check.CHECKS])
+@pytest.mark.parametrize("name", [c.name for c in check.CHECKS if c.name not in ERROR_ROW_FAULTS])
 def test_each_check_fails_against_its_fault(name: str) -> None:
+    # (The rows of the errors table are proved more strictly below: exactly one FAIL.)
     if name == "lock.permissions":
         platforms.skip_on_windows("the check is for POSIX file modes; Windows locks have ACLs")
     results = asyncio.run(_run(FAULTS[name], [name], with_diff=True, timeout=FAULT_TIMEOUT))
@@ -383,6 +502,15 @@ def test_each_check_fails_against_its_fault(name: str) -> None:
     assert result.status == check.FAIL, result.line()
     assert result.section.startswith("§")
     assert result.message
+
+
+@pytest.mark.parametrize("name", sorted(ERROR_ROW_FAULTS))
+def test_a_broken_error_row_fails_exactly_its_check(name: str) -> None:
+    """A server breaking one row of the errors and edge cases table (PROTOCOL.md §2)
+    fails that row's check and no other check of the table."""
+    results = asyncio.run(_run(ERROR_ROW_FAULTS[name], sorted(ERROR_ROW_FAULTS), timeout=FAULT_TIMEOUT))
+    failed = [r.name for r in results if r.status != check.PASS]
+    assert failed == [name], "\n".join(r.line() for r in results if r.status != check.PASS)
 
 
 def test_json_report_and_exit_status(tmp_path: Any) -> None:

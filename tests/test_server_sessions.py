@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 from typing import Any, List
+
+import pytest
 
 from ide_wire import cli_for, make_server, run, tool_json, until
 import platforms
@@ -118,4 +121,109 @@ def test_many_sessions_at_once_are_independent(tmp_path) -> None:
             assert server.stats()["sessions"] == 0 and server.stats()["streams"] == 0
             for c in clis:
                 c.close()
+    run(main())
+
+
+def test_session_ends_soon_after_its_client_vanishes(tmp_path) -> None:
+    """PROTOCOL.md §3, "When a session ends": once every connection that carried the
+    session's requests or its stream is closed (a CLI killed with SIGKILL), the session
+    ends within the bound and its pending diff is answered; no idle timeout needed."""
+    async def main() -> None:
+        closed: List[Any] = []
+        async with make_server(tmp_path, on_diff=lambda d: None, idle_timeout=3600,
+                               on_diff_closed=lambda d, a: closed.append(a)) as server:
+            cli = cli_for(server)
+            await cli.handshake(probes=0)
+            sid = cli.session_id
+            await cli.open_stream()
+            blocked = asyncio.ensure_future(cli.call_tool("open_diff", {
+                "original_file_path": str(tmp_path / "a"), "new_file_contents": "x", "tab_name": "t"}))
+            await until(lambda: server.stats()["pending_diffs"] == 1, what="diff pending")
+            cli.abort()  # every connection of that client gone at once
+            await until(lambda: server.stats()["sessions"] == 0, what="the vanished client's session ended")
+            assert server.stats()["pending_diffs"] == 0 and len(closed) == 1
+            blocked.cancel()  # (its connection was aborted: no answer reaches it)
+            # Its id is unknown now: 404, on a fresh connection of another client.
+            other = cli_for(server)
+            other.session_id = sid
+            assert (await other.send_request("ping")).status == 404
+            other.close()
+    run(main())
+
+
+def test_session_lives_while_one_carrying_connection_is_open(tmp_path) -> None:
+    """The stream's connection closes, but a pooled connection that carried a request
+    stays open: the client has not vanished, the session goes on (PROTOCOL.md §3)."""
+    async def main() -> None:
+        async with make_server(tmp_path, idle_timeout=3600, orphan_timeout=0.05) as server:
+            cli = cli_for(server)
+            await cli.handshake(probes=0)
+            _, stream = await cli.open_stream()
+            assert await cli.request("ping") == {}
+            stream.abort()
+            await until(lambda: server.stats()["streams"] == 0, what="stream gone")
+            await asyncio.sleep(0.3)  # several times the bound: it would have ended by now
+            assert server.stats()["sessions"] == 1
+            assert await cli.request("ping") == {}
+            cli.close()
+    run(main())
+
+
+_KILLED_CLIENT = r'''
+import json, socket, sys, time
+path, nonce, original = sys.argv[1:4]
+def post(sock, body, sid=None):
+    data = json.dumps(body).encode()
+    head = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Nonce %s\r\n" % nonce
+    head += "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+    if sid:
+        head += "mcp-session-id: %s\r\n" % sid
+    sock.sendall((head + "Content-Length: %d\r\n\r\n" % len(data)).encode() + data)
+def head_of(sock):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    return data
+first = socket.socket(socket.AF_UNIX)
+first.connect(path)
+post(first, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}})
+sid = [l.split(b":", 1)[1].strip().decode() for l in head_of(first).split(b"\r\n")
+       if l.lower().startswith(b"mcp-session-id:")][0]
+stream = socket.socket(socket.AF_UNIX)
+stream.connect(path)
+stream.sendall(("GET /mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Nonce %s\r\n"
+                "Accept: text/event-stream\r\nmcp-session-id: %s\r\n\r\n" % (nonce, sid)).encode())
+head_of(stream)
+diff = socket.socket(socket.AF_UNIX)
+diff.connect(path)
+post(diff, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "open_diff", "arguments": {
+    "original_file_path": original, "new_file_contents": "x", "tab_name": "t"}}}, sid)
+print(sid, flush=True)
+time.sleep(3600)
+'''
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the client script speaks over a Unix socket")
+def test_session_of_a_killed_client_process_ends(tmp_path) -> None:
+    """A real client process killed (SIGKILL: no DELETE, no FIN of its own choosing)
+    during an open_diff: its session ends soon and the diff is answered
+    client_disconnected (PROTOCOL.md §2, "When a session ends"; §4)."""
+    async def main() -> None:
+        closed: List[Any] = []
+        async with make_server(tmp_path, on_diff=lambda d: None, idle_timeout=3600,
+                               on_diff_closed=lambda d, a: closed.append(a)) as server:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", _KILLED_CLIENT, server.socket_path, server.nonce, str(tmp_path / "a"),
+                stdout=asyncio.subprocess.PIPE)
+            try:
+                assert proc.stdout is not None
+                sid = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode().strip()
+                assert sid in server.app.sessions
+                await until(lambda: server.stats()["pending_diffs"] == 1, what="diff pending")
+            finally:
+                proc.kill()
+                await proc.wait()
+            await until(lambda: server.stats()["sessions"] == 0, what="the killed client's session ended")
+            assert [a["trigger"] for a in closed] == ["client_disconnected"]
     run(main())

@@ -30,7 +30,7 @@ import secrets
 import signal
 import sys
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from .. import rpc
 from ..wire import jsonrpc
@@ -39,7 +39,7 @@ from .callbacks import Reports
 from .diffs import DiffRequest, PendingDiffs
 from .editor_state import EditorState
 from .limits import (DEFAULT_CONNECTION_IDLE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY,
-                     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS)
+                     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_ORPHAN_TIMEOUT)
 from .mcp import McpApp, Session
 from .pushes import Debounced, DiagnosticsWindow
 from ..common.tools import Diagnostic, Selection
@@ -73,6 +73,7 @@ class IdeServer:
                  max_connections: Optional[int] = DEFAULT_MAX_CONNECTIONS,
                  max_sessions: Optional[int] = DEFAULT_MAX_SESSIONS,
                  connection_idle_timeout: Optional[float] = DEFAULT_CONNECTION_IDLE_TIMEOUT,
+                 orphan_timeout: float = DEFAULT_ORPHAN_TIMEOUT,
                  json_response: bool = False,
                  write_lock: bool = True,
                  server_info: Optional[Dict[str, Any]] = None,
@@ -113,6 +114,10 @@ class IdeServer:
                           on_stream_open=self._stream_opened, on_exchange=on_exchange,
                           streams_early=self.tools.blocks)
         self.listener = Listener(self.app, max_body, request_timeout, judge=self.app.judge_head)
+        self.listener.on_connection_closed = self._connection_closed
+        #: Seconds a session outlives the last connection that carried it (PROTOCOL.md
+        #: §3, "When a session ends"): a client that vanished without DELETE.
+        self.orphan_timeout = orphan_timeout
         # Bounded before authentication (README "Limits and safety"): connections (the
         # one idle longest makes room, else 503), sessions (likewise), idle connections
         # closed after `connection_idle_timeout`; None lifts a limit.
@@ -124,6 +129,8 @@ class IdeServer:
         self._selection_push: Optional[Debounced] = None
         self._diagnostics_push: Optional[DiagnosticsWindow] = None
         self._reaper: Optional["asyncio.Task[None]"] = None
+        #: The timers ending the sessions of vanished clients (`_connection_closed`).
+        self._orphan_timers: Set[asyncio.TimerHandle] = set()
         self._signals: List[int] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -188,6 +195,9 @@ class IdeServer:
             self._reaper.cancel()
             await asyncio.gather(self._reaper, return_exceptions=True)
             self._reaper = None
+        for timer in self._orphan_timers:
+            timer.cancel()
+        self._orphan_timers.clear()
         for session in list(self.app.sessions.values()):
             self.app.end_session(session, "server stopped")
         self.diffs.close()
@@ -270,6 +280,15 @@ class IdeServer:
             self.expire_idle_sessions()
             if self.connection_idle_timeout is not None:
                 self.listener.close_idle(self.connection_idle_timeout)
+
+    def _connection_closed(self, number: int) -> None:
+        orphans = self.app.connection_closed(number)
+        if orphans and self.loop is not None and not self._stopping:
+            def end() -> None:
+                self._orphan_timers.discard(timer)
+                self.app.end_orphans(orphans)
+            timer = self.loop.call_later(self.orphan_timeout, end)
+            self._orphan_timers.add(timer)
 
     def expire_idle_sessions(self, now: Optional[float] = None) -> int:
         """End sessions abandoned without DELETE (no stream, no request, quiet for

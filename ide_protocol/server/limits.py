@@ -15,7 +15,9 @@ Where each limit is enforced:
   503); connections idle between requests: closed after `connection_idle_timeout`
   (`Listener.close_idle`, from the server's reaper);
 * sessions: `McpApp.max_sessions` (the one idle longest makes room, else 503);
-  sessions with no stream and no request: ended after `idle_timeout`;
+  sessions with no stream and no request: ended after `idle_timeout`; sessions whose
+  every connection closed (the client vanished): ended `orphan_timeout` later
+  (PROTOCOL.md §3, "When a session ends");
 * file descriptors running out: the `Listener`'s accept loop pauses and retries,
   logging one line at most every few seconds; nothing is installed in the loop.
 """
@@ -24,10 +26,11 @@ from __future__ import annotations
 from ..wire import http11
 
 __all__ = ["DEFAULT_CONNECTION_IDLE_TIMEOUT", "DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_BODY", "DEFAULT_MAX_CONNECTIONS",
-           "DEFAULT_MAX_SESSIONS"]
+           "DEFAULT_MAX_SESSIONS", "DEFAULT_ORPHAN_TIMEOUT"]
 
 DEFAULT_MAX_BODY = http11.DEFAULT_MAX_BODY
 DEFAULT_MAX_CONNECTIONS = 256
 DEFAULT_MAX_SESSIONS = 1024
 DEFAULT_CONNECTION_IDLE_TIMEOUT = 120.0
 DEFAULT_IDLE_TIMEOUT = 300.0
+DEFAULT_ORPHAN_TIMEOUT = 1.0

@@ -22,7 +22,7 @@ import itertools
 import logging
 import shutil
 import socket
-from typing import Any, Optional, Set
+from typing import Any, Callable, Optional, Set
 
 from ..wire import http11
 from .answers import App, Judge
@@ -77,6 +77,9 @@ class Listener:
         self._warned_at: Optional[float] = None
         self.accept_failures = 0
         self._pending: "Set[asyncio.Task[Any]]" = set()
+        #: Called with a connection's number once it is gone (the MCP layer learns
+        #: which sessions lost their last connection, PROTOCOL.md §3).
+        self.on_connection_closed: Optional[Callable[[int], None]] = None
 
     def _connection(self) -> HttpConnection:
         """The protocol factory given to the loop (Unix socket or named pipe)."""
@@ -115,7 +118,13 @@ class Listener:
         return len(stale)
 
     def _discard(self, conn: HttpConnection) -> None:
-        self.connections.discard(conn)
+        if conn in self.connections:
+            self.connections.discard(conn)
+            if self.on_connection_closed is not None:
+                try:
+                    self.on_connection_closed(conn.number)
+                except Exception:
+                    log.exception("on_connection_closed failed")
 
     @property
     def _tasks(self) -> "Set[asyncio.Task[None]]":

@@ -24,7 +24,7 @@ import hmac
 import logging
 import time
 import uuid
-from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Union
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Set, Union
 
 from .. import rpc
 from ..wire import http11, jsonrpc, sse
@@ -87,6 +87,8 @@ class McpApp:
         self.json_response = json_response
         self.reuse_client_session_id = reuse_client_session_id
         self.sessions: Dict[str, Session] = {}
+        #: Connection number -> ids of the sessions it carried (PROTOCOL.md §3).
+        self._carried: Dict[int, Set[str]] = {}
         self.on_session_start = on_session_start
         self.on_session_end = on_session_end
         self.on_stream_open = on_stream_open
@@ -108,9 +110,9 @@ class McpApp:
         self.requests_served += 1
         method = request.method
         if method == "POST":
-            return self._post(request, body)
+            return self._post(request, body, connection)
         if method == "GET":
-            return self._get(request)
+            return self._get(request, connection)
         return self._delete(request)  # (the only other method judge_head passes)
 
     def judge_head(self, request: http11.Request) -> Optional[Reply]:
@@ -152,7 +154,36 @@ class McpApp:
         scheme, _, secret = value.strip().partition(" ")
         return scheme.lower() == "nonce" and hmac.compare_digest(secret.strip().encode("utf-8"), self._nonce)
 
-    def _session_for(self, request: http11.Request) -> Union[Session, Reply]:
+    def _carry(self, session: Session, connection: int) -> None:
+        """Note that `connection` carried a request or the stream of `session`
+        (0: not a real connection, an application called directly)."""
+        if connection and not session.ended:
+            session.connections.add(connection)
+            self._carried.setdefault(connection, set()).add(session.id)
+
+    def connection_closed(self, connection: int) -> List[Session]:
+        """A connection is gone: the sessions it was the last open carrier of, which
+        end unless a new connection carries them within the bound (PROTOCOL.md §3,
+        "When a session ends"; the owner keeps the clock: `end_orphans`)."""
+        orphans = []
+        for session_id in self._carried.pop(connection, ()):
+            session = self.sessions.get(session_id)
+            if session is None:
+                continue
+            session.connections.discard(connection)
+            if not session.connections:
+                orphans.append(session)
+        return orphans
+
+    def end_orphans(self, sessions: List[Session]) -> List[Session]:
+        """End those of `sessions` that no connection carries still (their client
+        vanished: its diffs are answered, PROTOCOL.md §4)."""
+        ended = [s for s in sessions if not s.ended and not s.connections]
+        for session in ended:
+            self.end_session(session, "client gone")
+        return ended
+
+    def _session_for(self, request: http11.Request, connection: int = 0) -> Union[Session, Reply]:
         """The session a request belongs to, or the answer refusing it: no
         `mcp-session-id` → 400, an unknown one → 404 (PROTOCOL.md §3), an unsupported
         `mcp-protocol-version` → 400. That header is never required (1.0.102 does not
@@ -171,11 +202,12 @@ class McpApp:
         if version is not None and version not in SUPPORTED_VERSIONS:
             return _json_error(400, jsonrpc.INVALID_REQUEST, "Bad Request: unsupported MCP-Protocol-Version %s" % version)
         session.touch()
+        self._carry(session, connection)
         return session
 
     # --------------------------------------------------------------------------- POST
 
-    def _post(self, request: http11.Request, body: bytes) -> Answer:
+    def _post(self, request: http11.Request, body: bytes, connection: int = 0) -> Answer:
         """One JSON-RPC message (PROTOCOL.md §2: no batches)."""
         try:
             obj = jsonrpc.loads(body)
@@ -189,8 +221,8 @@ class McpApp:
         if self.on_exchange is not None:
             self.on_exchange("in", obj)
         if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
-            return self._initialize(request, msg)
-        session = self._session_for(request)
+            return self._initialize(request, msg, connection)
+        session = self._session_for(request, connection)
         if not isinstance(session, Session):
             if isinstance(msg, jsonrpc.Request) and msg.method == "server/discover":
                 # PROTOCOL.md §3: an error makes the CLI fall back to initialize at once.
@@ -254,7 +286,7 @@ class McpApp:
 
     # ------------------------------------------------------------------- initialize
 
-    def _initialize(self, request: http11.Request, msg: jsonrpc.Request) -> Reply:
+    def _initialize(self, request: http11.Request, msg: jsonrpc.Request, connection: int = 0) -> Reply:
         """Create a session (PROTOCOL.md §3) and answer with its `mcp-session-id`."""
         params = msg.params if isinstance(msg.params, dict) else {}
         requested = params.get("protocolVersion")
@@ -279,6 +311,7 @@ class McpApp:
         session = Session(session_id, client_sid, version, params.get("clientInfo"), SSE_HEADERS)
         session.client_pid = request.headers.get("x-copilot-pid")
         self.sessions[session_id] = session
+        self._carry(session, connection)
         if self.on_session_start is not None:
             self.on_session_start(session)
         result = {"protocolVersion": version, "capabilities": self.capabilities, "serverInfo": self.server_info}
@@ -309,17 +342,19 @@ class McpApp:
 
     # ---------------------------------------------------------------------------- GET
 
-    def _get(self, request: http11.Request) -> Answer:
+    def _get(self, request: http11.Request, connection: int = 0) -> Answer:
         """A session's GET stream (PROTOCOL.md §2): open until the session ends or the
         peer goes; pushes are written to it by `send_on_stream`."""
-        session = self._session_for(request)
+        session = self._session_for(request, connection)
         if not isinstance(session, Session):
             return session
         accept = request.headers.get("accept") or ""
         if accept and "text/event-stream" not in accept and "*/*" not in accept:
-            return plain(406, "Not Acceptable: text/event-stream required")
+            return _json_error(406, jsonrpc.INVALID_REQUEST, "Not Acceptable: text/event-stream required")
         if session.stream is not None:
-            return plain(409, "Conflict: a stream is already open for this session")
+            # PROTOCOL.md §2, errors and edge cases: a JSON-RPC error like every refusal
+            # past the head's checks.
+            return _json_error(409, jsonrpc.INVALID_REQUEST, "Conflict: a stream is already open for this session")
         stream = session.stream = GetStream()
         if self.on_stream_open is not None:
             try:
@@ -369,6 +404,11 @@ class McpApp:
         session.ended = True
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
+        for connection in session.connections:
+            carried = self._carried.get(connection)
+            if carried is not None:
+                carried.discard(session.id)
+        session.connections.clear()
         if session.stream is not None:
             session.stream.end()
         for running in list(session.running.values()):

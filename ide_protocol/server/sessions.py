@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from typing import Any, Deque, Dict, Optional
+from typing import Any, Deque, Dict, Optional, Set
 
 from .. import rpc
 from ..wire import http11
@@ -91,6 +91,10 @@ class Session:
         self.running: Dict[Any, "RunningRequest"] = {}  # JSON-RPC id -> the running method
         self.active_requests = 0
         self.ended = False
+        #: The connections that carried this session's requests or its stream and are
+        #: still open (transport numbers): when the last one closes the client has
+        #: vanished, and the session ends shortly after (PROTOCOL.md §3).
+        self.connections: Set[int] = set()
 
     @property
     def busy(self) -> bool:

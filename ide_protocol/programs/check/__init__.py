@@ -9,8 +9,10 @@ machine-readable report; the exit status is 1 when any check FAILs.
 The checks are grouped by the contract section they test, one module per section:
 
 * `discovery` — §1, the lock file and its socket;
-* `transport` — §2, HTTP/1.1: auth, paths, methods, framing, keep-alive, the GET stream;
-* `sessions` — §3, the handshake, session ids, plain JSON-RPC;
+* `transport` — §2, HTTP/1.1: auth, paths, methods, framing, keep-alive, the GET stream,
+  and one `errors.*` check per row of the errors and edge cases table;
+* `sessions` — §3, the handshake, session ids, plain JSON-RPC, and the table's session
+  rows (a vanished client, cancel, reconnect);
 * `tools` — §4, the six tools and the diff life cycle;
 * `notifications` — §5, pushes on the GET stream.
 

@@ -3,10 +3,13 @@
 plain JSON-RPC methods (`ping`, unknown methods)."""
 from __future__ import annotations
 
+import asyncio
+import os
 import uuid
 from typing import Optional
 
 from ...wire import jsonrpc
+from ...client import ClientConnection, ServerGone
 from .registry import Fail, Warn, check
 from .context import CheckContext, expect_error_code, expect_status
 
@@ -104,4 +107,125 @@ async def check_ping(ctx: CheckContext) -> Optional[str]:
 async def check_unknown_method(ctx: CheckContext) -> Optional[str]:
     reply, answer = await ctx.call("no/such/method", {})
     expect_error_code(reply, jsonrpc.METHOD_NOT_FOUND, "an unknown method")
+    return None
+
+
+# ------------------------------------------- PROTOCOL.md §2, "Errors and edge cases": §3's rows
+
+#: How long after its last connection closed a session must have ended (the contract's
+#: bound, 1 s), plus room for a loaded machine.
+VANISHED_BOUND = 1.0 + 3.0
+
+
+async def _stream(ctx: CheckContext, sid: str) -> ClientConnection:
+    """A GET stream of `sid` on a connection of its own (returned, open)."""
+    conn = await ClientConnection.open(ctx.lock.socket_path)
+    response = await conn.request("GET", "/mcp", ctx.headers("GET", sid), timeout=ctx.timeout)
+    if response.status != 200:
+        conn.close()
+        raise Fail("GET stream refused: %d" % response.status)
+    return conn
+
+
+async def _alive(ctx: CheckContext, sid: str) -> bool:
+    """Whether the session still answers (a ping on a fresh connection, closed after)."""
+    conn = await ClientConnection.open(ctx.lock.socket_path)
+    try:
+        reply, _ = await ctx.rpc("ping", {}, session=sid, conn=conn)
+    finally:
+        conn.close()
+    return reply.status == 200
+
+
+@check("session.initialize_no_steal", "§3", "errors row \"initialize reusing a live session's id\": 409, "
+                                            "the live session goes on")
+async def check_initialize_no_steal(ctx: CheckContext) -> Optional[str]:
+    sid = await ctx.new_session()
+    stream = await _stream(ctx, sid)
+    try:
+        reply, rid = await ctx.initialize()  # the same X-Copilot-Session-Id again
+        new_sid = reply.headers.get("mcp-session-id")
+        if reply.status == 200 and new_sid == sid:
+            raise Fail("initialize took over a live session (its GET stream is open): expected 409",
+                       reply.evidence())
+        if reply.status not in (200, 409):
+            raise Fail("initialize reusing a live client session id answered %d (409 or a new session)"
+                       % reply.status, reply.evidence())
+        if not await _alive(ctx, sid):
+            raise Fail("the live session stopped answering after another initialize with its client id")
+    finally:
+        stream.close()
+    return None
+
+
+@check("session.reconnect_after_stream_closed", "§3", "reconnect rule: a session whose stream closed is "
+                                                     "taken over by initialize with the same client id, not 409")
+async def check_reconnect(ctx: CheckContext) -> Optional[str]:
+    sid = await ctx.new_session()
+    stream = await _stream(ctx, sid)
+    stream.close()
+    deadline = asyncio.get_event_loop().time() + VANISHED_BOUND
+    while True:  # (the server notices the closed stream after a moment)
+        reply, rid = await ctx.initialize()
+        if reply.status == 200 and reply.answer(rid) is not None:
+            return None
+        if reply.status != 409 or asyncio.get_event_loop().time() > deadline:
+            raise Fail("initialize after the old stream closed was refused; the contract says take over",
+                       reply.evidence())
+        await asyncio.sleep(0.1)
+
+
+@check("session.ends_when_client_vanishes", "§3", "session end: all its connections closed, the session "
+                                                 "ends within 1 s (404 after)")
+async def check_vanished_client(ctx: CheckContext) -> Optional[str]:
+    # A client of its own connections, all closed at once as by SIGKILL.
+    conn = await ClientConnection.open(ctx.lock.socket_path)
+    reply, rid = await ctx.initialize(conn=conn)
+    sid = reply.headers.get("mcp-session-id")
+    if reply.status != 200 or not sid:
+        conn.close()
+        raise Fail("initialize failed", reply.evidence())
+    await ctx.rpc("notifications/initialized", session=sid, notification=True, conn=conn)
+    stream = await _stream(ctx, sid)
+    conn.close()
+    stream.close()
+    deadline = asyncio.get_event_loop().time() + VANISHED_BOUND
+    while await _alive(ctx, sid):
+        if asyncio.get_event_loop().time() > deadline:
+            raise Fail("the session still answers %.0f s after every connection that carried it closed"
+                       % VANISHED_BOUND)
+        await asyncio.sleep(0.1)
+    return None
+
+
+@check("session.cancel_ends_request", "§3", "cancel rule: notifications/cancelled 202, the request's answer "
+                                           "ends with no event")
+async def check_cancel(ctx: CheckContext) -> Optional[str]:
+    sid = await ctx.session()
+    path = ctx.scratch_path()
+    tab = "[Copilot CLI] - %s (%s)" % (os.path.basename(path), uuid.uuid4().hex[:6])
+    pending = await ctx.start_tool("open_diff", {"original_file_path": path, "new_file_contents": "cancelled\n",
+                                                 "tab_name": tab}, sid)
+    try:
+        await pending.started()
+        await ctx.call("ping", session=sid)
+        if pending.task.done():
+            raise Warn("open_diff was answered before it could be cancelled (an IDE that decides at once): "
+                       "the cancel rule needs a request that waits")
+        note, _ = await ctx.rpc("notifications/cancelled", {"requestId": pending.rid, "reason": "check"},
+                                session=sid, notification=True)
+        expect_status(note, 202, "notifications/cancelled")
+        done, _ = await asyncio.wait({pending.task}, timeout=ctx.timeout)
+        if not done:
+            raise Fail("the cancelled open_diff is still open %s s after notifications/cancelled" % ctx.timeout)
+        error = pending.task.exception()
+        if error is None:
+            raise Fail("a cancelled request must end without an answer", pending.task.result()[0].evidence())
+        if isinstance(error, ServerGone):
+            raise Fail("the server closed the cancelled request's connection; it ends the answer and keeps it")
+        if not isinstance(error, Fail):
+            raise error
+        # (Fail from reading the tool's answer: the body ended with no answer, as it should.)
+    finally:
+        await pending.cancel()
     return None

@@ -5,13 +5,15 @@ the format of an answer, keep-alive after an ended stream, the refusals (bad JSO
 batch), DELETE, and the GET stream's head."""
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
-from typing import Optional
+from typing import Any, Optional, Tuple
 
-from ...wire import jsonrpc
-from ...client import IdeTimeout, ServerGone
+from ...wire import http11, jsonrpc
+from ...client import ClientConnection, IdeTimeout, ServerGone
 from .registry import Fail, Warn, check
-from .context import CheckContext, expect_error_code, expect_status, sent_chunked
+from .context import CheckContext, Reply, expect_error_code, expect_status, sent_chunked
 
 
 @check("auth.missing", "§2", "401 without the Authorization header")
@@ -194,4 +196,189 @@ async def check_stream(ctx: CheckContext) -> Optional[str]:
         raise Fail("the server closed the GET stream's connection", head)
     if response.headers.get("cache-control") != "no-cache, no-transform":
         raise Warn("Cache-Control %r (VS Code sends \"no-cache, no-transform\")" % response.headers.get("cache-control"))
+    return None
+
+
+# ------------------------------------------------ §2, "Errors and edge cases": one check per row
+
+
+async def _raw(ctx: CheckContext, method: str, target: str = "/mcp", *, auth: bool = True, origin: bool = False,
+               announce: Optional[int] = None, conn: Optional[ClientConnection] = None
+               ) -> Tuple[Reply, ClientConnection]:
+    """A hand-made request whose head alone decides its answer: `announce` sends a
+    `Content-Length` but not the body (a server must judge the head first)."""
+    if conn is None:
+        conn = await ctx.connect()
+    headers = ctx.headers("DELETE", auth=auth, extra=[("Origin", "http://evil.example")] if origin else ())
+    if announce is not None:
+        headers = headers[:-2] + [("Content-Type", "application/json"), ("Content-Length", str(announce))] + headers[-2:]
+    await conn.send(http11.write_request(method, target, headers, None))
+    response = await conn.read_response(method, ctx.timeout)
+    body = await response.read_body(ctx.timeout)
+    return Reply(response, body, "%s %s" % (method, target)), conn
+
+
+async def _expect_closed(ctx: CheckContext, conn: ClientConnection, after: str) -> None:
+    """The server must close the connection after `after` (the row says so)."""
+    try:
+        data = await asyncio.wait_for(conn.reader.read(1), ctx.timeout)
+    except asyncio.TimeoutError:
+        raise Fail("the connection stayed open after %s; the row says it closes" % after) from None
+    except (ConnectionError, OSError):
+        return
+    if data:
+        raise Fail("unexpected bytes after %s: %r" % (after, data))
+
+
+def _expect_json_error(reply: Reply, status: int, code: int, request_id: Any, what: str) -> None:
+    """A refusal past the head's checks: a JSON-RPC error in an application/json body
+    (PROTOCOL.md §2, "Errors and edge cases")."""
+    expect_status(reply, status, what)
+    if reply.content_type != "application/json":
+        raise Fail("%s: expected Content-Type application/json, got %r" % (what, reply.content_type),
+                   reply.evidence())
+    expect_error_code(reply, code, what)
+    if reply.message().get("id", "missing") != request_id:
+        raise Fail("%s: the error's id must be %s" % (what, json.dumps(request_id)), reply.evidence())
+
+
+@check("errors.order_origin_first", "§2", "errors row \"Origin\": 403 before the nonce, path and method are judged")
+async def check_order_origin(ctx: CheckContext) -> Optional[str]:
+    reply, _ = await _raw(ctx, "PUT", "/not-mcp", auth=False, origin=True)
+    expect_status(reply, 403, "PUT /not-mcp with an Origin header and no nonce")
+    return None
+
+
+@check("errors.order_nonce_before_path", "§2", "errors row \"no or wrong nonce\": 401 before the path and method")
+async def check_order_nonce(ctx: CheckContext) -> Optional[str]:
+    reply, _ = await _raw(ctx, "PUT", "/not-mcp", auth=False)
+    expect_status(reply, 401, "PUT /not-mcp without the nonce")
+    return None
+
+
+@check("errors.order_path_before_method", "§2", "errors row \"path\": 404 before the method is judged")
+async def check_order_path(ctx: CheckContext) -> Optional[str]:
+    reply, _ = await _raw(ctx, "PUT", "/not-mcp")
+    expect_status(reply, 404, "PUT /not-mcp with the nonce")
+    return None
+
+
+@check("errors.refused_before_body", "§2", "check order: a 401 is answered from the head, before any body byte")
+async def check_refused_before_body(ctx: CheckContext) -> Optional[str]:
+    reply, conn = await _raw(ctx, "POST", auth=False, announce=10 * 1024 * 1024)
+    expect_status(reply, 401, "a POST announcing 10 MB without the nonce (the body never sent)")
+    await _expect_closed(ctx, conn, "a refusal whose body was not read")
+    return None
+
+
+@check("errors.close_after_401", "§2", "errors row \"no or wrong nonce\": 401 text/plain, connection closed")
+async def check_close_after_401(ctx: CheckContext) -> Optional[str]:
+    reply, conn = await _raw(ctx, "GET", auth=False)
+    expect_status(reply, 401, "GET /mcp without the nonce")
+    if reply.content_type != "text/plain" or reply.body.strip() != b"Unauthorized":
+        raise Fail("401 must be text/plain \"Unauthorized\"", reply.evidence())
+    await _expect_closed(ctx, conn, "a 401")
+    return None
+
+
+@check("errors.close_after_403", "§2", "errors row \"Origin\": 403 text/plain, connection closed")
+async def check_close_after_403(ctx: CheckContext) -> Optional[str]:
+    reply, conn = await _raw(ctx, "GET", origin=True)
+    expect_status(reply, 403, "GET /mcp with an Origin header")
+    if reply.content_type != "text/plain":
+        raise Fail("403 must be text/plain", reply.evidence())
+    await _expect_closed(ctx, conn, "a 403")
+    return None
+
+
+async def _answered_again(ctx: CheckContext, method: str, target: str, status: int) -> None:
+    reply, conn = await _raw(ctx, method, target)
+    expect_status(reply, status, "%s %s" % (method, target))
+    try:
+        again, _ = await _raw(ctx, method, target, conn=conn)
+    except (ServerGone, IdeTimeout) as exc:
+        raise Fail("the connection did not stay open after a %d without a body (%s)" % (status, exc)) from None
+    expect_status(again, status, "the same request again on that connection")
+
+
+@check("errors.open_after_404", "§2", "errors row \"path\": 404 without a body keeps the connection open")
+async def check_open_after_404(ctx: CheckContext) -> Optional[str]:
+    await _answered_again(ctx, "GET", "/not-mcp", 404)
+    return None
+
+
+@check("errors.open_after_405", "§2", "errors row \"method\": 405 without a body keeps the connection open")
+async def check_open_after_405(ctx: CheckContext) -> Optional[str]:
+    await _answered_again(ctx, "PUT", "/mcp", 405)
+    return None
+
+
+@check("errors.body_limit", "§2", "errors row \"body over the limit\": 413 from the head, connection closed")
+async def check_body_limit(ctx: CheckContext) -> Optional[str]:
+    reply, conn = await _raw(ctx, "POST", announce=1 << 40)
+    expect_status(reply, 413, "a POST announcing a 1 TiB body")
+    await _expect_closed(ctx, conn, "a 413")
+    return None
+
+
+@check("errors.parse_error_body", "§2", "errors row \"body not JSON\": 400 application/json, -32700, id null")
+async def check_parse_error_body(ctx: CheckContext) -> Optional[str]:
+    sid = await ctx.session()
+    reply = await ctx.send("POST", b"{not json", session=sid)
+    _expect_json_error(reply, 400, jsonrpc.PARSE_ERROR, None, "an unparsable body")
+    return None
+
+
+@check("errors.batch_body", "§2", "errors row \"batch\": 400 application/json, -32600, id null")
+async def check_batch_body(ctx: CheckContext) -> Optional[str]:
+    sid = await ctx.session()
+    reply = await ctx.send("POST", [jsonrpc.request(1, "ping", {})], session=sid)
+    _expect_json_error(reply, 400, jsonrpc.INVALID_REQUEST, None, "a batch")
+    return None
+
+
+@check("errors.invalid_message", "§2", "errors row \"not a JSON-RPC message\": 400 application/json, -32600, its id")
+async def check_invalid_message(ctx: CheckContext) -> Optional[str]:
+    sid = await ctx.session()
+    reply = await ctx.send("POST", {"jsonrpc": "2.0", "id": 7}, session=sid)
+    _expect_json_error(reply, 400, jsonrpc.INVALID_REQUEST, 7, "a message with neither method nor result")
+    return None
+
+
+@check("errors.missing_session_body", "§2", "errors row \"no mcp-session-id\": 400 application/json, -32600, id null")
+async def check_missing_session_body(ctx: CheckContext) -> Optional[str]:
+    reply, _ = await ctx.rpc("tools/list", {})
+    _expect_json_error(reply, 400, jsonrpc.INVALID_REQUEST, None, "tools/list without a session id")
+    return None
+
+
+@check("errors.unknown_session_body", "§2", "errors row \"unknown session\": 404 application/json, -32001, id null")
+async def check_unknown_session_body(ctx: CheckContext) -> Optional[str]:
+    unknown = "no-such-session-" + uuid.uuid4().hex
+    reply, _ = await ctx.rpc("tools/list", {}, session=unknown)
+    _expect_json_error(reply, 404, jsonrpc.SESSION_NOT_FOUND, None, "tools/list with an unknown session id")
+    deleted = await ctx.delete(unknown)
+    _expect_json_error(deleted, 404, jsonrpc.SESSION_NOT_FOUND, None, "DELETE of an unknown session")
+    return None
+
+
+@check("errors.second_stream", "§2", "errors row \"second GET stream\": 409 application/json, -32600")
+async def check_second_stream(ctx: CheckContext) -> Optional[str]:
+    sid = await ctx.new_session()
+    conn = await ctx.connect()
+    first = await conn.request("GET", "/mcp", ctx.headers("GET", sid), timeout=ctx.timeout)
+    if first.status != 200:
+        raise Fail("the first GET stream was refused: %d" % first.status)
+    second = await ctx.send("GET", None, session=sid)
+    _expect_json_error(second, 409, jsonrpc.INVALID_REQUEST, None, "a second GET stream of one session")
+    return None
+
+
+@check("errors.stream_accept", "§2", "errors row \"GET whose Accept excludes text/event-stream\": 406 "
+                                     "application/json, -32600")
+async def check_stream_accept(ctx: CheckContext) -> Optional[str]:
+    sid = await ctx.new_session()
+    headers = [(k, v) for k, v in ctx.headers("GET", sid) if k.lower() != "accept"]
+    reply = await ctx.send("GET", None, headers=headers[:-2] + [("Accept", "application/json")] + headers[-2:])
+    _expect_json_error(reply, 406, jsonrpc.INVALID_REQUEST, None, "a GET stream that accepts only JSON")
     return None
