@@ -169,6 +169,23 @@ def test_session_lives_while_one_carrying_connection_is_open(tmp_path) -> None:
     run(main())
 
 
+def test_a_session_whose_idle_connection_the_server_closed_is_not_abandoned(tmp_path) -> None:
+    """The server closes a pooled connection idle between requests (its own limit, not
+    the client leaving): that is no vanished client, so the session outlives the
+    orphan bound and answers on the client's next connection (PROTOCOL.md §3)."""
+    async def main() -> None:
+        async with make_server(tmp_path, idle_timeout=3600, orphan_timeout=0.05,
+                               connection_idle_timeout=0.2) as server:
+            cli = cli_for(server)
+            await cli.handshake(probes=0)
+            await until(lambda: server.stats()["connections"] == 0, what="the idle connections closed by the server")
+            await asyncio.sleep(0.5)  # ten times the orphan bound
+            assert server.stats()["sessions"] == 1
+            assert await cli.request("ping", conn=await cli.new_conn()) == {}  # as a pool reconnects
+            cli.close()
+    run(main())
+
+
 _KILLED_CLIENT = r'''
 import json, socket, sys, time
 path, nonce, original = sys.argv[1:4]

@@ -281,9 +281,11 @@ class IdeServer:
             if self.connection_idle_timeout is not None:
                 self.listener.close_idle(self.connection_idle_timeout)
 
-    def _connection_closed(self, number: int) -> None:
+    def _connection_closed(self, number: int, client_went: bool) -> None:
         orphans = self.app.connection_closed(number)
-        if orphans and self.loop is not None and not self._stopping:
+        # A session is abandoned when its client went; one whose last connection this
+        # server closed for idleness lives on until the idle session timeout.
+        if orphans and client_went and self.loop is not None and not self._stopping:
             def end() -> None:
                 self._orphan_timers.discard(timer)
                 self.app.end_orphans(orphans)

@@ -77,9 +77,12 @@ class Listener:
         self._warned_at: Optional[float] = None
         self.accept_failures = 0
         self._pending: "Set[asyncio.Task[Any]]" = set()
-        #: Called with a connection's number once it is gone (the MCP layer learns
-        #: which sessions lost their last connection, PROTOCOL.md §3).
-        self.on_connection_closed: Optional[Callable[[int], None]] = None
+        #: Called with a connection's number once it is gone, and whether its client
+        #: went (True) or this listener let an idle one go (False): the MCP layer learns
+        #: which sessions lost their last connection, and a session is taken for
+        #: abandoned only when its client went (PROTOCOL.md §3, "When a session ends").
+        self.on_connection_closed: Optional[Callable[[int, bool], None]] = None
+        self._let_go: Set[int] = set()
 
     def _connection(self) -> HttpConnection:
         """The protocol factory given to the loop (Unix socket or named pipe)."""
@@ -105,8 +108,14 @@ class Listener:
         idle = [c for c in live if c.idle]
         if not idle:
             return False
-        min(idle, key=lambda c: c.last_active).close()
+        self._let_idle_go(min(idle, key=lambda c: c.last_active))
         return True
+
+    def _let_idle_go(self, conn: HttpConnection) -> None:
+        """Close a connection idle between requests: the client did not leave (its pool
+        connects again when it needs to), so its sessions are not taken for abandoned."""
+        self._let_go.add(conn.number)
+        conn.close()
 
     def close_idle(self, timeout: float) -> int:
         """Close the connections idle (between requests) for `timeout` seconds or more;
@@ -114,15 +123,17 @@ class Listener:
         now = asyncio.get_event_loop().time()
         stale = [c for c in self.connections if c.idle and now - c.last_active >= timeout]
         for conn in stale:
-            conn.close()
+            self._let_idle_go(conn)
         return len(stale)
 
     def _discard(self, conn: HttpConnection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
+            client_went = conn.number not in self._let_go
+            self._let_go.discard(conn.number)
             if self.on_connection_closed is not None:
                 try:
-                    self.on_connection_closed(conn.number)
+                    self.on_connection_closed(conn.number, client_went)
                 except Exception:
                     log.exception("on_connection_closed failed")
 
