@@ -165,7 +165,7 @@ async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[st
         if link.ended:
             w.close()
             return
-        await serve_cli_connection(r, w, link.open_stream(), rewriter, relay_lock.authorization)
+        await serve_cli_connection(r, w, link.open_stream(), rewriter, relay_lock.nonce)
 
     link = Link(reader, writer, on_lock=on_lock)
     server = None

@@ -12,10 +12,11 @@ each request head and passes the IDE's bytes back unchanged.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from ..server.answers import Reply
+from ..server.mcp import refuse_unauthenticated
 from ..wire import http11, sse
 from .link import Stream, drained
 from .rewrite import Rewriter
@@ -49,10 +50,10 @@ def _fields(headers: http11.Headers, extra: Mapping[str, str] = {}) -> List[Tupl
 
 
 async def serve_cli_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stream: Stream,
-                               rewriter: Rewriter, authorization: str) -> None:
+                               rewriter: Rewriter, nonce: str) -> None:
     """Relay one connection of the CLI over `stream` until either end closes it."""
     methods: "asyncio.Queue[str]" = asyncio.Queue()
-    await _both_ways(_requests_to_ide(reader, writer, stream, rewriter, authorization, methods),
+    await _both_ways(_requests_to_ide(reader, writer, stream, rewriter, nonce.encode("utf-8"), methods),
                      _answers_to_cli(stream, writer, rewriter, methods))
     stream.close()
     writer.close()
@@ -71,9 +72,8 @@ async def _both_ways(up: Any, down: Any) -> None:
 
 
 async def _requests_to_ide(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stream: Stream,
-                           rewriter: Rewriter, authorization: str, methods: "asyncio.Queue[str]") -> None:
+                           rewriter: Rewriter, nonce: bytes, methods: "asyncio.Queue[str]") -> None:
     parser = http11.RequestParser()
-    expected = authorization.encode("utf-8")
     head: Optional[http11.Request] = None
     body: List[bytes] = []
     while True:
@@ -84,10 +84,11 @@ async def _requests_to_ide(reader: asyncio.StreamReader, writer: asyncio.StreamW
         events = parser.feed(data) if data else parser.feed_eof()
         for event in events:
             if isinstance(event, http11.Request):
-                given = (event.headers.get("Authorization") or "").encode("utf-8", "surrogateescape")
-                if not hmac.compare_digest(given, expected):
-                    # the IDE server's own answer to a bad nonce (PROTOCOL.md §2)
-                    writer.write(http11.write_response(401, [("Content-Type", "text/plain")], b"Unauthorized",
+                # The relay's own nonce, judged as the IDE server judges its own
+                # (Origin first, then the nonce: PROTOCOL.md §2); the rest is the IDE's.
+                refusal: Optional[Reply] = refuse_unauthenticated(event.headers.index(), nonce)
+                if refusal is not None:
+                    writer.write(http11.write_response(refusal.status, refusal.headers, refusal.body,
                                                        keep_alive=False))
                     return
                 head, body = event, []

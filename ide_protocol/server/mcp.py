@@ -24,7 +24,7 @@ import hmac
 import logging
 import time
 import uuid
-from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Set, Union
+from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Set, Union
 
 from .. import rpc
 from ..wire import http11, jsonrpc, sse
@@ -56,6 +56,23 @@ _FORBIDDEN = plain(403, "Forbidden", close=True)
 _UNAUTHORIZED = plain(401, "Unauthorized", close=True)
 _NOT_FOUND = plain(404, "Not Found")
 _NOT_ALLOWED = plain(405, "Method Not Allowed", ("Allow", ALLOW))
+
+
+def refuse_unauthenticated(fields: Mapping[str, List[str]], nonce: bytes) -> Optional[Reply]:
+    """The first two checks of every request's head (PROTOCOL.md §2, "Errors and edge
+    cases"), or None: an `Origin` header is a browser's, refused first (403, DNS-rebinding
+    style attacks); then `Authorization` must be `Nonce <nonce>`, compared in constant
+    time (401). Both refusals close the connection. `fields`: lower-cased name -> values.
+    Whoever holds a nonce judges by this: the server, and a relay holding its own."""
+    if "origin" in fields:
+        return _FORBIDDEN
+    authorization = fields.get("authorization")
+    if not authorization:
+        return _UNAUTHORIZED
+    scheme, _, secret = authorization[0].strip().partition(" ")
+    if scheme.lower() != "nonce" or not hmac.compare_digest(secret.strip().encode("utf-8", "surrogateescape"), nonce):
+        return _UNAUTHORIZED
+    return None
 
 
 def _json_error(status: int, code: int, message: str, msg_id: Any = None) -> Reply:
@@ -123,13 +140,9 @@ class McpApp:
         without the nonce (or a browser) is answered with `close`: it has no business
         keeping a connection."""
         fields = request.headers.index()  # (lower-cased name -> values)
-        # PROTOCOL.md §2: a browser is the only thing that sends Origin; refuse it first
-        # (DNS-rebinding style attacks), then check the nonce, on every request.
-        if "origin" in fields:
-            return _FORBIDDEN
-        authorization = fields.get("authorization")
-        if not self._authorized(authorization[0] if authorization else None):
-            return _UNAUTHORIZED
+        refusal = refuse_unauthenticated(fields, self._nonce)
+        if refusal is not None:
+            return refusal
         if request.target not in MCP_PATHS and request.path not in MCP_PATHS:
             return _NOT_FOUND
         if request.method not in METHODS:
@@ -146,13 +159,6 @@ class McpApp:
             return False
         self.end_session(min(idle, key=lambda s: s.last_seen), "evicted (session limit)")
         return True
-
-    def _authorized(self, value: Optional[str]) -> bool:
-        if value is None:
-            return False
-        # Constant time over the secret: hmac.compare_digest (PROTOCOL.md §2).
-        scheme, _, secret = value.strip().partition(" ")
-        return scheme.lower() == "nonce" and hmac.compare_digest(secret.strip().encode("utf-8"), self._nonce)
 
     def _carry(self, session: Session, connection: int) -> None:
         """Note that `connection` carried a request or the stream of `session`
