@@ -38,7 +38,8 @@ def no_traceback(ran: Any) -> None:
 
 
 @pytest.mark.parametrize("text", [nested(100000), b'{"a":' * 5000 + b"1" + b"}" * 5000, b"[" * 201 + b"]" * 201,
-                                  b"NaN", b"1e999", b"\xef\xbb\xbf{}", b"\xff"])
+                                  b"NaN", b"1e999", b"\xef\xbb\xbf{}", b"\xff"],
+                         ids=["nested-arrays", "nested-objects", "depth-201", "NaN", "overflow", "BOM", "not-utf8"])
 def test_untrusted_json_is_a_value_or_a_json_text_error(text: bytes) -> None:
     with pytest.raises(json_text.JsonTextError):
         json_text.loads(text)
@@ -207,6 +208,7 @@ def test_cancelled_with_a_list_request_id_is_ignored_quietly(tmp_path: Any, capl
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="select() of an os.pipe(): Windows selects sockets only")
 def test_serve_cuts_a_line_longer_than_the_output_buffer() -> None:
     read_end, write_end = os.pipe()
     writer = serve_output.BoundedWriter(write_end, limit=1000)

@@ -559,3 +559,28 @@ def test_find_lock_missing_dir(tmp_path) -> None:
 def test_module_exports() -> None:
     for name in lockfile.__all__:
         assert hasattr(lockfile, name)
+
+
+@pytest.mark.skipif(sys.platform != "win32", reason="POSIX unlinks a file another handle has open; "
+                                                    "only Windows refuses (a sharing violation)")
+def test_a_lock_being_read_elsewhere_is_still_removed(tmp_path) -> None:
+    """Windows refuses to delete a file that another handle has open: a reader of the
+    lock folder (the CLI, or serve's own scan) holding the lock for an instant must not
+    leave it behind when the server stops (PROTOCOL.md §1)."""
+    import threading
+    import time
+    path = tmp_path / "held.lock"
+    path.write_text("{}")
+    opened = threading.Event()
+
+    def hold() -> None:
+        with open(str(path), "rb"):
+            opened.set()
+            time.sleep(0.05)
+
+    reader = threading.Thread(target=hold)
+    reader.start()
+    opened.wait(5)
+    lockfile.remove_lock(str(path))
+    reader.join()
+    assert not path.exists()

@@ -15,6 +15,8 @@ from typing import Any, List, Optional
 
 import pytest
 
+from platforms import unix_sockets
+
 from ide_protocol.client import IdeClient
 from ide_protocol.common.tools import Diagnostic, Selection
 from ide_protocol.server.ide_server import IdeServer
@@ -22,6 +24,9 @@ from ide_protocol.server.ide_server import IdeServer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from build_pyz import build as build_pyz  # noqa: E402
+
+#: The relay's CLI half listens on a Unix socket (its IDE half reaches an IDE on one).
+pytestmark = unix_sockets
 LIMIT = 60  # a guard against hangs only
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -285,11 +286,28 @@ def remove_lock(path: Optional[str]) -> None:
     """
     if not path:
         return
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+    for attempt in range(_SHARING_RETRIES + 1):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except PermissionError:
+            # Windows refuses to delete a file another handle has open (a sharing
+            # violation): a reader of the lock folder (the CLI, or a scan of ours) holds
+            # it for an instant. Try again briefly; a lock left behind would keep the
+            # CLI pointing at a server that is gone.
+            if sys.platform != "win32" or attempt == _SHARING_RETRIES:
+                raise
+            time.sleep(_SHARING_PAUSE)
+            continue
+        break
     _written_here.discard(_path_key(path))
+
+
+#: How often, and how far apart, `remove_lock` tries again on a Windows sharing
+#: violation (at most 0.2 s in all).
+_SHARING_RETRIES = 20
+_SHARING_PAUSE = 0.01
 
 
 def pid_alive(pid: int) -> bool:
