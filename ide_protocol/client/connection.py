@@ -176,7 +176,7 @@ class ClientResponse:
         """The rest of the body (at most `max_message` bytes: more is a
         `ProtocolViolation` and the connection is closed); `timeout` bounds it all."""
         deadline = deadline_after(timeout)
-        pieces = []
+        pieces: List[bytes] = []
         size = 0
         while True:
             data = await self._next_data(deadline)

@@ -20,7 +20,7 @@ The rules (PROTOCOL.md §2: the bodies are JSON-RPC over JSON text):
 from __future__ import annotations
 
 import json
-from typing import Any, List, Union
+from typing import Any, Iterable, List, Union
 
 __all__ = ["JsonTextError", "MAX_DEPTH", "loads", "depth_exceeds"]
 
@@ -55,6 +55,7 @@ def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
     stack: List[Any] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(item, dict):
             children = item.values()
         elif isinstance(item, list):
