@@ -41,6 +41,17 @@ def test_startup_writes_the_lock_and_qa_removes_it(vim: VimSession, workspace: s
     assert not os.path.exists(os.path.dirname(socket_path))
 
 
+def test_trusted_setting_marks_the_lock_trusted(vims: Any, copilot_home: str) -> None:
+    """`let g:copilot_ide_trusted = 1` before the plugin loads: the lock says isTrusted
+    (the setting doctor names for Vim)."""
+    vim = vims().start(before=["let g:copilot_ide_trusted = 1"])
+    wait_until(lambda: len(locks(copilot_home)) == 1, what="the lock")
+    (lock_path,) = locks(copilot_home)
+    assert read_lock(lock_path)["isTrusted"] is True
+    vim.quit("qa!")
+    assert locks(copilot_home) == []
+
+
 def test_qa_bang_with_a_client_connected_leaves_no_lock(vim: VimSession, client: StreamClient,
                                                         copilot_home: str) -> None:
     vim.ex("edit! %")
