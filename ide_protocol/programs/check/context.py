@@ -112,6 +112,15 @@ class CheckContext:
         self._conns.append(conn)
         return conn
 
+    async def open_stream(self, session: str) -> Tuple[ClientConnection, ClientResponse]:
+        """The GET stream of `session` on a connection of its own (PROTOCOL.md §2): the
+        connection and the stream's response; a refusal fails the check."""
+        conn = await self.connect()
+        response = await conn.request("GET", "/mcp", self.headers("GET", session), timeout=self.timeout)
+        if response.status != 200:
+            raise Fail("GET stream refused: %d" % response.status)
+        return conn, response
+
     def headers(self, method: str = "POST", session: Optional[str] = None, *, auth: bool = True,
                 authorization: Optional[str] = None, extra: Sequence[Tuple[str, str]] = ()) -> List[Tuple[str, str]]:
         """CLI-like headers (PROTOCOL.md §2); `auth=False` drops the lock's headers,

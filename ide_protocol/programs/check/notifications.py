@@ -16,10 +16,7 @@ async def check_selection_on_open(ctx: CheckContext) -> Optional[str]:
     _, current = await ctx.tool("get_selection", session=sid)
     if not isinstance(current, dict) or current.get("current") is not True:
         raise Skip("no active editor selection in the IDE (select some text to run this check)")
-    conn = await ctx.connect()
-    response = await conn.request("GET", "/mcp", ctx.headers("GET", sid), timeout=ctx.timeout)
-    if response.status != 200:
-        raise Fail("GET stream refused: %d" % response.status)
+    _, response = await ctx.open_stream(sid)
     try:
         event = await response.next_event(ctx.timeout)
     except IdeTimeout:

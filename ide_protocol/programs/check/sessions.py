@@ -119,11 +119,7 @@ VANISHED_BOUND = 1.0 + 3.0
 
 async def _stream(ctx: CheckContext, sid: str) -> ClientConnection:
     """A GET stream of `sid` on a connection of its own (returned, open)."""
-    conn = await ClientConnection.open(ctx.lock.socket_path)
-    response = await conn.request("GET", "/mcp", ctx.headers("GET", sid), timeout=ctx.timeout)
-    if response.status != 200:
-        conn.close()
-        raise Fail("GET stream refused: %d" % response.status)
+    conn, _ = await ctx.open_stream(sid)
     return conn
 
 

@@ -105,10 +105,7 @@ async def check_response_format(ctx: CheckContext) -> Optional[str]:
 @check("http.keep_alive_after_stream", "§2", "a request on the connection of an ended GET stream is answered")
 async def check_keep_alive(ctx: CheckContext) -> Optional[str]:
     sid = await ctx.new_session()
-    conn = await ctx.connect()
-    response = await conn.request("GET", "/mcp", ctx.headers("GET", sid), timeout=ctx.timeout)
-    if response.status != 200:
-        raise Fail("GET stream refused: %d" % response.status)
+    conn, response = await ctx.open_stream(sid)
     deleted = await ctx.delete(sid)
     if deleted.status != 200:
         raise Fail("DELETE answered %d" % deleted.status, deleted.evidence())
@@ -365,10 +362,7 @@ async def check_unknown_session_body(ctx: CheckContext) -> Optional[str]:
 @check("errors.second_stream", "§2", "errors row \"second GET stream\": 409 application/json, -32600")
 async def check_second_stream(ctx: CheckContext) -> Optional[str]:
     sid = await ctx.new_session()
-    conn = await ctx.connect()
-    first = await conn.request("GET", "/mcp", ctx.headers("GET", sid), timeout=ctx.timeout)
-    if first.status != 200:
-        raise Fail("the first GET stream was refused: %d" % first.status)
+    await ctx.open_stream(sid)  # the first stream, kept open
     second = await ctx.send("GET", None, session=sid)
     _expect_json_error(second, 409, jsonrpc.INVALID_REQUEST, None, "a second GET stream of one session")
     return None
