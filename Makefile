@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 VERSIONS ?= 3.8 3.9 3.10 3.11 3.12 3.13
 
-.PHONY: serve test test-deps test-all test-windows typecheck interop interop-matrix acp-agents interop-acp-agents dist dist-test distclean pyz bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim emacs-package emacs-deps bench-emacs
+.PHONY: serve test test-deps test-all test-windows typecheck interop interop-matrix acp-agents interop-acp-agents dist dist-test distclean pyz bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim emacs-package emacs-deps bench-emacs sshd-deps
 
 serve:
 	$(PYTHON) -m ide_protocol serve $(FOLDER)
@@ -141,6 +141,12 @@ bench-emacs:
 # tests/emacs runs the same script and skips, with the reason, where it cannot install.
 emacs-deps:
 	bash tests/emacs/install_deps.sh
+
+# What the relay's SSH test needs (Debian's openssh-server), installed when missing;
+# tests/test_relay_ssh.py runs the same script and skips, with the reason, where it
+# cannot install. Nothing is started: the test runs its own sshd on 127.0.0.1.
+sshd-deps:
+	bash tests/install_sshd.sh
 
 # The sdist and the wheel into dist/ (the `build` front end in .venv-build/); dist-test
 # unpacks the sdist into build/sdist-test/ and runs its own test suite there.
