@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..common import lock_rules, lockfile
 from ..common.lockfile import LockInfo
 from ..server.sockets import bind_unix
+from ..server.transport import REQUEST_TIMEOUT
 from .http_relay import serve_cli_connection, serve_ide_connection
 from .link import Link, Stream
 from .pathmap import PathMap
@@ -134,7 +135,7 @@ class RelayLock:
 
 
 async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[str], trusted: bool, wait: bool,
-                       log: Log) -> int:
+                       log: Log, request_timeout: float = REQUEST_TIMEOUT) -> int:
     reader, writer, proc = await (open_via(via) if via else open_stdio())
     sock, sock_dir, sock_path = bind_unix()
     relay_lock = RelayLock(lock_dir or lockfile.lock_dir(), sock_path, paths, trusted, log)
@@ -165,7 +166,7 @@ async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[st
         if link.ended:
             w.close()
             return
-        await serve_cli_connection(r, w, link.open_stream(), rewriter, relay_lock.nonce)
+        await serve_cli_connection(r, w, link.open_stream(), rewriter, relay_lock.nonce, request_timeout)
 
     link = Link(reader, writer, on_lock=on_lock)
     server = None

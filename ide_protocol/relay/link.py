@@ -14,10 +14,15 @@ from typing import Awaitable, Callable, Dict, Optional
 from . import frames
 
 
-async def drained(writer: asyncio.StreamWriter) -> bool:
-    """Wait until the peer took what was written; False when it is gone."""
+async def drained(writer: asyncio.StreamWriter, timeout: Optional[float] = None) -> bool:
+    """Wait until the peer took what was written; False when it is gone, or when it did
+    not take it within `timeout` seconds (then the connection is cut: a peer that stops
+    reading must not hold what was written for it forever)."""
     try:
-        await writer.drain()
+        await asyncio.wait_for(writer.drain(), timeout)
+    except asyncio.TimeoutError:
+        writer.transport.abort()
+        return False
     except (ConnectionError, OSError):
         return False
     return True
