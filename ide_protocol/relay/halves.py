@@ -26,6 +26,7 @@ import signal
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..client.connection import open_socket
 from ..common import lock_rules, lockfile
 from ..common.lockfile import LockInfo
 from ..server.sockets import bind_unix
@@ -232,7 +233,7 @@ def announcement(info: LockInfo) -> Dict[str, Any]:
 
 async def _accepts(path: str) -> bool:
     try:
-        _r, w = await asyncio.wait_for(asyncio.open_unix_connection(path), 2.0)
+        _r, w = await open_socket(path, 2.0)
     except (OSError, asyncio.TimeoutError, ValueError):
         return False
     w.close()

@@ -21,6 +21,7 @@ import asyncio
 import json
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from ..client.connection import open_socket
 from ..server.answers import Reply
 from ..server.mcp import refuse_unauthenticated
 from ..server.transport import REQUEST_TIMEOUT
@@ -198,7 +199,7 @@ async def serve_ide_connection(stream: Stream, socket_path: str, headers: Dict[s
     """Connect `stream` to the IDE's socket, adding the IDE's lock `headers` (its nonce)
     to every request; the IDE's bytes go back unchanged."""
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(socket_path), 5.0)
+        reader, writer = await open_socket(socket_path, 5.0)  # a Unix socket, or a named pipe on Windows
     except (OSError, asyncio.TimeoutError):
         stream.close()
         return
