@@ -289,6 +289,11 @@ def test_a_32_mb_open_diff_crosses_whole_while_another_connection_keeps_answerin
     asyncio.run(asyncio.wait_for(scenario(), LIMIT * 2))
 
 
+#: --request-timeout for the deadline tests: short, yet long enough that our own client's
+#: requests on a loaded machine never come near it (they share the relay).
+SHORT_DEADLINE = 5
+
+
 def test_a_peer_that_drips_a_request_gets_408_and_other_connections_keep_working(tmp_path: Any) -> None:
     """Deadlines, not per-read timeouts: a byte every 0.1 s keeps every read short, yet
     the request must arrive in whole within --request-timeout of its first byte."""
@@ -297,7 +302,7 @@ def test_a_peer_that_drips_a_request_gets_408_and_other_connections_keep_working
     async def scenario() -> None:
         async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"),
                              ide_name="Test IDE") as server:
-            relay = start_relay(tmp_path, "--request-timeout", "1")
+            relay = start_relay(tmp_path, "--request-timeout", str(SHORT_DEADLINE))
             try:
                 locks = await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
                 assert relay.poll() is None, relay.stderr.read() if relay.stderr else ""
@@ -351,7 +356,7 @@ def test_a_cli_that_stops_reading_its_stream_is_cut_off_and_others_keep_working(
     async def scenario() -> None:
         async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"),
                              ide_name="Test IDE") as server:
-            relay = start_relay(tmp_path, "--request-timeout", "1")
+            relay = start_relay(tmp_path, "--request-timeout", str(SHORT_DEADLINE))
             try:
                 locks = await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
                 assert relay.poll() is None, relay.stderr.read() if relay.stderr else ""
