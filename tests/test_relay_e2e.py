@@ -394,3 +394,31 @@ def test_a_cli_that_stops_reading_its_stream_is_cut_off_and_others_keep_working(
             assert relay_locks(tmp_path) == []
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+
+
+def test_a_megabyte_push_on_the_stream_while_the_client_posts(tmp_path: Any) -> None:
+    """Every stream's task writes to the one link: their waits for the pipe must take
+    turns (before Python 3.10 two tasks in a StreamWriter's drain() at once fail an
+    assertion, which ended the POST connections here under 3.8)."""
+    setup(tmp_path)
+    ide_path = str(tmp_path / "project" / "a.py")
+
+    async def scenario() -> None:
+        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"),
+                             ide_name="Test IDE") as server:
+            relay = start_relay(tmp_path)
+            try:
+                await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
+                server.set_selection(Selection(ide_path, "x" * (1 << 20), (0, 0), (0, 1)))
+                client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=30)
+                async with client:  # the GET stream carries the megabyte while the client POSTs
+                    for _ in range(3):
+                        selection = await client.get_selection()
+                        assert len(selection["text"]) == 1 << 20
+                        assert selection["filePath"] == str(tmp_path / "cliview" / "a.py")
+            finally:
+                relay.send_signal(signal.SIGTERM)
+                assert await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30) == 0
+            assert relay_locks(tmp_path) == []
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT))

@@ -97,8 +97,7 @@ async def _requests_to_ide(reader: asyncio.StreamReader, writer: asyncio.StreamW
         except asyncio.TimeoutError:
             writer.write(http11.write_response(408, [("Content-Type", "text/plain")],
                                                b"request not completed in time", keep_alive=False))
-            await drained(writer, request_timeout)
-            return
+            return  # (the connection's close sends it; the other direction may be in drain())
         except (ConnectionError, OSError):
             data = b""
         if deadline is None and data:

@@ -22,6 +22,7 @@ import select
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 # Runs inside the new namespaces as their pid 1: argv is OUTER INNER pairs.
@@ -52,6 +53,9 @@ def unavailable_reason():
         return "Linux namespaces only (this is %s)" % sys.platform
     if os.geteuid() != 0:
         return "new mount and pid namespaces need root (uid %d)" % os.geteuid()
+    if os.path.realpath(tempfile.gettempdir()) != "/tmp":
+        return ("the temporary folder is %s, not /tmp: the namespace hides /tmp only, where the IDE's socket "
+                "would be" % tempfile.gettempdir())
     for tool in ("unshare", "nsenter", "mount"):
         if shutil.which(tool) is None:
             return "%s is not installed (util-linux)" % tool
