@@ -59,6 +59,22 @@ def relay_locks(tmp: Any) -> List[str]:
     return glob.glob(str(tmp / "cli-ide" / "*.lock"))
 
 
+async def relay_lock(tmp: Any, relay: "subprocess.Popen[str]", seconds: float = 30.0) -> Any:
+    """The relay's lock once written (the relay still running), as JSON."""
+    locks = await wait_for(lambda: relay_locks(tmp) or relay.poll() is not None, "the relay's lock", seconds)
+    assert relay.poll() is None, relay.stderr.read() if relay.stderr else ""
+    with open(locks[0]) as f:
+        return json.load(f)
+
+
+async def stop_relay(relay: "subprocess.Popen[str]") -> None:
+    """SIGTERM; the relay must end with status 0."""
+    if relay.poll() is None:
+        relay.send_signal(signal.SIGTERM)
+    code = await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30)
+    assert code == 0, relay.stderr.read() if relay.stderr else ""
+
+
 def setup(tmp: Any) -> None:
     (tmp / "project").mkdir()
     (tmp / "project" / "a.py").write_text("print('hi')\n")
@@ -304,10 +320,7 @@ def test_a_peer_that_drips_a_request_gets_408_and_other_connections_keep_working
                              ide_name="Test IDE") as server:
             relay = start_relay(tmp_path, "--request-timeout", str(SHORT_DEADLINE))
             try:
-                locks = await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
-                assert relay.poll() is None, relay.stderr.read() if relay.stderr else ""
-                with open(locks[0]) as f:
-                    lock = json.load(f)
+                lock = await relay_lock(tmp_path, relay)
                 reader, writer = await asyncio.open_unix_connection(lock["socketPath"])
                 answer = asyncio.ensure_future(reader.read())  # everything until the relay closes
                 request = b"POST /mcp HTTP/1.1\r\nHost: x\r\n" + b"X-Drip: " + b"a" * 100000
@@ -326,8 +339,7 @@ def test_a_peer_that_drips_a_request_gets_408_and_other_connections_keep_working
                     server.set_selection(Selection(str(tmp_path / "project" / "a.py"), "print", (0, 0), (0, 5)))
                     assert (await client.get_selection())["filePath"] == str(tmp_path / "cliview" / "a.py")
             finally:
-                relay.send_signal(signal.SIGTERM)
-                assert await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30) == 0
+                await stop_relay(relay)
             assert relay_locks(tmp_path) == []
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))
@@ -358,10 +370,7 @@ def test_a_cli_that_stops_reading_its_stream_is_cut_off_and_others_keep_working(
                              ide_name="Test IDE") as server:
             relay = start_relay(tmp_path, "--request-timeout", str(SHORT_DEADLINE))
             try:
-                locks = await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
-                assert relay.poll() is None, relay.stderr.read() if relay.stderr else ""
-                with open(locks[0]) as f:
-                    lock = json.load(f)
+                lock = await relay_lock(tmp_path, relay)
                 headers = dict(lock["headers"])
                 init = await _post(lock["socketPath"], headers, {
                     "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -389,8 +398,7 @@ def test_a_cli_that_stops_reading_its_stream_is_cut_off_and_others_keep_working(
                 async with client:
                     assert (await client.get_selection())["filePath"] == str(tmp_path / "cliview" / "a.py")
             finally:
-                relay.send_signal(signal.SIGTERM)
-                assert await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30) == 0
+                await stop_relay(relay)
             assert relay_locks(tmp_path) == []
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))
@@ -408,7 +416,7 @@ def test_a_megabyte_push_on_the_stream_while_the_client_posts(tmp_path: Any) -> 
                              ide_name="Test IDE") as server:
             relay = start_relay(tmp_path)
             try:
-                await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock")
+                await relay_lock(tmp_path, relay)
                 server.set_selection(Selection(ide_path, "x" * (1 << 20), (0, 0), (0, 1)))
                 client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=30)
                 async with client:  # the GET stream carries the megabyte while the client POSTs
@@ -417,8 +425,7 @@ def test_a_megabyte_push_on_the_stream_while_the_client_posts(tmp_path: Any) -> 
                         assert len(selection["text"]) == 1 << 20
                         assert selection["filePath"] == str(tmp_path / "cliview" / "a.py")
             finally:
-                relay.send_signal(signal.SIGTERM)
-                assert await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30) == 0
+                await stop_relay(relay)
             assert relay_locks(tmp_path) == []
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))

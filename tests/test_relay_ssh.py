@@ -11,7 +11,6 @@ import getpass
 import os
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import pytest
 from ide_protocol.client import IdeClient
 from ide_protocol.common.tools import Selection
 from ide_protocol.server.ide_server import IdeServer
-from test_relay_e2e import LIMIT, ROOT, build_pyz, ide_half_pids, relay_locks, setup, wait_for
+from test_relay_e2e import LIMIT, ROOT, build_pyz, ide_half_pids, relay_lock, relay_locks, setup, stop_relay, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PRIVSEP_DIR = "/run/sshd"  # Debian's sshd, run as root, wants it (the service would make it)
@@ -153,8 +152,7 @@ def test_client_and_check_through_the_relay_over_ssh(tmp_path: Any, sshd: Sshd) 
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             loop = asyncio.get_event_loop()
             try:
-                await wait_for(lambda: relay_locks(tmp_path) or relay.poll() is not None, "the relay's lock", 60)
-                assert relay.poll() is None, relay.stderr.read() if relay.stderr else ""
+                await relay_lock(tmp_path, relay, 60)
                 assert ide_half_pids(tmp_path), "the IDE's half is not running (under sshd)"
                 client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=30)
                 async with client:
@@ -169,11 +167,7 @@ def test_client_and_check_through_the_relay_over_ssh(tmp_path: Any, sshd: Sshd) 
                     stderr=subprocess.STDOUT, text=True, timeout=180))
                 assert checked.returncode == 0 and " 0 failed" in checked.stdout, checked.stdout
             finally:
-                if relay.poll() is None:
-                    relay.send_signal(signal.SIGTERM)
-                code = await loop.run_in_executor(None, relay.wait, 30)
-                err = relay.stderr.read() if relay.stderr else ""
-            assert code == 0, err
+                await stop_relay(relay)
             assert relay_locks(tmp_path) == []
             # the IDE's half, under sshd, ends with the SSH session
             await wait_for(lambda: not ide_half_pids(tmp_path), "the IDE's half to end", 30)

@@ -122,24 +122,25 @@ def test_the_cli_in_other_namespaces_works_with_serve_outside_through_the_relay(
         assert [d["filePath"] for d in diags] == [inner_file]
         assert diags[0]["diagnostics"][0]["message"] == "undefined name 'x'"
 
-        # an edit accepted in the IDE, which shows its own path
-        fake_model.script(Turn.tool("edit", {"path": inner_file, "old_str": "return x", "new_str": "return 42"}),
-                          Turn.say("Accepted edit done."))
-        mark = srv.mark()
-        tui.prompt("Fix hello.py")
-        n = srv.wait_output(r"^diff (\d+) proposed by session", start=mark).group(1)
-        srv.wait_output(r"^  edit of hello\.py$", start=mark)
+        def edit_shown_in_serve(old, new, prompt, *after):
+            """The model edits hello.py under the CLI's path; serve shows the diff under
+            its own (relative to its folder); returns the diff's number."""
+            fake_model.script(Turn.tool("edit", {"path": inner_file, "old_str": old, "new_str": new}), *after)
+            mark = srv.mark()
+            tui.prompt(prompt)
+            n = srv.wait_output(r"^diff (\d+) proposed by session", start=mark).group(1)
+            srv.wait_output(r"^  edit of hello\.py$", start=mark)
+            return n
+
+        # an edit accepted in the IDE
+        n = edit_shown_in_serve("return x", "return 42", "Fix hello.py", Turn.say("Accepted edit done."))
         srv.send("accept")
         srv.wait_output(r"^diff %s SAVED \(accepted_via_button\)" % n)
         tui.wait_screen(r"Accepted edit done\.")
         assert H.read(outer_file) == "def hello():\n    return 42\n"
 
         # an edit rejected in the IDE
-        fake_model.script(Turn.tool("edit", {"path": inner_file, "old_str": "return 42", "new_str": "return 0"}))
-        mark = srv.mark()
-        tui.prompt("Change hello.py again")
-        n = srv.wait_output(r"^diff (\d+) proposed by session", start=mark).group(1)
-        srv.wait_output(r"^  edit of hello\.py$", start=mark)
+        n = edit_shown_in_serve("return 42", "return 0", "Change hello.py again")
         srv.send("reject")
         srv.wait_output(r"^diff %s REJECTED \(rejected_via_button\)" % n)
         tui.wait_screen(r"rejected this tool call|Operation cancelled by user")
