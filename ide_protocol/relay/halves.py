@@ -24,7 +24,7 @@ import secrets
 import shutil
 import signal
 import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, cast
 
 from ..client.connection import open_socket
 from ..common import lock_rules, lockfile
@@ -55,11 +55,25 @@ async def open_via(command: str) -> Tuple[asyncio.StreamReader, asyncio.StreamWr
 async def open_stdio() -> Tuple[asyncio.StreamReader, asyncio.StreamWriter, Any]:
     """This process's stdin and stdout are the link (stdout carries nothing else)."""
     loop = asyncio.get_event_loop()
+    if sys.platform == "win32":  # inherited handles are not overlapped: threads (stdio_threads)
+        from .stdio_threads import threaded_stdio
+
+        reader, threaded = threaded_stdio(loop)
+        return reader, cast(asyncio.StreamWriter, threaded), None
     reader = asyncio.StreamReader(limit=2 ** 20)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sys.stdout.buffer)
     writer = asyncio.StreamWriter(transport, protocol, reader, loop)
     return reader, writer, None
+
+
+async def closed(writer: asyncio.StreamWriter) -> None:
+    """Close the link's writing end and give what is still queued a moment to go out."""
+    writer.close()
+    try:
+        await asyncio.wait_for(writer.wait_closed(), 5.0)
+    except (asyncio.TimeoutError, ConnectionError, OSError, NotImplementedError):
+        pass  # (NotImplementedError: a pipe writer of Python 3.8's has no close waiter)
 
 
 async def end_child(proc: Any) -> None:
@@ -198,6 +212,7 @@ async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[st
         else:
             sock.close()
         shutil.rmtree(sock_dir, ignore_errors=True)
+        await closed(writer)
         await end_child(proc)
     return outcome["code"]
 
@@ -284,7 +299,7 @@ async def run_ide_side(via: Optional[str], folder: Optional[str], lock_file: Opt
             link.announce(None)
             if not wait:
                 await link.write(b"")
-                writer.close()
+                await closed(writer)
                 await end_child(proc)
                 return code
         else:
@@ -307,5 +322,6 @@ async def run_ide_side(via: Optional[str], folder: Optional[str], lock_file: Opt
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
+        await closed(writer)
         await end_child(proc)
     return code
