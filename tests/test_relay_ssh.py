@@ -152,7 +152,7 @@ def test_client_and_check_through_the_relay_over_ssh(tmp_path: Any, sshd: Sshd) 
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             loop = asyncio.get_event_loop()
             try:
-                await relay_lock(tmp_path, relay, 60)
+                lock = await relay_lock(tmp_path, relay, 60)
                 assert ide_half_pids(tmp_path), "the IDE's half is not running (under sshd)"
                 client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=30)
                 async with client:
@@ -168,7 +168,7 @@ def test_client_and_check_through_the_relay_over_ssh(tmp_path: Any, sshd: Sshd) 
                 assert checked.returncode == 0 and " 0 failed" in checked.stdout, checked.stdout
             finally:
                 await stop_relay(relay)
-            assert relay_locks(tmp_path) == []
+            assert relay_locks(tmp_path) == [] and not os.path.exists(os.path.dirname(lock["socketPath"]))
             # the IDE's half, under sshd, ends with the SSH session
             await wait_for(lambda: not ide_half_pids(tmp_path), "the IDE's half to end", 30)
 
