@@ -67,12 +67,13 @@ async def relay_lock(tmp: Any, relay: "subprocess.Popen[str]", seconds: float = 
         return json.load(f)
 
 
-async def stop_relay(relay: "subprocess.Popen[str]") -> None:
-    """SIGTERM; the relay must end with status 0."""
+async def stop_relay(relay: "subprocess.Popen[str]", lock: Optional[Any] = None) -> None:
+    """SIGTERM; the relay must end with status 0, its `lock`'s socket folder gone."""
     if relay.poll() is None:
         relay.send_signal(signal.SIGTERM)
     code = await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30)
     assert code == 0, relay.stderr.read() if relay.stderr else ""
+    assert lock is None or not os.path.exists(os.path.dirname(lock["socketPath"]))
 
 
 def setup(tmp: Any) -> None:
@@ -319,6 +320,7 @@ def test_a_peer_that_drips_a_request_gets_408_and_other_connections_keep_working
         async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"),
                              ide_name="Test IDE") as server:
             relay = start_relay(tmp_path, "--request-timeout", str(SHORT_DEADLINE))
+            lock: Any = None
             try:
                 lock = await relay_lock(tmp_path, relay)
                 reader, writer = await asyncio.open_unix_connection(lock["socketPath"])
@@ -339,7 +341,7 @@ def test_a_peer_that_drips_a_request_gets_408_and_other_connections_keep_working
                     server.set_selection(Selection(str(tmp_path / "project" / "a.py"), "print", (0, 0), (0, 5)))
                     assert (await client.get_selection())["filePath"] == str(tmp_path / "cliview" / "a.py")
             finally:
-                await stop_relay(relay)
+                await stop_relay(relay, lock)
             assert relay_locks(tmp_path) == []
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))
@@ -369,6 +371,7 @@ def test_a_cli_that_stops_reading_its_stream_is_cut_off_and_others_keep_working(
         async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"),
                              ide_name="Test IDE") as server:
             relay = start_relay(tmp_path, "--request-timeout", str(SHORT_DEADLINE))
+            lock: Any = None
             try:
                 lock = await relay_lock(tmp_path, relay)
                 headers = dict(lock["headers"])
@@ -398,7 +401,7 @@ def test_a_cli_that_stops_reading_its_stream_is_cut_off_and_others_keep_working(
                 async with client:
                     assert (await client.get_selection())["filePath"] == str(tmp_path / "cliview" / "a.py")
             finally:
-                await stop_relay(relay)
+                await stop_relay(relay, lock)
             assert relay_locks(tmp_path) == []
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))
@@ -415,8 +418,9 @@ def test_a_megabyte_push_on_the_stream_while_the_client_posts(tmp_path: Any) -> 
         async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"),
                              ide_name="Test IDE") as server:
             relay = start_relay(tmp_path)
+            lock: Any = None
             try:
-                await relay_lock(tmp_path, relay)
+                lock = await relay_lock(tmp_path, relay)
                 server.set_selection(Selection(ide_path, "x" * (1 << 20), (0, 0), (0, 1)))
                 client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=30)
                 async with client:  # the GET stream carries the megabyte while the client POSTs
@@ -425,7 +429,7 @@ def test_a_megabyte_push_on_the_stream_while_the_client_posts(tmp_path: Any) -> 
                         assert len(selection["text"]) == 1 << 20
                         assert selection["filePath"] == str(tmp_path / "cliview" / "a.py")
             finally:
-                await stop_relay(relay)
+                await stop_relay(relay, lock)
             assert relay_locks(tmp_path) == []
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))

@@ -151,6 +151,7 @@ def test_client_and_check_through_the_relay_over_ssh(tmp_path: Any, sshd: Sshd) 
             relay = subprocess.Popen(argv, env=dict(os.environ, PYTHONPATH=ROOT), cwd=str(tmp_path),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             loop = asyncio.get_event_loop()
+            lock: Any = None
             try:
                 lock = await relay_lock(tmp_path, relay, 60)
                 assert ide_half_pids(tmp_path), "the IDE's half is not running (under sshd)"
@@ -167,8 +168,8 @@ def test_client_and_check_through_the_relay_over_ssh(tmp_path: Any, sshd: Sshd) 
                     stderr=subprocess.STDOUT, text=True, timeout=180))
                 assert checked.returncode == 0 and " 0 failed" in checked.stdout, checked.stdout
             finally:
-                await stop_relay(relay)
-            assert relay_locks(tmp_path) == [] and not os.path.exists(os.path.dirname(lock["socketPath"]))
+                await stop_relay(relay, lock)
+            assert relay_locks(tmp_path) == []
             # the IDE's half, under sshd, ends with the SSH session
             await wait_for(lambda: not ide_half_pids(tmp_path), "the IDE's half to end", 30)
 
