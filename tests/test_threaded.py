@@ -13,10 +13,11 @@ import inspect
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import pytest
 
@@ -741,3 +742,43 @@ def test_a_failing_or_invalid_on_diff_answers_the_diff_with_an_error(tmp_path: A
         assert sorted(closed) == [("invalid", "REJECTED"), ("raises", "REJECTED")]
     finally:
         server.stop()
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="threads have no signal masks here")
+def test_the_loop_thread_and_its_threads_leave_signals_to_the_host(tmp_path: Any) -> None:
+    """A signal sent to the editor's process must be handled on one of the editor's own
+    threads (its C handlers are written for them): the loop thread blocks SIGHUP,
+    SIGTERM, SIGINT, SIGCHLD... for itself, and so does a thread it starts (asyncio's
+    executor), while the faults a thread raises itself stay unblocked and the calling
+    thread's own mask is left as it was."""
+    folder, path, lock_dir = workspace(tmp_path)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    masks: "queue.Queue[Tuple[str, Set[int]]]" = queue.Queue()
+
+    def own_mask(where: str) -> None:
+        masks.put((where, {int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])}))
+
+    with ThreadedIdeServer([folder], lock_dir=lock_dir, on_session=lambda event, info: own_mask(event)) as server:
+        assert server.loop is not None
+
+        async def scenario() -> None:
+            cli = Cli(server.socket_path, server.nonce)
+            await cli.handshake()
+            cli.close()
+
+        ide_wire.run(scenario())
+        where, loop_mask = masks.get(timeout=WAIT)  # on_session ran on the loop thread (no call_in_editor)
+
+        async def in_executor() -> None:
+            await asyncio.get_running_loop().run_in_executor(None, own_mask, "executor")
+
+        asyncio.run_coroutine_threadsafe(in_executor(), server.loop).result(WAIT)
+        while True:
+            where, executor_mask = masks.get(timeout=WAIT)
+            if where == "executor":
+                break
+    for mask in (loop_mask, executor_mask):
+        assert {signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGUSR1} <= mask
+        assert not {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT} & mask
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before  # the caller's thread: untouched
+    assert signal.SIGHUP not in before

@@ -8,14 +8,44 @@
 let s:python3 = expand('<sfile>:p:h:h') . '/python3'
 let s:loaded = 0    " the Python side is imported: _copilot_ide exists
 let s:booting = 0   " a boot thread is at work
+let s:boot_ticks = 0  " timer ticks since the boot began
 let s:timer = -1
-let s:done_file = ''  " created by the boot thread when it is done (see boot.py)
+let s:done_dir = ''  " the plugin's own folder for the boot thread's "done" file, or ''
 
 " What the server needs from Vim, read on Vim's thread (see boot.py).
 function! copilot_ide#settings() abort
-  return {'folder': getcwd(-1), 'copilot_home': $COPILOT_HOME, 'done_file': s:done_file,
+  return {'folder': getcwd(-1), 'copilot_home': $COPILOT_HOME, 'done_dir': s:done_dir,
         \ 'trusted': get(g:, 'copilot_ide_trusted', 0) ? 1 : 0,
         \ 'version': v:version, 'versionlong': get(v:, 'versionlong', 0)}
+endfunction
+
+" The boot thread says it is done by creating the file "done" in a folder the plugin
+" made for it, which the timer looks for without entering Python (see boot.py). Never
+" tempname(): that makes Vim create a temporary folder of its own, which Vim deletes
+" recursively at exit, and an exit run twice (a SIGHUP or SIGTERM arriving while Vim
+" exits) cuts its name twice and deletes the folder above it, $TMPDIR itself. This
+" folder is made with mkdir(), which fails when the name exists already (then there
+" is no folder, and the timer asks Python instead); only the plugin's own file in it
+" and the folder itself, once empty, are ever removed.
+function! s:make_done_dir() abort
+  let l:parent = !empty($TMPDIR) ? $TMPDIR : !empty($TEMP) ? $TEMP : '/tmp'
+  let l:dir = substitute(l:parent, '[/\\]\+$', '', '') . '/copilot-ide-vim-' . getpid() . '-'
+        \ . (exists('*rand') ? rand() : localtime())
+  try
+    if mkdir(l:dir, '', 0700)
+      return l:dir
+    endif
+  catch
+  endtry
+  return ''
+endfunction
+
+function! s:forget_done_dir() abort
+  if !empty(s:done_dir)
+    call delete(s:done_dir . '/done')
+    call delete(s:done_dir, 'd')  " only if empty: never recursive
+    let s:done_dir = ''
+  endif
 endfunction
 
 " Python's start, and the boot thread started (nothing else happens on Vim's thread).
@@ -27,24 +57,30 @@ function! s:python() abort
 endfunction
 
 function! s:boot() abort
-  let s:done_file = tempname()
+  let s:done_dir = s:make_done_dir()
   try
     call s:python()
     py3 import copilot_ide_vim.boot; _copilot_ide_boot = copilot_ide_vim.boot.Boot(vim.eval('copilot_ide#settings()'))
   catch
+    call s:forget_done_dir()
     echohl ErrorMsg | echomsg 'copilot_ide: ' . v:exception | echohl None
     return
   endtry
   let s:booting = 1
+  let s:boot_ticks = 0
   call s:timer_on()
 endfunction
 
 " Whether the Python side is there. While the boot thread works, Python is entered
 " only once it said it is done (its file exists): entering Python meanwhile would wait
-" for the import that thread runs. `ask` (a command, not the timer) asks regardless.
+" for the import that thread runs. Without the plugin's folder, and every 40th tick
+" (in case the thread could not create its file), the timer asks all the same. `ask`
+" (a command, not the timer) asks regardless.
 function! s:ready(...) abort
   if !s:loaded && s:booting
-    if !(a:0 && a:1) && !filereadable(s:done_file)
+    let s:boot_ticks += 1
+    if !(a:0 && a:1) && !empty(s:done_dir) && s:boot_ticks % 40 != 0
+          \ && !filereadable(s:done_dir . '/done')
       return 0
     endif
     let l:state = py3eval('_copilot_ide_boot.state()')
@@ -52,7 +88,7 @@ function! s:ready(...) abort
       return 0
     endif
     let s:booting = 0
-    call delete(s:done_file)
+    call s:forget_done_dir()
     if l:state ==# 'ok'
       let s:loaded = 1
     elseif l:state !=# 'stopped'
@@ -99,7 +135,7 @@ function! copilot_ide#stop() abort
     " Stopped before its start ended: the boot thread starts nothing, or stops it.
     py3 _copilot_ide_boot.leave()
     let s:booting = 0
-    call delete(s:done_file)
+    call s:forget_done_dir()
     call copilot_ide#timer(0)
     echo 'Copilot IDE: stopped'
   endif
@@ -113,6 +149,7 @@ function! copilot_ide#leave() abort
   elseif s:booting
     py3 _copilot_ide_boot.leave()
   endif
+  call s:forget_done_dir()  " (after leave(): the boot thread creates nothing from then on)
 endfunction
 
 function! copilot_ide#status() abort
@@ -160,7 +197,6 @@ function! copilot_ide#timer(on) abort
   elseif !a:on && s:timer >= 0
     call timer_stop(s:timer)
     let s:timer = -1
-let s:done_file = ''  " created by the boot thread when it is done (see boot.py)
   endif
 endfunction
 

@@ -9,9 +9,16 @@ written on the server's thread.
 Vim's thread must not enter Python while that thread works: the import holds Python's
 lock (the GIL) and Vim's thread would wait for it, for milliseconds at each try, more
 on a loaded machine. So the thread says it is done the one way Vim sees without
-Python: it creates the file `settings["done_file"]` (a `tempname()` of Vim's own
-temporary folder), which Vim's timer looks for with `filereadable()`; only then does
-Vim ask `state()`.
+Python: it creates the file "done" in `settings["done_dir"]`, a 0700 folder the plugin
+made for it with Vim's `mkdir()` (autoload/copilot_ide.vim says why not `tempname()`),
+which Vim's timer looks for with `filereadable()`; only then does Vim ask `state()`.
+The file is created exclusively and never through a symbolic link; Vim removes it, then
+the empty folder. After `leave()` the thread creates nothing, so Vim's removal at exit
+is the last word.
+
+The thread blocks the asynchronous signals for itself first thing (the library's
+`leave_signals_to_host`), so that Vim's SIGHUP/SIGTERM handlers, which run Vim's exit,
+run on Vim's own thread, never on this one.
 
 This module imports nothing but `_thread` (a built-in), so that making a `Boot` costs
 Vim's thread next to nothing beyond Python's own start.
@@ -43,6 +50,9 @@ class Boot:
 
     def _run(self) -> None:
         try:
+            from . import loader
+
+            loader.guest_threads().leave_signals_to_host()  # before the long import below
             from . import plugin  # the plugin and, through it, the library
 
             ide = plugin.instance()
@@ -58,11 +68,22 @@ class Boot:
             self.error = "%s: %s" % (type(exc).__name__, exc)
         finally:
             self.done = True
-            try:
-                with open(self.settings["done_file"], "w"):
-                    pass
-            except (KeyError, OSError, TypeError):  # Vim then asks `state()` at every tick
-                pass
+            with self._lock:
+                if not self._quitting:
+                    self._say_done()
+
+    def _say_done(self) -> None:
+        """Create the file Vim's timer looks for (see the module's docstring)."""
+        import os
+
+        folder = self.settings.get("done_dir")
+        if not folder:
+            return  # no folder of the plugin's: Vim asks `state()` at its ticks
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        try:
+            os.close(os.open(os.path.join(folder, "done"), flags, 0o600))
+        except (OSError, TypeError, ValueError):  # Vim's timer asks `state()` every 40th tick all the same
+            pass
 
     def state(self) -> str:
         """For Vim's timer: "" while the thread works, "ok" once done, else the error."""
