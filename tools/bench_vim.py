@@ -178,10 +178,13 @@ def one_start(root: str, n: int, plugin: bool, profile: bool) -> Dict[str, Any]:
 
 
 def env_of(home: str) -> Dict[str, str]:
-    """Vim's environment: a private HOME and COPILOT_HOME. Python may cache bytecode, as
-    it does for a user from the second start on (a warm-up start comes first)."""
+    """Vim's environment: a private HOME, COPILOT_HOME and TMPDIR (what Vim deletes at
+    exit stays among the benchmark's files). Python may cache bytecode, as it does for
+    a user from the second start on (a warm-up start comes first)."""
+    tmp = os.path.join(home, "tmp")
+    os.makedirs(tmp, exist_ok=True)
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8", "TERM": "xterm-256color", "COPILOT_HOME": home}
+            "LC_ALL": "C.UTF-8", "TERM": "xterm-256color", "COPILOT_HOME": home, "TMPDIR": tmp}
 
 
 def startup(root: str, starts: int) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:

@@ -8,6 +8,7 @@ file the test creates. Only the test does this; the plugin is run as it ships.""
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, List
 
 import pytest
@@ -35,7 +36,7 @@ listener.Listener.start_unix = _held
 '''
 
 
-def gated(vims: Any, tmp_path: Any, **kw: Any) -> Any:
+def gated(vims: Any, tmp_path: Any, env: Any = None, **kw: Any) -> Any:
     """A Vim whose server's start waits at its listening step until `open_gate()`."""
     folder = str(tmp_path / "gate")
     os.makedirs(folder)
@@ -43,7 +44,7 @@ def gated(vims: Any, tmp_path: Any, **kw: Any) -> Any:
     with open(os.path.join(folder, "copilot_ide_gate.py"), "w", encoding="utf-8") as f:
         f.write(GATE_MODULE % gate)
     hook = "py3 import sys; sys.path[:0] = [%r, %r]; import copilot_ide_gate" % (folder, V.REPO)
-    vim = vims().start(before=[hook] + list(kw.pop("before", [])), **kw)
+    vim = vims(env=env).start(before=[hook] + list(kw.pop("before", [])), **kw)
 
     def open_gate() -> None:
         with open(gate, "w"):
@@ -58,11 +59,21 @@ def starting(vim: VimSession) -> None:
                == "ok", what="the boot thread done")
 
 
+def plugin_folders(tmp: str) -> List[str]:
+    """What the plugin and Vim made in Vim's $TMPDIR: the boot thread's "done" folder,
+    a Vim temporary folder (there must never be one: see test_vim_signals.py)."""
+    return sorted(name for name in os.listdir(tmp) if name.startswith("copilot-ide-vim-")
+                  or re.match(r"^v[A-Za-z0-9]{6}$", name))
+
+
 def test_the_lock_appears_without_vim_waiting_and_an_early_selection_reaches_the_cli(
         vims: Any, tmp_path: Any, workspace: str, copilot_home: str) -> None:
-    vim, open_gate = gated(vims, tmp_path)
+    tmp = str(tmp_path / "tmp")
+    os.makedirs(tmp)
+    vim, open_gate = gated(vims, tmp_path, env={"TMPDIR": tmp})
     vim.wait_screen(r"hello\.txt")
     starting(vim)
+    wait_until(lambda: plugin_folders(tmp) == [], what="the boot thread's folder removed once Vim saw it done")
     # The server's start is under way (and held): Vim answers keys all the same.
     vim.keys("j", "l", "l")
     assert vim.eval("[line('.'), col('.')]") == [2, 3]
@@ -112,7 +123,19 @@ def test_qa_bang_right_after_start_leaves_no_lock_and_no_process(vims: Any, tmp_
         assert pid is not None and not os.path.exists("/proc/%d" % pid)
         assert locks(copilot_home) == []
         left: List[str] = [p for p in os.listdir(tmp) if p.startswith("mcp-")]
-        assert left == []
+        assert left == [] and plugin_folders(tmp) == []
+
+
+def test_without_a_folder_of_its_own_the_start_still_ends(vims: Any, tmp_path: Any, copilot_home: str) -> None:
+    """Vim's $TMPDIR does not exist, so the plugin cannot make the boot thread's folder
+    (mkdir() fails, as it does when the name exists already): the timer asks Python
+    at its ticks instead, and nothing is created where $TMPDIR points."""
+    missing = str(tmp_path / "missing")
+    vim = vims(env={"TMPDIR": missing}).start()
+    vim.wait_lock()
+    assert vim.eval("py3eval(\"_copilot_ide_boot.settings['done_dir']\")") == ""
+    vim.quit("qa!")
+    assert locks(copilot_home) == [] and not os.path.exists(missing)
 
 
 def test_stop_during_the_start_then_start_again(vims: Any, tmp_path: Any, copilot_home: str) -> None:
