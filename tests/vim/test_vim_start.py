@@ -97,7 +97,9 @@ def test_the_lock_appears_without_vim_waiting_and_an_early_selection_reaches_the
 
 def test_qa_bang_during_the_start_leaves_no_lock_and_no_process(vims: Any, tmp_path: Any,
                                                                 copilot_home: str) -> None:
-    vim, open_gate = gated(vims, tmp_path)
+    tmp = str(tmp_path / "tmp")
+    os.makedirs(tmp)
+    vim, open_gate = gated(vims, tmp_path, env={"TMPDIR": tmp})
     vim.wait_screen(r"hello\.txt")
     starting(vim)
     pid = vim.pid
@@ -106,6 +108,7 @@ def test_qa_bang_during_the_start_leaves_no_lock_and_no_process(vims: Any, tmp_p
     open_gate()  # nothing may be left to go on with it
     assert locks(copilot_home) == []
     assert pid is not None and not os.path.exists("/proc/%d" % pid)
+    assert plugin_folders(tmp) == []
 
 
 def test_qa_bang_right_after_start_leaves_no_lock_and_no_process(vims: Any, tmp_path: Any,
