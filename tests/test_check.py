@@ -469,8 +469,12 @@ async def _run(fault: Optional[Fault], names: Optional[List[str]] = None, with_d
         if fault is not None and hasattr(fault, "_chmod"):
             os.chmod(server.lock_path, fault._chmod)
         lock, raw = check.load_lock(server.lock_path)
+
+        async def change_folders(folders: List[str]) -> None:  # (this test started the server)
+            server.set_workspace_folders(folders)
         return await asyncio.wait_for(check.run_checks(lock, raw, names=names, with_diff=with_diff,
-                                                       timeout=timeout, prompt=lambda text: None), 120)
+                                                       timeout=timeout, prompt=lambda text: None,
+                                                       change_folders=change_folders), 120)
     finally:
         mcp.SUPPORTED_VERSIONS = saved
         await server.stop()

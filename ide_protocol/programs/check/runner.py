@@ -12,14 +12,16 @@ from ...common import lock_rules, lockfile
 from ...client import ClientError
 from ...common.lockfile import LockInfo
 from .registry import CHECKS, Check, DEFAULT_CHECK_TIMEOUT, FAIL, INTERACTIVE_TIMEOUT, Outcome, PASS, Result, SKIP, WARN
-from .context import CheckContext
+from .context import ChangeFolders, CheckContext
 
 
 async def run_check(c: Check, lock: LockInfo, raw_lock: Optional[Dict[str, Any]] = None, *,
                     timeout: float = DEFAULT_CHECK_TIMEOUT, interactive: bool = False,
-                    prompt: Optional[Callable[[str], None]] = None) -> Result:
+                    prompt: Optional[Callable[[str], None]] = None,
+                    change_folders: Optional[ChangeFolders] = None) -> Result:
     """Run one check on a fresh context; never raises (an exception is a FAIL)."""
-    ctx = CheckContext(lock, raw_lock, timeout=timeout, interactive=interactive, prompt=prompt)
+    ctx = CheckContext(lock, raw_lock, timeout=timeout, interactive=interactive, prompt=prompt,
+                       change_folders=change_folders)
     limit = INTERACTIVE_TIMEOUT + timeout if (c.interactive and interactive) else timeout * 4
     try:
         note = await asyncio.wait_for(c.func(ctx), limit)
@@ -45,9 +47,11 @@ async def run_checks(lock: LockInfo, raw_lock: Optional[Dict[str, Any]] = None, 
                      names: Optional[Sequence[str]] = None, with_diff: bool = False,
                      timeout: float = DEFAULT_CHECK_TIMEOUT, interactive: bool = False,
                      on_result: Optional[Callable[[Result], None]] = None,
-                     prompt: Optional[Callable[[str], None]] = None) -> List[Result]:
+                     prompt: Optional[Callable[[str], None]] = None,
+                     change_folders: Optional[ChangeFolders] = None) -> List[Result]:
     """Run the checks in order (all, or `names`); checks needing a person are SKIPped
-    unless `with_diff`."""
+    unless `with_diff`. `change_folders`: only for an IDE the caller started itself
+    (`context.ChangeFolders`); without it `lock.folder_change` is SKIPped."""
     results = []
     for c in CHECKS:
         if names is not None and c.name not in names:
@@ -55,7 +59,8 @@ async def run_checks(lock: LockInfo, raw_lock: Optional[Dict[str, Any]] = None, 
         if c.interactive and not with_diff:
             result = Result(c.name, SKIP, "needs a person in the IDE: run with --with-diff", c.section, c.title)
         else:
-            result = await run_check(c, lock, raw_lock, timeout=timeout, interactive=interactive, prompt=prompt)
+            result = await run_check(c, lock, raw_lock, timeout=timeout, interactive=interactive, prompt=prompt,
+                                      change_folders=change_folders)
         results.append(result)
         if on_result is not None:
             on_result(result)

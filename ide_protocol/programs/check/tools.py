@@ -296,3 +296,64 @@ async def check_diff_accept(ctx: CheckContext) -> Optional[str]:
     if os.path.exists(path):
         raise Fail("the IDE wrote %s: on SAVED the CLI writes the file, never the IDE" % path, reply.evidence())
     return None
+
+
+# ------------------------------------------ PROTOCOL.md §2, "Errors and edge cases": §4's rows
+
+
+def _is_error_result(answer: Dict[str, Any]) -> Optional[str]:
+    """The text of an `isError` tool result, or None when the answer is something else."""
+    result = answer.get("result")
+    content = result.get("content") if isinstance(result, dict) else None
+    if not isinstance(result, dict) or result.get("isError") is not True or not isinstance(content, list) \
+            or not content or not isinstance(content[0], dict) or not isinstance(content[0].get("text"), str):
+        return None
+    return content[0]["text"]
+
+
+@check("tool.arguments", "§4", "framing row \"arguments\": an extra, a missing or a mistyped argument is an "
+                               "isError result (an extra one named), never a JSON-RPC error")
+async def check_tool_arguments(ctx: CheckContext) -> Optional[str]:
+    path = ctx.scratch_path()
+    cases = (("get_selection", {"ide_check_extra": 1}, "an argument the tool does not list", "ide_check_extra"),
+             ("open_diff", {"original_file_path": path, "new_file_contents": "x\n"}, "a missing tab_name", None),
+             ("close_diff", {"tab_name": 5}, "a tab_name that is not a string", None))
+    for name, arguments, what, named in cases:
+        reply, answer = await ctx.call("tools/call", {"name": name, "arguments": arguments})
+        text = _is_error_result(answer)
+        if text is None:
+            raise Fail("%s of %s must be a tool result with isError: true (%s)"
+                       % (what, name, "a JSON-RPC error" if "error" in answer else "it was accepted"),
+                       reply.evidence())
+        if named is not None and named not in text:
+            raise Fail("the isError result for %s must name it (%s)" % (what, named), reply.evidence())
+    if os.path.exists(path):
+        raise Fail("the IDE wrote %s for an open_diff it refused" % path)
+    return None
+
+
+@check("diff.session_end", "§4", "open_diff rejection \"its session ends\": DELETE answers a waiting open_diff "
+                                 "REJECTED/client_disconnected")
+async def check_diff_session_end(ctx: CheckContext) -> Optional[str]:
+    sid = await ctx.new_session()
+    path = ctx.scratch_path()
+    tab = "%s - %s (%s)" % (TAB_PREFIX, os.path.basename(path), uuid.uuid4().hex[:6])
+    pending = await ctx.start_tool("open_diff", _diff_args(path, tab), sid)
+    try:
+        # The DELETE must come after the server took the open_diff (on a connection of
+        # its own): a server that sends the answer's head at once proves it at once.
+        await pending.started(grace=ctx.timeout)
+        await ctx.call("ping", session=sid)
+        if pending.task.done():
+            raise Fail("open_diff answered before anyone decided: it must block until the user decides",
+                       pending.task.result()[0].evidence())
+        deleted = await ctx.delete(sid)
+        if deleted.status != 200:
+            raise Fail("DELETE of the session answered %d" % deleted.status, deleted.evidence())
+        reply, answer = await pending.result(ctx.timeout)
+        problems = _diff_answer_problems(answer, "REJECTED", tools.CLIENT_DISCONNECTED, tab)
+        if problems:
+            raise Fail("open_diff answer after its session was deleted: " + "; ".join(problems), reply.evidence())
+    finally:
+        await pending.cancel()
+    return None
