@@ -639,6 +639,7 @@ def test_every_row_of_the_contract_names_its_checks() -> None:
     import re
     named = set(re.findall(r"`((?:errors|framing|session|auth|http|jsonrpc|discover|delete|lock|diff|tool)"
                            r"\.[a-z_0-9]+)`", section))
+    named.discard("diff.accept")  # (named there as the check that needs a person, of no row)
     assert named == set(ROW_OF), (sorted(named - set(ROW_OF)), sorted(set(ROW_OF) - named))
     registered = {c.name for c in check.CHECKS}
     assert set(ROW_OF) <= registered, sorted(set(ROW_OF) - registered)
