@@ -440,16 +440,15 @@ def _folders_rewritten_in_place(server: IdeServer) -> None:
 
 
 def _folders_with_a_new_nonce(server: IdeServer) -> None:
-    real = server.set_workspace_folders
+    """A new lock on a folder change announces another nonce (the server keeps the old)."""
+    real = server._lock_info
 
-    def set_workspace_folders(folders: List[str]) -> None:
-        headers = server.headers
-        server.headers = {"Authorization": "Nonce " + "0" * 32}  # (announced only: requests keep the old one)
-        try:
-            real(folders)
-        finally:
-            server.headers = headers
-    server.set_workspace_folders = set_workspace_folders  # type: ignore[method-assign]
+    def lock_info() -> lockfile.LockInfo:
+        info = real()
+        if server.started:
+            info.headers = {"Authorization": "Nonce " + "0" * 32}
+        return info
+    server._lock_info = lock_info  # type: ignore[method-assign]
 
 
 ALLOW = (("Allow", "GET, POST, DELETE"),)
@@ -514,6 +513,9 @@ ERROR_ROW_FAULTS: Dict[str, Fault] = {
 #: Switches beyond the one named after each check (a row broken another way).
 EXTRA_SWITCHES: Dict[str, Fault] = {
     "lock.folder_change/new_nonce": F(setup=_folders_with_a_new_nonce),
+    "diff.close_via_tool/success_false": F(out_chunk=lambda r, d: d.replace(
+        b'\\"success\\": true,\\n  \\"result\\": \\"REJECTED\\",\\n  \\"trigger\\": \\"closed_via_tool',
+        b'\\"success\\": false,\\n  \\"result\\": \\"REJECTED\\",\\n  \\"trigger\\": \\"closed_via_tool')),
 }
 
 #: The rows of PROTOCOL.md §2 "Errors and edge cases" (its table, its framing rows, its

@@ -28,9 +28,13 @@ async def run_check(c: Check, lock: LockInfo, raw_lock: Optional[Dict[str, Any]]
         result = Result(c.name, PASS, note or "", c.section, c.title)
     except Outcome as out:
         result = Result(c.name, out.status, out.message, c.section, c.title, out.evidence)
+    except (ClientError, jsonrpc.JsonRpcError) as exc:
+        # (Before asyncio.TimeoutError: a client's own timeout, IdeTimeout, is one too,
+        # and says which answer it waited for.)
+        result = Result(c.name, FAIL, "%s: %s" % (type(exc).__name__, exc), c.section, c.title)
     except asyncio.TimeoutError:
         result = Result(c.name, FAIL, "no answer within %s s" % limit, c.section, c.title)
-    except (ClientError, jsonrpc.JsonRpcError, OSError) as exc:
+    except OSError as exc:
         result = Result(c.name, FAIL, "%s: %s" % (type(exc).__name__, exc), c.section, c.title)
     except Exception as exc:  # an answer of a shape the check did not foresee: still a verdict
         result = Result(c.name, FAIL, "the server's answer has a shape this check cannot read (%s: %s)"

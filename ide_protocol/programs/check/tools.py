@@ -195,6 +195,11 @@ def _diff_answer_problems(value: Any, result: str, trigger: str, tab: str) -> Li
     for key in ("success", "result", "trigger", "message"):
         if key not in value:
             problems.append("%s missing (the CLI ignores the answer)" % key)
+    if "success" in value and value.get("success") is not True:
+        problems.append("success %r, expected true (a rejection is a success of the tool, §4)"
+                        % (value.get("success"),))
+    if "message" in value and not isinstance(value.get("message"), str):
+        problems.append("message %r is not a string" % (value.get("message"),))
     if value.get("result") != result:
         problems.append("result %r, expected %s" % (value.get("result"), result))
     if value.get("trigger") != trigger:
@@ -350,7 +355,11 @@ async def check_diff_session_end(ctx: CheckContext) -> Optional[str]:
         deleted = await ctx.delete(sid)
         if deleted.status != 200:
             raise Fail("DELETE of the session answered %d" % deleted.status, deleted.evidence())
-        reply, answer = await pending.result(ctx.timeout)
+        try:
+            reply, answer = await pending.result(ctx.timeout)
+        except Fail as exc:
+            raise Fail("the open_diff of a deleted session must be answered REJECTED/client_disconnected: %s"
+                       % exc.message, exc.evidence) from None
         problems = _diff_answer_problems(answer, "REJECTED", tools.CLIENT_DISCONNECTED, tab)
         if problems:
             raise Fail("open_diff answer after its session was deleted: " + "; ".join(problems), reply.evidence())

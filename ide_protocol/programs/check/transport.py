@@ -381,7 +381,11 @@ async def check_stream_accept(ctx: CheckContext) -> Optional[str]:
 @check("errors.close_after_404_with_body", "§2", "errors row \"path\": a 404 whose head announces a body is "
                                                  "answered from the head, connection closed")
 async def check_close_after_404_with_body(ctx: CheckContext) -> Optional[str]:
-    reply, conn = await _raw(ctx, "POST", "/not-mcp", announce=1024)  # (the body is never sent)
+    try:
+        reply, conn = await _raw(ctx, "POST", "/not-mcp", announce=1024)  # (the body is never sent)
+    except IdeTimeout:
+        raise Fail("POST /not-mcp announcing a body: no answer before the body came; a refusal is "
+                   "answered from the head, its body never read") from None
     expect_status(reply, 404, "POST /not-mcp announcing a body it does not send")
     await _expect_closed(ctx, conn, "a 404 whose body was not read")
     return None
