@@ -293,22 +293,24 @@ def _judge_rewrite(status: int, close: bool) -> Callable[[IdeServer], None]:
     return setup
 
 
-def _late_401(server: IdeServer) -> None:
-    """A server that reads the whole body before it looks at the nonce."""
-    inner = server.listener.judge
-    assert inner is not None
+def _refused_after_the_body(status: int, refused: Callable[[IdeServer, http11.Request], bool],
+                            answer: answers.Reply) -> Callable[[IdeServer], None]:
+    """A server that reads a request's whole body before it refuses it with `status`
+    (`refused` says when; `answer` is the refusal)."""
+    def setup(server: IdeServer) -> None:
+        inner = server.listener.judge
+        assert inner is not None
 
-    def judge(request: http11.Request) -> Optional[answers.Reply]:
-        refusal = inner(request)
-        return None if refusal is not None and refusal.status == 401 else refusal
-    server.listener.judge = judge
-    app = server.listener.app
+        def judge(request: http11.Request) -> Optional[answers.Reply]:
+            refusal = inner(request)
+            return None if refusal is not None and refusal.status == status else refusal
+        server.listener.judge = judge
+        app = server.listener.app
 
-    def late(request: http11.Request, body: bytes, connection: int) -> answers.Answer:
-        if not _authorized(server, request):
-            return answers.plain(401, "Unauthorized", close=True)
-        return app(request, body, connection)
-    server.listener.app = late
+        def late(request: http11.Request, body: bytes, connection: int) -> answers.Answer:
+            return answer if refused(server, request) else app(request, body, connection)
+        server.listener.app = late
+    return setup
 
 
 def _as_text(marker: bytes) -> Callable[..., Any]:
@@ -401,24 +403,6 @@ def _length_wins(conn: Any, data: bytes) -> bytes:
     return data
 
 
-def _late_404(server: IdeServer) -> None:
-    """A server that reads a body before it refuses a wrong path, and keeps the connection."""
-    inner = server.listener.judge
-    assert inner is not None
-
-    def judge(request: http11.Request) -> Optional[answers.Reply]:
-        refusal = inner(request)
-        return None if refusal is not None and refusal.status == 404 and request.body_follows else refusal
-    server.listener.judge = judge
-    app = server.listener.app
-
-    def late(request: http11.Request, body: bytes, connection: int) -> answers.Answer:
-        if request.target not in mcp.MCP_PATHS:
-            return answers.plain(404, "Not Found")
-        return app(request, body, connection)
-    server.listener.app = late
-
-
 def _ignore_extra_arguments(server: IdeServer) -> None:
     real = server.tools.call
     listed = {t["name"]: set(t["inputSchema"]["properties"]) for t in tools.TOOLS}
@@ -477,7 +461,8 @@ ERROR_ROW_FAULTS: Dict[str, Fault] = {
     "errors.order_path_before_method": F(setup=_judge(lambda s, r: answers.plain(405, "Method Not Allowed", *ALLOW) if
                                                        not _has_origin(r) and _authorized(s, r)
                                                        and r.method not in mcp.METHODS else None)),
-    "errors.refused_before_body": F(setup=_late_401),
+    "errors.refused_before_body": F(setup=_refused_after_the_body(401, lambda s, r: not _authorized(s, r),
+                                                                  answers.plain(401, "Unauthorized", close=True))),
     "errors.close_after_401": F(setup=_judge_rewrite(401, close=False)),
     "errors.close_after_403": F(setup=_judge_rewrite(403, close=False)),
     "errors.open_after_404": F(setup=_judge_rewrite(404, close=True)),
@@ -494,7 +479,8 @@ ERROR_ROW_FAULTS: Dict[str, Fault] = {
     "session.reconnect_after_stream_closed": F(setup=lambda s: _wrap_initialize(s, _refuse_known)),
     "session.ends_when_client_vanishes": F(setup=lambda s: setattr(s, "orphan_timeout", 3600.0)),
     "session.cancel_ends_request": F(setup=_ignore_cancel, on_diff=lambda diff: None),
-    "errors.close_after_404_with_body": F(setup=_late_404),
+    "errors.close_after_404_with_body": F(setup=_refused_after_the_body(
+        404, lambda s, r: r.target not in mcp.MCP_PATHS, answers.plain(404, "Not Found"))),
     "errors.malformed_http": F(setup=_refuse_when(rb"^NOT AN HTTP", 400, close=False)),
     "framing.chunk_extensions": F(setup=_refuse_when(rb"\r\n[0-9a-fA-F]+;", 400)),
     "framing.trailers": F(setup=_refuse_when(rb"\r\n0\r\n[!-~]", 400)),

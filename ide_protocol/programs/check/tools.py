@@ -209,6 +209,13 @@ def _diff_answer_problems(value: Any, result: str, trigger: str, tab: str) -> Li
     return problems
 
 
+def _scratch_diff(ctx: CheckContext) -> Tuple[str, str]:
+    """A path in the workspace that does not exist and a tab name of this checker for it,
+    new for every diff, as the CLI names its tabs (§4)."""
+    path = ctx.scratch_path()
+    return path, "%s - %s (%s)" % (TAB_PREFIX, os.path.basename(path), uuid.uuid4().hex[:6])
+
+
 def _diff_args(path: str, tab: str) -> Dict[str, Any]:
     return {"original_file_path": path, "new_file_contents": "written by ide-check\n", "tab_name": tab}
 
@@ -227,8 +234,7 @@ async def _close_until_found(ctx: CheckContext, sid: str, tab: str, pending: Pen
 @check("diff.close_via_tool", "§4", "open_diff blocks; close_diff resolves it REJECTED/closed_via_tool")
 async def check_diff_close(ctx: CheckContext) -> Optional[str]:
     sid = await ctx.session()
-    path = ctx.scratch_path()
-    tab = "%s - %s (%s)" % (TAB_PREFIX, os.path.basename(path), uuid.uuid4().hex[:6])
+    path, tab = _scratch_diff(ctx)
     pending = await ctx.start_tool("open_diff", _diff_args(path, tab), sid)
     try:
         await pending.started()
@@ -254,8 +260,7 @@ async def check_diff_close(ctx: CheckContext) -> Optional[str]:
                              "closes the older")
 async def check_diff_same_tab(ctx: CheckContext) -> Optional[str]:
     sid = await ctx.session()
-    path = ctx.scratch_path()
-    tab = "%s - %s (%s)" % (TAB_PREFIX, os.path.basename(path), uuid.uuid4().hex[:6])
+    path, tab = _scratch_diff(ctx)
     first = await ctx.start_tool("open_diff", _diff_args(path, tab), sid)
     second: Optional[PendingCall] = None
     try:
@@ -290,8 +295,7 @@ async def check_diff_same_tab(ctx: CheckContext) -> Optional[str]:
        interactive=True)
 async def check_diff_accept(ctx: CheckContext) -> Optional[str]:
     sid = await ctx.session()
-    path = ctx.scratch_path()
-    tab = "%s - %s (%s)" % (TAB_PREFIX, os.path.basename(path), uuid.uuid4().hex[:6])
+    path, tab = _scratch_diff(ctx)
     ctx.prompt("%s: a diff %r opens in the IDE: please ACCEPT it." % (program_name("check"), tab))
     reply, answer = await ctx.tool("open_diff", _diff_args(path, tab), session=sid,
                                    timeout=INTERACTIVE_TIMEOUT if ctx.interactive else ctx.timeout)
@@ -341,8 +345,7 @@ async def check_tool_arguments(ctx: CheckContext) -> Optional[str]:
                                  "REJECTED/client_disconnected")
 async def check_diff_session_end(ctx: CheckContext) -> Optional[str]:
     sid = await ctx.new_session()
-    path = ctx.scratch_path()
-    tab = "%s - %s (%s)" % (TAB_PREFIX, os.path.basename(path), uuid.uuid4().hex[:6])
+    path, tab = _scratch_diff(ctx)
     pending = await ctx.start_tool("open_diff", _diff_args(path, tab), sid)
     try:
         # The DELETE must come after the server took the open_diff (on a connection of

@@ -420,6 +420,14 @@ def _ping(request_id: int) -> bytes:
     return jsonrpc.dumps(jsonrpc.request(request_id, "ping", {}))
 
 
+async def _ping_by_hand(ctx: CheckContext) -> Tuple[str, ClientConnection, int, bytes]:
+    """A session, a connection of its own, and a ping's id and body, to be sent by hand."""
+    sid = await ctx.session()
+    conn = await ctx.connect()
+    rid = ctx.next_id()
+    return sid, conn, rid, _ping(rid)
+
+
 async def _answered(ctx: CheckContext, conn: ClientConnection, request_id: int, what: str) -> Reply:
     """Read the next answer on `conn`; Fail unless it is a 200 answering `request_id`."""
     try:
@@ -436,10 +444,7 @@ async def _answered(ctx: CheckContext, conn: ClientConnection, request_id: int, 
 
 @check("framing.chunk_extensions", "§2", "framing row \"chunk extensions\": ignored, the request answered")
 async def check_chunk_extensions(ctx: CheckContext) -> Optional[str]:
-    sid = await ctx.session()
-    conn = await ctx.connect()
-    rid = ctx.next_id()
-    body = _ping(rid)
+    sid, conn, rid, body = await _ping_by_hand(ctx)
     await conn.send(_head_bytes(ctx, sid, [("Transfer-Encoding", "chunked")])
                     + b"%x;ide-check=1\r\n%s\r\n0;last\r\n\r\n" % (len(body), body))
     await _answered(ctx, conn, rid, "a chunked ping whose chunk-size lines carry extensions")
@@ -448,10 +453,7 @@ async def check_chunk_extensions(ctx: CheckContext) -> Optional[str]:
 
 @check("framing.trailers", "§2", "framing row \"trailers\": read and dropped, the connection goes on")
 async def check_trailers(ctx: CheckContext) -> Optional[str]:
-    sid = await ctx.session()
-    conn = await ctx.connect()
-    rid = ctx.next_id()
-    body = _ping(rid)
+    sid, conn, rid, body = await _ping_by_hand(ctx)
     await conn.send(_head_bytes(ctx, sid, [("Transfer-Encoding", "chunked")])
                     + b"%x\r\n%s\r\n0\r\nX-Ide-Check: trailer\r\n\r\n" % (len(body), body))
     await _answered(ctx, conn, rid, "a chunked ping with a trailer field")
@@ -465,9 +467,7 @@ async def check_trailers(ctx: CheckContext) -> Optional[str]:
 @check("framing.length_and_chunked", "§2", "framing row \"Content-Length with Transfer-Encoding\": 400 "
                                            "text/plain, connection closed")
 async def check_length_and_chunked(ctx: CheckContext) -> Optional[str]:
-    sid = await ctx.session()
-    conn = await ctx.connect()
-    body = _ping(ctx.next_id())
+    sid, conn, _, body = await _ping_by_hand(ctx)
     await conn.send(_head_bytes(ctx, sid, [("Content-Length", str(len(body))), ("Transfer-Encoding", "chunked")])
                     + http11.encode_chunked_body(body))
     try:
@@ -485,10 +485,7 @@ async def check_length_and_chunked(ctx: CheckContext) -> Optional[str]:
 @check("framing.expect_continue", "§2", "framing row \"Expect: 100-continue\": the body is read when it comes, "
                                         "the request answered as usual")
 async def check_expect_continue(ctx: CheckContext) -> Optional[str]:
-    sid = await ctx.session()
-    conn = await ctx.connect()
-    rid = ctx.next_id()
-    body = _ping(rid)
+    sid, conn, rid, body = await _ping_by_hand(ctx)
     await conn.send(_head_bytes(ctx, sid, [("Expect", "100-continue"), ("Content-Length", str(len(body)))]))
     await asyncio.sleep(0.05)  # a client that does not wait long for `100 Continue` (curl waits a second)
     await conn.send(body)
@@ -515,10 +512,7 @@ async def check_pipelining(ctx: CheckContext) -> Optional[str]:
 @check("framing.optional_headers", "§2", "framing row \"no Content-Type, no Accept\": a POST without them is "
                                          "served")
 async def check_optional_headers(ctx: CheckContext) -> Optional[str]:
-    sid = await ctx.session()
-    conn = await ctx.connect()
-    rid = ctx.next_id()
-    body = _ping(rid)
+    sid, conn, rid, body = await _ping_by_hand(ctx)
     await conn.send(_head_bytes(ctx, sid, [("Content-Length", str(len(body)))], drop=("content-type", "accept"))
                     + body)
     await _answered(ctx, conn, rid, "a ping without Content-Type and Accept")
