@@ -499,6 +499,8 @@ ERROR_ROW_FAULTS: Dict[str, Fault] = {
 #: Switches beyond the one named after each check (a row broken another way).
 EXTRA_SWITCHES: Dict[str, Fault] = {
     "lock.folder_change/new_nonce": F(setup=_folders_with_a_new_nonce),
+    "errors.unknown_session_body/closes": F(close_after=lambda r: (r.headers.get("mcp-session-id") or "")
+                                            .startswith("no-such-session-")),
     "diff.close_via_tool/success_false": F(out_chunk=lambda r, d: d.replace(
         b'\\"success\\": true,\\n  \\"result\\": \\"REJECTED\\",\\n  \\"trigger\\": \\"closed_via_tool',
         b'\\"success\\": false,\\n  \\"result\\": \\"REJECTED\\",\\n  \\"trigger\\": \\"closed_via_tool')),

@@ -237,6 +237,8 @@ def _expect_json_error(reply: Reply, status: int, code: int, request_id: Any, wh
     expect_error_code(reply, code, what)
     if reply.message().get("id", "missing") != request_id:
         raise Fail("%s: the error's id must be %s" % (what, json.dumps(request_id)), reply.evidence())
+    if not reply.response.conn.keep_alive:
+        raise Fail("%s: the connection must stay open after a JSON-RPC refusal" % what, reply.evidence())
 
 
 @check("errors.order_origin_first", "§2", "errors row \"Origin\": 403 before the nonce, path and method are judged")
