@@ -7,6 +7,7 @@ test without a marker is expected to pass there.
 """
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import sys
@@ -28,6 +29,10 @@ posix_signals = pytest.mark.skipif(
 #: The test checks POSIX file modes or owners (0600 locks, 0700 directories, uids).
 posix_permissions = pytest.mark.skipif(
     WINDOWS, reason="POSIX file modes and owners; Windows has ACLs, which Python's chmod does not set")
+
+#: The test makes a FIFO (os.mkfifo).
+posix_fifos = pytest.mark.skipif(
+    WINDOWS or not hasattr(os, "mkfifo"), reason="makes a FIFO (os.mkfifo), which Windows does not have")
 
 #: The test makes the server's start fail through `socket_dir`, the Unix socket's folder.
 socket_folder = pytest.mark.skipif(
