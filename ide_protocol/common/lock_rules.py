@@ -301,7 +301,8 @@ def pid_running(pid: Any) -> Tuple[bool, str]:
     if os.name == "nt":
         from . import winpipe  # Windows-only code lives there
 
-        return winpipe.pid_alive(int(pid)), NO_SUCH_PROCESS
+        alive = winpipe.pid_alive(int(pid))
+        return alive, "" if alive else NO_SUCH_PROCESS
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:

@@ -403,8 +403,9 @@ def _probe_all(infos: List[LockInfo], cwd: str, now_ms: float) -> List[Optional[
     if len(infos) <= 1:
         return [probe(info) for info in infos]
     from concurrent.futures import ThreadPoolExecutor  # (only needed here: imported late)
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_PROBES, len(infos)),
-                            thread_name_prefix="lock-probe") as pool:
+    from .guest_threads import leave_signals_to_host
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_PROBES, len(infos)), thread_name_prefix="lock-probe",
+                            initializer=leave_signals_to_host) as pool:  # (a host's signals stay with it)
         return list(pool.map(probe, infos))
 
 

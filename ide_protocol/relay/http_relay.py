@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..client.connection import open_socket
 from ..server.answers import Reply
-from ..server.mcp import refuse_unauthenticated
+from ..server.mcp import refuse_misdirected, refuse_unauthenticated
 from ..server.transport import REQUEST_TIMEOUT
 from ..wire import http11, sse
 from .link import Stream, drained
@@ -108,6 +108,10 @@ async def _requests_to_ide(reader: asyncio.StreamReader, writer: asyncio.StreamW
                 # The relay's own nonce, judged as the IDE server judges its own
                 # (Origin first, then the nonce: PROTOCOL.md §2); the rest is the IDE's.
                 refusal: Optional[Reply] = refuse_unauthenticated(event.headers.index(), nonce)
+                if refusal is None and event.body_follows:
+                    # A misdirected request is refused from its head, its body never read
+                    # (ibid.); one without a body goes on, for the IDE to answer.
+                    refusal = refuse_misdirected(event)
                 if refusal is not None:
                     writer.write(http11.write_response(refusal.status, refusal.headers, refusal.body,
                                                        keep_alive=False))
