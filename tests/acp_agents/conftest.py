@@ -5,7 +5,10 @@ Every test here is marked ``interop`` (the unit suite deselects it; `make
 interop-acp-agents` runs it) and is skipped, with the installer's reason, when its agent
 could not be installed.
 """
+import asyncio
+import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -23,6 +26,31 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.interop)
 
 
+TIMEOUT = 60  # only against hangs
+
+
+def run(coro, timeout=TIMEOUT):
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def cli(agent, args, stdin="", env=None):
+    """(exit status, stdout, stderr) of our command line driving `agent`."""
+    # `-m acp` from the checkout finds our package; no PYTHONPATH, which the agent would
+    # inherit: the SDK's own top-level `acp` must stay the one its agents import.
+    environment = dict(os.environ, **(env or {}))
+    environment.pop("PYTHONPATH", None)
+    proc = subprocess.run([sys.executable, "-m", "acp", "--agent", agent] + args, input=stdin.encode(),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment, cwd=ROOT,
+                          timeout=TIMEOUT)
+    return proc.returncode, proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
+
+
+def texts(updates):
+    """The agent's message text in a list of `session/update` updates."""
+    return "".join(u["content"].get("text", "") for u in updates
+                   if u.get("sessionUpdate") == "agent_message_chunk" and isinstance(u.get("content"), dict))
+
+
 def installed(name):
     """The folder of an installed agent kit, or a skip with the installer's reason."""
     folder = os.path.join(AGENTS, name)
@@ -33,6 +61,25 @@ def installed(name):
     if not os.path.exists(os.path.join(folder, "VERSION")):
         pytest.skip("%s is not installed: run `make acp-agents`" % name)
     return folder
+
+
+def npm_package(name, package):
+    """The folder of an npm agent's package, installed at its pin, or a skip: with the
+    installer's reason, or, when the package found is not the pinned version (someone's
+    hand or upstream moved it), with both versions (what the tests know is the pin's)."""
+    folder = installed(name)
+    with open(os.path.join(folder, "VERSION"), encoding="utf-8") as handle:
+        pinned = handle.read().strip()
+    root = os.path.join(folder, "node_modules", *package.split("/"))
+    try:
+        with open(os.path.join(root, "package.json"), encoding="utf-8") as handle:
+            found = json.load(handle).get("version")
+    except (OSError, ValueError) as exc:
+        pytest.skip("upstream drift: %s is pinned at %s but its package.json cannot be read (%s)"
+                    % (package, pinned, exc))
+    if found != pinned:
+        pytest.skip("upstream drift: %s %s is installed, the tests know %s" % (package, found, pinned))
+    return root
 
 
 @pytest.fixture
@@ -55,3 +102,15 @@ def work(tmp_path):
     root.mkdir()
     (root / "hello.txt").write_text("line one\nline two\nline three\n", encoding="utf-8")
     return str(root)
+
+
+@pytest.fixture
+def claude_code_acp():
+    """Claude Code's ACP adapter's package folder (its agent is dist/index.js)."""
+    return npm_package("claude-code-acp", "@zed-industries/claude-code-acp")
+
+
+@pytest.fixture
+def gemini_cli():
+    """Gemini CLI's package folder (its program is bundle/gemini.js)."""
+    return npm_package("gemini-cli", "@google/gemini-cli")
