@@ -66,24 +66,7 @@ if [ "$(cat "$d/VERSION" 2>/dev/null)" != "$PY_SDK_VERSION" ]; then
   fi
 fi
 
-# --- the TypeScript SDK -------------------------------------------------------------------
-d=$DIR/ts-sdk
-if [ "$(cat "$d/VERSION" 2>/dev/null)" != "$TS_SDK_VERSION" ]; then
-  rm -rf "$d"
-  mkdir -p "$d"
-  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-    skip "$d" "Node.js and npm are not installed"
-  elif ! timeout 600 npm install --prefix "$d" --no-save --no-audit --no-fund --loglevel=error \
-        "@agentclientprotocol/sdk@$TS_SDK_VERSION" > "$d/install.log" 2>&1; then
-    why=$(grep -m1 -E 'E[A-Z]{4,}|network|request to' "$d/install.log" || tail -n 1 "$d/install.log")
-    skip "$d" "npm registry unreachable: cannot install @agentclientprotocol/sdk@$TS_SDK_VERSION: $why"
-  else
-    echo "$TS_SDK_VERSION" > "$d/VERSION"
-    echo "acp-agents: @agentclientprotocol/sdk $TS_SDK_VERSION in .acp-agents/ts-sdk/"
-  fi
-fi
-
-# --- npm agents: folder, package, pinned version --------------------------------------
+# --- the npm agents: folder, package, pinned version ----------------------------------
 npm_agent() {
   local d=$DIR/$1 package=$2 version=$3
   [ "$(cat "$d/VERSION" 2>/dev/null)" = "$version" ] && return 0
@@ -100,6 +83,7 @@ npm_agent() {
     echo "acp-agents: $package $version in .acp-agents/$1/"
   fi
 }
+npm_agent ts-sdk @agentclientprotocol/sdk "$TS_SDK_VERSION"
 npm_agent claude-code-acp @zed-industries/claude-code-acp "$CLAUDE_ACP_VERSION"
 npm_agent gemini-cli @google/gemini-cli "$GEMINI_CLI_VERSION"
 exit 0
