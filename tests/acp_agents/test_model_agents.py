@@ -11,12 +11,15 @@ telemetry, update checks and feature flags off, and the fake as its HTTP(S) prox
 every other host, so that anything still trying the internet arrives at the fake as a
 `CONNECT`, which each test asserts never came.
 
-Each test takes 5 to 20 s: the agents are Node.js programs of 10 to 50 MB that start in
-a second or two per process, and each test starts two or three of them."""
+Each test takes 10 to 40 s (slow, and why): the agents are Node.js programs of 10 to
+100 MB that take a few seconds per process to start, and each test starts two (the
+library: a session, then its load in a new process) or four (the command line: one run
+per option) of them; together about a minute and a half in CI."""
 import glob
 import json
 import os
 import re
+from types import SimpleNamespace
 
 import pytest
 
@@ -77,6 +80,61 @@ def read(work, name):
         return handle.read()
 
 
+class Recorder:
+    """A permission policy choosing allow-once by kind, and a terminal policy allowing
+    once, each keeping what it was asked."""
+
+    def __init__(self):
+        self.asked, self.terminals = [], []
+
+    def permission(self, request):
+        choice = permissions.allow_once(request)
+        self.asked.append(([o["kind"] for o in request.options], choice))
+        return choice
+
+    def terminal(self, request):
+        self.terminals.append((request.command, request.args, request.cwd))
+        return "once"
+
+
+def converse(agent, work, env, recorder, before_load=lambda: None):
+    """One agent through the library: initialize, a streamed turn, the tools turn, a slow
+    turn cancelled at its first chunk, session/list where advertised (else None: refused
+    before sending), then session/load of the session in a second process."""
+    async def main():
+        async with Client(agent, cwd=work, env=env, permission=recorder.permission,
+                          terminal=recorder.terminal) as client:
+            info = await client.initialize()
+            session = await client.new_session(work)
+            hello = session.prompt("fake:hello")
+            streamed = [update async for update in hello]
+            hello = await hello
+            tools = await session.prompt("fake:tools " + work)
+            slow = session.prompt("fake:slow")
+            async for update in slow:  # the first chunk: the turn is running
+                await slow.cancel()
+                break
+            cancelled = await slow
+            try:
+                listed = await client.list_sessions(cwd=work)
+            except NotAdvertised:
+                listed = None
+        before_load()
+        async with Client(agent, cwd=work, env=env) as client:  # a new process
+            await client.initialize()
+            loaded = await client.load_session(session.session_id, work)
+        return SimpleNamespace(info=info, session=session, streamed=streamed, hello=hello, tools=tools,
+                               cancelled=cancelled, listed=listed, loaded=loaded)
+
+    result = run(main(), timeout=120)  # two agent processes, a few seconds each
+    chunks = [u for u in result.streamed if u.get("sessionUpdate") == "agent_message_chunk"]
+    assert len(chunks) >= 2 and texts(chunks) == result.hello.text == "Hello from the fake model."
+    assert result.hello.stop_reason == "end_turn" and result.cancelled.stop_reason == "cancelled"
+    assert [m["role"] for m in result.loaded.history][:2] == ["user", "agent"]
+    assert result.loaded.history[0]["text"].endswith("fake:hello")  # gemini-cli: after a context
+    return result
+
+
 # ------------------------------------------------------------------ Claude Code's adapter
 
 
@@ -108,64 +166,27 @@ CLAUDE_BLOCKED = ("api.anthropic.com:443",)
 
 
 def test_claude_code_from_the_library(claude_code_acp, work, tmp_path):
-    asked, terminals = [], []
-
-    def permission(request):
-        choice = permissions.allow_once(request)
-        asked.append(([(o["kind"], o["optionId"]) for o in request.options], choice))
-        return choice
-
-    def terminal(request):
-        terminals.append((request.command, request.args, request.cwd))
-        return "once"
-
-    async def main(env):
-        async with Client(claude(claude_code_acp), cwd=work, env=env, permission=permission,
-                          terminal=terminal) as client:
-            info = await client.initialize()
-            session = await client.new_session(work)
-            hello = session.prompt("fake:hello")
-            streamed = [update async for update in hello]
-            hello = await hello
-            tools = await session.prompt("fake:tools " + work)
-            slow = session.prompt("fake:slow")
-            async for update in slow:  # the first chunk: the turn is running
-                await slow.cancel()
-                break
-            cancelled = await slow
-            listed = await client.list_sessions(cwd=work)
-        async with Client(claude(claude_code_acp), cwd=work, env=env) as client:  # a new process
-            await client.initialize()
-            loaded = await client.load_session(session.session_id, work)
-        return info, session, streamed, hello, tools, cancelled, listed, loaded
-
+    recorder = Recorder()
     with FakeAnthropic() as model:
-        info, session, streamed, hello, tools, cancelled, listed, loaded = run(main(claude_env(model, tmp_path)))
+        result = converse(claude(claude_code_acp), work, claude_env(model, tmp_path), recorder)
     assert_offline(model, CLAUDE_PATHS, CLAUDE_BLOCKED)
-    assert info["agentInfo"]["name"] == "@zed-industries/claude-code-acp"
-    caps = info["agentCapabilities"]
+    assert result.info["agentInfo"]["name"] == "@zed-industries/claude-code-acp"
+    caps = result.info["agentCapabilities"]
     assert caps["loadSession"] is True and "list" in caps["sessionCapabilities"]
 
-    assert len([u for u in streamed if u.get("sessionUpdate") == "agent_message_chunk"]) >= 2
-    assert texts(streamed) == hello.text == "Hello from the fake model." and hello.stop_reason == "end_turn"
-
     # Read needs no permission; Write and Bash are asked, allow-always offered first.
-    assert len(asked) == 2
-    for options, choice in asked:
-        assert options[0] == ("allow_always", "allow_always") and choice == "allow"
-    lines = tool_lines(tools.text)
+    assert recorder.asked == [(["allow_always", "allow_once", "reject_once"], "allow")] * 2
+    lines = tool_lines(result.tools.text)
     assert lines["READ"].startswith("line one\nline two\nline three\n")  # through our fs/read_text_file
     assert "updated successfully" in lines["WRITE"] and read(work, "out.txt") == WRITTEN
-    assert terminals == [(TERMINAL_COMMAND, [], work)]  # a shell line, asked about, then run
+    assert recorder.terminals == [(TERMINAL_COMMAND, [], work)]  # a shell line, asked about, then run
     assert "Exited with code 0" in lines["TERMINAL"] and "from the terminal" in lines["TERMINAL"]
-    kinds = sorted(c.get("kind") for c in session.tool_calls.values())
-    assert kinds == ["edit", "execute", "read"]
-    assert all(c.get("status") == "completed" for c in session.tool_calls.values())
+    calls = result.session.tool_calls.values()
+    assert sorted(c.get("kind") for c in calls) == ["edit", "execute", "read"]
+    assert all(c.get("status") == "completed" for c in calls)
 
-    assert cancelled.stop_reason == "cancelled"
-    assert session.session_id in [entry["sessionId"] for entry in listed]
-    assert [m["role"] for m in loaded.history][:2] == ["user", "agent"]
-    assert loaded.history[0]["text"] == "fake:hello"
+    assert result.session.session_id in [entry["sessionId"] for entry in result.listed]
+    assert result.loaded.history[0]["text"] == "fake:hello"
 
 
 def test_claude_code_from_the_command_line(claude_code_acp, work, tmp_path):
@@ -234,60 +255,23 @@ GEMINI_PATHS = (":streamGenerateContent", ":generateContent", ":countTokens")
 
 
 def test_gemini_cli_from_the_library(gemini_cli, work, tmp_path):
-    asked, terminals = [], []
-
-    def permission(request):
-        choice = permissions.allow_once(request)
-        asked.append(([o["kind"] for o in request.options], choice, request.tool_call.get("kind")))
-        return choice
-
-    def terminal(request):
-        terminals.append(request.command)
-        return "once"
-
-    async def main(env):
-        async with Client(gemini(gemini_cli), cwd=work, env=env, permission=permission,
-                          terminal=terminal) as client:
-            info = await client.initialize()
-            session = await client.new_session(work)
-            hello = session.prompt("fake:hello")
-            streamed = [update async for update in hello]
-            hello = await hello
-            tools = await session.prompt("fake:tools " + work)
-            slow = session.prompt("fake:slow")
-            async for update in slow:
-                await slow.cancel()
-                break
-            cancelled = await slow
-            with pytest.raises(NotAdvertised):  # no sessionCapabilities.list
-                await client.list_sessions()
-        async with Client(gemini(gemini_cli), cwd=work, env=env) as client:
-            await client.initialize()
-            age_sessions(env["HOME"])
-            loaded = await client.load_session(session.session_id, work)
-        return info, session, streamed, hello, tools, cancelled, loaded
-
+    recorder = Recorder()
     with FakeGemini() as model:
-        info, session, streamed, hello, tools, cancelled, loaded = run(main(gemini_env(model, tmp_path)))
+        env = gemini_env(model, tmp_path)
+        result = converse(gemini(gemini_cli), work, env, recorder, lambda: age_sessions(env["HOME"]))
     assert_offline(model, GEMINI_PATHS)
-    assert info["agentInfo"]["name"] == "gemini-cli"
-    assert info["agentCapabilities"]["loadSession"] is True
-
-    assert len([u for u in streamed if u.get("sessionUpdate") == "agent_message_chunk"]) >= 2
-    assert texts(streamed) == hello.text == "Hello from the fake model." and hello.stop_reason == "end_turn"
+    assert result.info["agentInfo"]["name"] == "gemini-cli"
+    assert result.info["agentCapabilities"]["loadSession"] is True
+    assert result.listed is None  # no sessionCapabilities.list: refused before sending
 
     # Reading is not asked; writing and the shell are, allow-always offered first.
-    assert [(kinds[0], choice) for kinds, choice, _ in asked] == [("allow_always", "proceed_once")] * 2
-    lines = tool_lines(tools.text)
+    assert recorder.asked == [(["allow_always", "allow_once", "reject_once"], "proceed_once")] * 2
+    lines = tool_lines(result.tools.text)
     assert lines["READ"] == "line one\nline two\nline three\n"  # through our fs/read_text_file
     assert read(work, "out.txt") == WRITTEN  # through our fs/write_text_file
     # gemini-cli runs the shell itself (after the permission), never a client terminal.
-    assert terminals == [] and "from the terminal" in lines["TERMINAL"]
-    assert sorted(c.get("kind") for c in session.tool_calls.values()) == ["edit", "execute", "read"]
-
-    assert cancelled.stop_reason == "cancelled"
-    assert [m["role"] for m in loaded.history][:2] == ["user", "agent"]
-    assert loaded.history[0]["text"].endswith("fake:hello")  # after its context for the model
+    assert recorder.terminals == [] and "from the terminal" in lines["TERMINAL"]
+    assert sorted(c.get("kind") for c in result.session.tool_calls.values()) == ["edit", "execute", "read"]
 
 
 def test_gemini_cli_from_the_command_line(gemini_cli, work, tmp_path):
