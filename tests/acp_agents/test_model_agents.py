@@ -75,6 +75,16 @@ def tool_lines(text):
     return lines
 
 
+def tools_turn(agent, work, env):
+    """The tools turn from the command line, `--allow once`, `--json`: the fake model's
+    summary of the tool results and the session's id."""
+    code, out, err = cli(agent, ["--cwd", work, "--json", "--allow", "once", "fake:tools " + work], env=env)
+    assert code == 0, err
+    *updates, last = [json.loads(line) for line in out.splitlines()]
+    assert last["result"]["stopReason"] == "end_turn"
+    return tool_lines(texts(line["update"] for line in updates)), last["sessionId"]
+
+
 def read(work, name):
     with open(os.path.join(work, name), encoding="utf-8") as handle:
         return handle.read()
@@ -193,14 +203,9 @@ def test_claude_code_from_the_command_line(claude_code_acp, work, tmp_path):
     with FakeAnthropic() as model:
         env = claude_env(model, tmp_path)
         agent = claude(claude_code_acp)
-        code, out, err = cli(agent, ["--cwd", work, "--json", "--allow", "once", "fake:tools " + work], env=env)
-        assert code == 0, err
-        *updates, last = [json.loads(line) for line in out.splitlines()]
-        assert last["result"]["stopReason"] == "end_turn"
-        lines = tool_lines(texts(line["update"] for line in updates))
+        lines, session_id = tools_turn(agent, work, env)
         assert lines["READ"].startswith("line one\n") and "from the terminal" in lines["TERMINAL"]
         assert read(work, "out.txt") == WRITTEN
-        session_id = last["sessionId"]
 
         (tmp_path / "work" / "out.txt").write_text(OLD, encoding="utf-8")
         code, out, err = cli(agent, ["--cwd", work, "--allow", "reject", "fake:tools " + work], env=env)
@@ -278,14 +283,9 @@ def test_gemini_cli_from_the_command_line(gemini_cli, work, tmp_path):
     with FakeGemini() as model:
         env = gemini_env(model, tmp_path)
         agent = gemini(gemini_cli)
-        code, out, err = cli(agent, ["--cwd", work, "--json", "--allow", "once", "fake:tools " + work], env=env)
-        assert code == 0, err
-        *updates, last = [json.loads(line) for line in out.splitlines()]
-        assert last["result"]["stopReason"] == "end_turn"
-        lines = tool_lines(texts(line["update"] for line in updates))
+        lines, session_id = tools_turn(agent, work, env)
         assert lines["READ"] == "line one\nline two\nline three\n" and "from the terminal" in lines["TERMINAL"]
         assert read(work, "out.txt") == WRITTEN
-        session_id = last["sessionId"]
 
         (tmp_path / "work" / "out.txt").write_text(OLD, encoding="utf-8")
         code, out, err = cli(agent, ["--cwd", work, "--no", "fake:tools " + work], env=env)
