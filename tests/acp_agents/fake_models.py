@@ -14,16 +14,16 @@ prompt carries one word after ``fake:``:
   200 characters as JSON), so a test sees what each tool gave back to the model.
 
 A request that offers no tools (a title, a summary, a quota probe) is answered with a
-short text. Every request is logged (method, path, and the headers that say who sent
-it), so a test can check that the agent talked to nothing else of ours, and that the
-agent's process connected nowhere else is checked by the tests separately.
+short text. Every request is logged (method, path, User-Agent). The tests also make the
+fake the agents' HTTP(S) proxy: whatever an agent still sends to the internet arrives as
+a `CONNECT HOST:443`, which is logged and refused (404), so nothing leaves the machine
+and a test sees each attempt.
 """
 from __future__ import annotations
 
 import json
 import re
 import threading
-import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -61,8 +61,6 @@ class _Server(ThreadingHTTPServer):
 
 class FakeModel:
     """One fake API on 127.0.0.1:<free port>, served from a thread; ``stop()`` ends it."""
-
-    api = ""
 
     def __init__(self):
         self.requests = []  # (method, path, user-agent)
@@ -165,7 +163,6 @@ def _text_of(content):
 class FakeAnthropic(FakeModel):
     """The Anthropic Messages API as Claude Code uses it (ANTHROPIC_BASE_URL=url)."""
 
-    api = "anthropic"
     TOOLS = {
         "read": ("mcp__acp__Read", lambda folder: {"file_path": folder + "/hello.txt"}),
         "write": ("mcp__acp__Write", lambda folder: {"file_path": folder + "/out.txt", "content": WRITTEN}),
@@ -246,7 +243,6 @@ class FakeAnthropic(FakeModel):
 class FakeGemini(FakeModel):
     """The Gemini API as gemini-cli uses it (GOOGLE_GEMINI_BASE_URL=url)."""
 
-    api = "gemini"
     TOOLS = {
         "read": ("read_file", lambda folder: {"file_path": folder + "/hello.txt"}),
         "write": ("write_file", lambda folder: {"file_path": folder + "/out.txt", "content": WRITTEN}),
