@@ -8,8 +8,11 @@ could not be installed.
 import asyncio
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -33,16 +36,43 @@ def run(coro, timeout=TIMEOUT):
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
-def cli(agent, args, stdin="", env=None):
-    """(exit status, stdout, stderr) of our command line driving `agent`."""
+def _environment(env):
     # `-m acp` from the checkout finds our package; no PYTHONPATH, which the agent would
     # inherit: the SDK's own top-level `acp` must stay the one its agents import.
     environment = dict(os.environ, **(env or {}))
     environment.pop("PYTHONPATH", None)
+    return environment
+
+
+def cli(agent, args, stdin="", env=None):
+    """(exit status, stdout, stderr) of our command line driving `agent`."""
     proc = subprocess.run([sys.executable, "-m", "acp", "--agent", agent] + args, input=stdin.encode(),
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment, cwd=ROOT,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_environment(env), cwd=ROOT,
                           timeout=TIMEOUT)
     return proc.returncode, proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
+
+
+def cli_interrupted(agent, args, shown, env=None):
+    """Our command line driving `agent`, given one Ctrl-C (SIGINT) once `shown` is on its
+    stdout, the turn still running: (exit status, stdout, stderr)."""
+    proc = subprocess.Popen([sys.executable, "-m", "acp", "--agent", agent] + args, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_environment(env), cwd=ROOT)
+    seen = b""
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while shown.encode() not in seen and time.monotonic() < deadline:
+            if select.select([proc.stdout], [], [], deadline - time.monotonic())[0]:
+                chunk = os.read(proc.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                seen += chunk
+        assert shown.encode() in seen and proc.poll() is None, seen
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        proc.kill()
+        proc.wait()
+    return proc.returncode, (seen + out).decode("utf-8"), err.decode("utf-8")
 
 
 def texts(updates):

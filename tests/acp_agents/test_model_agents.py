@@ -23,8 +23,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import cli, run, texts
-from fake_models import TERMINAL_COMMAND, WRITTEN, FakeAnthropic, FakeGemini
+from conftest import cli, cli_interrupted, run, texts
+from fake_models import SLOW_CHUNKS, TERMINAL_COMMAND, WRITTEN, FakeAnthropic, FakeGemini
 from acp import Client, NotAdvertised, permissions
 
 OLD = "to be replaced\n"
@@ -83,6 +83,13 @@ def tools_turn(agent, work, env):
     *updates, last = [json.loads(line) for line in out.splitlines()]
     assert last["result"]["stopReason"] == "end_turn"
     return tool_lines(texts(line["update"] for line in updates)), last["sessionId"]
+
+
+def interrupted(agent, work, env):
+    """Ctrl-C in the command line at the slow turn's first chunk: the turn cancelled."""
+    code, out, err = cli_interrupted(agent, ["--cwd", work, "fake:slow"], "tick 0.", env=env)
+    assert code == 130, err
+    assert "(turn cancelled)" in err and "tick %d." % (SLOW_CHUNKS - 1) not in out
 
 
 def read(work, name):
@@ -212,6 +219,7 @@ def test_claude_code_from_the_command_line(claude_code_acp, work, tmp_path):
         assert code == 0, err
         assert "[edit] FAILED" in out and "TERMINAL" not in out  # the adapter ends the turn
         assert read(work, "out.txt") == OLD
+        interrupted(agent, work, env)
         code, out, err = cli(agent, ["--cwd", work, "--list-sessions"], env=env)
         assert code == 0, err
         assert session_id in out
@@ -293,6 +301,7 @@ def test_gemini_cli_from_the_command_line(gemini_cli, work, tmp_path):
         lines = tool_lines(out)  # each refusal goes back to the model, the turn goes on
         assert "canceled by the user" in lines["WRITE"] and "canceled by the user" in lines["TERMINAL"]
         assert read(work, "out.txt") == OLD
+        interrupted(agent, work, env)
         code, out, err = cli(agent, ["--cwd", work, "--list-sessions"], env=env)
         assert code == 2 and "sessionCapabilities.list" in err
         age_sessions(env["HOME"])
