@@ -150,13 +150,13 @@ emacs-deps:
 sshd-deps:
 	bash tests/install_sshd.sh
 
-# The sdist and the wheel into dist/ (the `build` front end in .venv-build/); dist-test
-# unpacks the sdist into build/sdist-test/ and runs its own test suite there.
 # One file to copy to a container or server with just Python 3.8+ (the relay's other half):
 # build/copilot-ide.pyz, a zipapp of ide_protocol (stdlib only).
 pyz:
 	$(PYTHON) tools/build_pyz.py build/copilot-ide.pyz
 
+# The sdist and the wheel into dist/ (the `build` front end in .venv-build/); dist-test
+# unpacks the sdist into build/sdist-test/ and runs its own test suite there.
 dist:
 	[ -x .venv-build/bin/python ] || $(PYTHON) -m venv .venv-build
 	.venv-build/bin/python -m pip install --quiet build
