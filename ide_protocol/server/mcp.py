@@ -169,8 +169,10 @@ class McpApp:
 
     def _carry(self, session: Session, connection: int) -> None:
         """Note that `connection` carried a request or the stream of `session`
-        (0: not a real connection, an application called directly)."""
-        if connection and not session.ended:
+        (0: not a real connection, an application called directly). Noted once: the
+        two records change together (here, in `connection_closed`, in `end_session`),
+        so a connection the session holds is already in `_carried`."""
+        if connection and connection not in session.connections and not session.ended:
             session.connections.add(connection)
             self._carried.setdefault(connection, set()).add(session.id)
 

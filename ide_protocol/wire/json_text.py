@@ -14,8 +14,9 @@ The rules (PROTOCOL.md §2: the bodies are JSON-RPC over JSON text):
 * A leading byte-order mark is refused, as ``JSON.parse`` and `json.loads` refuse it.
 * Nesting deeper than `MAX_DEPTH` is refused: no message of these protocols is more
   than a dozen levels deep, and a shallow value is safe to print, compare or encode
-  again anywhere in a program's stack. (Checked only when the text holds more opening
-  brackets than that, so an ordinary message costs one count.)
+  again anywhere in a program's stack. (Measured only when the text holds more opening
+  brackets than that, and those counted only in a text longer than that, since each
+  level needs one: an ordinary message costs a length, or a count.)
 """
 from __future__ import annotations
 
@@ -75,12 +76,15 @@ def loads(data: Union[bytes, bytearray, memoryview, str], errors: str = "strict"
     Node's ``readFile(..., "utf8")`` does for lock files)."""
     # The messages are the json module's own (a BOM refused as json.loads refuses it).
     try:
-        text = data if isinstance(data, str) else bytes(data).decode("utf-8", errors)
+        if isinstance(data, str):
+            text = data
+        else:  # (bytes decoded as they are; a bytearray or memoryview through bytes)
+            text = (data if type(data) is bytes else bytes(data)).decode("utf-8", errors)
         if text.startswith("\ufeff"):
             raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
         value = _decoder.decode(text)
     except (ValueError, TypeError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError: ValueErrors
         raise JsonTextError(str(exc)) from None
-    if text.count("[") + text.count("{") > MAX_DEPTH and depth_exceeds(value):
+    if len(text) > MAX_DEPTH and text.count("[") + text.count("{") > MAX_DEPTH and depth_exceeds(value):
         raise JsonTextError("nested more than %d deep" % MAX_DEPTH)
     return value

@@ -119,6 +119,11 @@ class EndOfMessage(Event):
             NO_TRAILERS if trailers is None else Headers(trailers))
 
 
+#: The end of a message that has no trailers (most of them): one value, emitted by the
+#: readers for every such message, as `NO_TRAILERS` is their one empty field set.
+END_OF_MESSAGE = EndOfMessage()
+
+
 class ParseError(Event):
     """The message is malformed; `status` is the response a server should send."""
 

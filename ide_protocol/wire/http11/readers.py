@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
-from .events import ConnectionClosed, Data, EndOfMessage, ParseError, ParserEvent, Request, Response
+from .events import END_OF_MESSAGE, ConnectionClosed, Data, EndOfMessage, ParseError, ParserEvent, Request, Response
 from .headers import NO_TRAILERS, Headers
 from .rules import (DEFAULT_MAX_BODY, DEFAULT_MAX_HEAD, NO_FRAMING, Framing, Refusal, body_follows, body_framing,
                     body_room, check_body_size, check_request_fields, check_section_size, chunk_size, has_body,
@@ -144,7 +144,7 @@ class _Reader:
         if self._state == "UNTIL_CLOSE":
             if rest:
                 events.append(Data(bytes(rest)))
-            events.append(EndOfMessage())
+            events.append(END_OF_MESSAGE)
             self._state = "CLOSED"
         elif self._state == "CLOSED" or (self._state == "HEAD" and not rest.strip()):
             events.append(ConnectionClosed())
@@ -309,7 +309,7 @@ class _Reader:
         return False
 
     def _end_message(self, events: List[ParserEvent], trailers: Headers) -> None:
-        events.append(EndOfMessage(trailers))
+        events.append(END_OF_MESSAGE if trailers is NO_TRAILERS else EndOfMessage(trailers))
         if self._keep_alive:
             self._state = "HEAD"
             self._scan = self._pos
