@@ -59,6 +59,15 @@ wire_doc_on_posix = pytest.mark.skipif(
     WINDOWS, reason="regenerates docs/WIRE.md, whose recorded session has POSIX paths and a Unix socket")
 
 
+def wire_path(path: str) -> str:
+    """An editor's absolute path as `filePath` carries it on this system: PROTOCOL.md §6
+    gives the drive letter in lower case on Windows (written here apart from the
+    library's rule, so that a test comparing with it checks that rule)."""
+    if WINDOWS and path[1:2] == ":":
+        return path[0].lower() + path[1:]
+    return path
+
+
 def skip_on_windows(reason: str) -> None:
     """Skip the running test on Windows, with `reason` (for a parameter of a test)."""
     if WINDOWS:
