@@ -54,6 +54,15 @@ vanishing_peers_counted = pytest.mark.skipif(
     WINDOWS, reason="over a named pipe asyncio's server may never accept a peer that is gone at once "
                     "(seen under Wine: one in four), so the connections this test counts do not come")
 
+#: The test is about socket files: their folder's shape and mode, their unlinking.
+socket_files = pytest.mark.skipif(
+    WINDOWS, reason="about socket files (a private mcp-* folder, its mode, a dead socket left on disk to remove); "
+                    "a named pipe has no file or folder and is gone with its last server handle")
+
+#: The test starts a process in another PID namespace.
+pid_namespaces = pytest.mark.skipif(
+    WINDOWS, reason="starts a process in another PID namespace (Linux's unshare); Windows has none")
+
 #: The test regenerates docs/WIRE.md, a session recorded with POSIX paths.
 wire_doc_on_posix = pytest.mark.skipif(
     WINDOWS, reason="regenerates docs/WIRE.md, whose recorded session has POSIX paths and a Unix socket")
