@@ -59,6 +59,11 @@ socket_files = pytest.mark.skipif(
     WINDOWS, reason="about socket files (a private mcp-* folder, its mode, a dead socket left on disk to remove); "
                     "a named pipe has no file or folder and is gone with its last server handle")
 
+#: The test needs a running process of another user.
+other_users = pytest.mark.skipif(
+    WINDOWS, reason="needs a process of another user (pid 1, or a child that drops to uid 65534 by setuid); "
+                    "Windows has no setuid and Wine runs every process as the one user")
+
 #: The test starts a process in another PID namespace.
 pid_namespaces = pytest.mark.skipif(
     WINDOWS, reason="starts a process in another PID namespace (Linux's unshare); Windows has none")
