@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 VERSIONS ?= 3.8 3.9 3.10 3.11 3.12 3.13
 
-.PHONY: serve test test-deps test-all test-windows typecheck interop interop-matrix acp-agents interop-acp-agents dist dist-test distclean pyz bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim emacs-package emacs-deps bench-emacs
+.PHONY: serve test test-deps test-all test-windows typecheck interop interop-matrix acp-agents interop-acp-agents dist dist-test distclean pyz bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim emacs-package emacs-deps bench-emacs sshd-deps
 
 serve:
 	$(PYTHON) -m ide_protocol serve $(FOLDER)
@@ -62,8 +62,10 @@ interop-matrix:
 
 # ACP agents this project did not write (docs/ACP.md §10), each pinned in its own folder
 # under .acp-agents/: the official Python SDK in its own venv (its top-level package is
-# also called `acp`), the TypeScript SDK; interop-acp-agents runs tests/acp_agents
-# against them (what cannot be installed is reported skipped, with the reason).
+# also called `acp`), the TypeScript SDK, and two that need a model, which the tests fake
+# on 127.0.0.1: Claude Code's ACP adapter and Gemini CLI. interop-acp-agents runs
+# tests/acp_agents against them (what cannot be installed, or is not the version the
+# tests know, is reported skipped, with the reason).
 acp-agents:
 	bash tests/acp_agents/install.sh
 
@@ -142,13 +144,19 @@ bench-emacs:
 emacs-deps:
 	bash tests/emacs/install_deps.sh
 
-# The sdist and the wheel into dist/ (the `build` front end in .venv-build/); dist-test
-# unpacks the sdist into build/sdist-test/ and runs its own test suite there.
+# What the relay's SSH test needs (Debian's openssh-server), installed when missing;
+# tests/test_relay_ssh.py runs the same script and skips, with the reason, where it
+# cannot install. Nothing is started: the test runs its own sshd on 127.0.0.1.
+sshd-deps:
+	bash tests/install_sshd.sh
+
 # One file to copy to a container or server with just Python 3.8+ (the relay's other half):
 # build/copilot-ide.pyz, a zipapp of ide_protocol (stdlib only).
 pyz:
 	$(PYTHON) tools/build_pyz.py build/copilot-ide.pyz
 
+# The sdist and the wheel into dist/ (the `build` front end in .venv-build/); dist-test
+# unpacks the sdist into build/sdist-test/ and runs its own test suite there.
 dist:
 	[ -x .venv-build/bin/python ] || $(PYTHON) -m venv .venv-build
 	.venv-build/bin/python -m pip install --quiet build

@@ -371,7 +371,8 @@ def test_schema_accepts_what_the_cli_accepts(env: Env, server: Serve, capsys: An
 def test_pid_not_running(env: Env, server: Serve, capsys: Any, pid: Any, words: str) -> None:
     pid = dead_pid() if pid == "dead" else pid
     # Our own marker on a dead lock: remove_stale_locks would delete it; doctor must not.
-    lock = lock_of(server, pid=pid)
+    # (Its socket is gone too: a pid not seen here with a live socket is another case.)
+    lock = lock_of(server, pid=pid, socketPath=os.path.join(env.root, "gone.sock"))
     lock[lockfile.WRITER_KEY] = lockfile.WRITER_VALUE
     env.write("p.lock", lock)
     result = doctor(capsys, server.folder, watch=(env.lock_dir,))
@@ -379,6 +380,22 @@ def test_pid_not_running(env: Env, server: Serve, capsys: Any, pid: Any, words: 
     finding = assert_shown(result, "pid-not-running", "restart the IDE", "p.lock")
     assert words in finding["message"]
     assert os.path.exists(os.path.join(env.lock_dir, "p.lock"))
+
+
+def test_a_pid_not_visible_here_whose_socket_accepts_is_not_called_stale(env: Env, server: Serve,
+                                                                          capsys: Any) -> None:
+    """An IDE in another PID namespace (a container, WSL): its pid names no process here,
+    yet its socket accepts. The CLI skips it all the same; doctor says why, and that the
+    relay joins the two sides, instead of calling the lock stale."""
+    pid = dead_pid()
+    env.write("v.lock", lock_of(server, pid=pid))
+    result = doctor(capsys, server.folder, watch=(env.lock_dir,))
+    assert result.rc == 1
+    finding = assert_shown(result, "pid-not-visible", "ide_protocol relay", "v.lock")
+    assert "pid %d is not visible from here (no such process)" % pid in finding["message"]
+    assert "stale" in finding["message"] and "not a stale lock" in finding["message"]
+    assert "restart the IDE" not in finding["fix"]
+    assert os.path.exists(os.path.join(env.lock_dir, "v.lock"))
 
 
 def test_socket_missing(env: Env, server: Serve, capsys: Any) -> None:

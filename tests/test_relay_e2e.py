@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import glob
 import json
+import re
 import os
 import signal
 import stat
 import subprocess
 import sys
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -56,6 +57,23 @@ async def wait_for(predicate: Any, what: str, seconds: float = 30.0) -> Any:
 
 def relay_locks(tmp: Any) -> List[str]:
     return glob.glob(str(tmp / "cli-ide" / "*.lock"))
+
+
+async def relay_lock(tmp: Any, relay: "subprocess.Popen[str]", seconds: float = 30.0) -> Any:
+    """The relay's lock once written (the relay still running), as JSON."""
+    locks = await wait_for(lambda: relay_locks(tmp) or relay.poll() is not None, "the relay's lock", seconds)
+    assert relay.poll() is None, relay.stderr.read() if relay.stderr else ""
+    with open(locks[0]) as f:
+        return json.load(f)
+
+
+async def stop_relay(relay: "subprocess.Popen[str]", lock: Optional[Any] = None) -> None:
+    """SIGTERM; the relay must end with status 0, its `lock`'s socket folder gone."""
+    if relay.poll() is None:
+        relay.send_signal(signal.SIGTERM)
+    code = await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30)
+    assert code == 0, relay.stderr.read() if relay.stderr else ""
+    assert lock is None or not os.path.exists(os.path.dirname(lock["socketPath"]))
 
 
 def setup(tmp: Any) -> None:
@@ -286,3 +304,132 @@ def test_a_32_mb_open_diff_crosses_whole_while_another_connection_keeps_answerin
                 assert await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30) == 0
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT * 2))
+
+
+#: --request-timeout for the deadline tests: short, yet long enough that our own client's
+#: requests on a loaded machine never come near it (they share the relay).
+SHORT_DEADLINE = 5
+
+
+def test_a_peer_that_drips_a_request_gets_408_and_other_connections_keep_working(tmp_path: Any) -> None:
+    """Deadlines, not per-read timeouts: a byte every 0.1 s keeps every read short, yet
+    the request must arrive in whole within --request-timeout of its first byte."""
+    setup(tmp_path)
+
+    async def scenario() -> None:
+        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"),
+                             ide_name="Test IDE") as server:
+            relay = start_relay(tmp_path, "--request-timeout", str(SHORT_DEADLINE))
+            lock: Any = None
+            try:
+                lock = await relay_lock(tmp_path, relay)
+                reader, writer = await asyncio.open_unix_connection(lock["socketPath"])
+                answer = asyncio.ensure_future(reader.read())  # everything until the relay closes
+                request = b"POST /mcp HTTP/1.1\r\nHost: x\r\n" + b"X-Drip: " + b"a" * 100000
+                sent = 0
+                while not answer.done() and sent < len(request):
+                    writer.write(request[sent:sent + 1])
+                    sent += 1
+                    await asyncio.sleep(0.1)
+                data = await asyncio.wait_for(answer, 30)
+                assert data.startswith(b"HTTP/1.1 408 "), data
+                assert sent < len(request)
+                writer.close()
+                # the relay itself goes on
+                client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=20)
+                async with client:
+                    server.set_selection(Selection(str(tmp_path / "project" / "a.py"), "print", (0, 0), (0, 5)))
+                    assert (await client.get_selection())["filePath"] == str(tmp_path / "cliview" / "a.py")
+            finally:
+                await stop_relay(relay, lock)
+            assert relay_locks(tmp_path) == []
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+
+
+async def _post(socket_path: str, headers: Dict[str, str], message: Any) -> bytes:
+    """One JSON-RPC POST on a connection of its own; the whole answer (head and body)."""
+    reader, writer = await asyncio.open_unix_connection(socket_path)
+    body = json.dumps(message).encode()
+    head = "".join("%s: %s\r\n" % item for item in headers.items())
+    writer.write(("POST /mcp HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                  "Accept: application/json, text/event-stream\r\n%sContent-Length: %d\r\n\r\n"
+                  % (head, len(body))).encode() + body)
+    answer = await reader.read()
+    writer.close()
+    return answer
+
+
+def test_a_cli_that_stops_reading_its_stream_is_cut_off_and_others_keep_working(tmp_path: Any) -> None:
+    """A GET stream whose reader stops taking pushes: the relay cuts that connection when
+    what it wrote is not taken within --request-timeout (the IDE sees the stream go),
+    instead of holding it forever; the relay serves other connections all along."""
+    setup(tmp_path)
+    ide_path = str(tmp_path / "project" / "a.py")
+
+    async def scenario() -> None:
+        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"),
+                             ide_name="Test IDE") as server:
+            relay = start_relay(tmp_path, "--request-timeout", str(SHORT_DEADLINE))
+            lock: Any = None
+            try:
+                lock = await relay_lock(tmp_path, relay)
+                headers = dict(lock["headers"])
+                init = await _post(lock["socketPath"], headers, {
+                    "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                        "protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "stalled reader", "version": "1"}}})
+                session = re.search(rb"(?im)^mcp-session-id: *(\S+)", init)
+                assert session, init
+                headers["Mcp-Session-Id"] = session.group(1).decode()
+                await _post(lock["socketPath"], headers, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+                reader, writer = await asyncio.open_unix_connection(lock["socketPath"])
+                writer.write(("GET /mcp HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n%s\r\n"
+                              % "".join("%s: %s\r\n" % item for item in headers.items())).encode())
+                await wait_for(lambda: server.stats()["streams"] == 1, "the GET stream at the IDE")
+                # pushes far larger than every buffer on the way, and nobody reading them
+                for n in range(8):
+                    server.set_selection(Selection(ide_path, str(n) * (1 << 20), (0, 0), (0, 1)))
+                    server.flush_pushes()
+                    await asyncio.sleep(0.05)
+                await wait_for(lambda: server.stats()["streams"] == 0, "the relay to cut the stalled stream")
+                # what was buffered, then the end: the stream did not go on
+                data = await asyncio.wait_for(reader.read(-1), 30)
+                assert data.startswith(b"HTTP/1.1 200 ") and len(data) < 8 << 20
+                writer.close()
+                client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=20)
+                async with client:
+                    assert (await client.get_selection())["filePath"] == str(tmp_path / "cliview" / "a.py")
+            finally:
+                await stop_relay(relay, lock)
+            assert relay_locks(tmp_path) == []
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+
+
+def test_a_megabyte_push_on_the_stream_while_the_client_posts(tmp_path: Any) -> None:
+    """Every stream's task writes to the one link: their waits for the pipe must take
+    turns (before Python 3.10 two tasks in a StreamWriter's drain() at once fail an
+    assertion, which ended the POST connections here under 3.8)."""
+    setup(tmp_path)
+    ide_path = str(tmp_path / "project" / "a.py")
+
+    async def scenario() -> None:
+        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"),
+                             ide_name="Test IDE") as server:
+            relay = start_relay(tmp_path)
+            lock: Any = None
+            try:
+                lock = await relay_lock(tmp_path, relay)
+                server.set_selection(Selection(ide_path, "x" * (1 << 20), (0, 0), (0, 1)))
+                client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=30)
+                async with client:  # the GET stream carries the megabyte while the client POSTs
+                    for _ in range(3):
+                        selection = await client.get_selection()
+                        assert len(selection["text"]) == 1 << 20
+                        assert selection["filePath"] == str(tmp_path / "cliview" / "a.py")
+            finally:
+                await stop_relay(relay, lock)
+            assert relay_locks(tmp_path) == []
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT))

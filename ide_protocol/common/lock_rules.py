@@ -282,6 +282,9 @@ def read_lock(path: str, attempts: int = READ_ATTEMPTS,
 # ---------------------------------------------------------------------- liveness
 
 
+NO_SUCH_PROCESS = "no such process"  # `pid_running`'s reason when the pid names no process here
+
+
 def pid_running(pid: Any) -> Tuple[bool, str]:
     """The CLI's ``process.kill(pid, 0)`` test: ``(running, why not)``.
 
@@ -299,11 +302,11 @@ def pid_running(pid: Any) -> Tuple[bool, str]:
         from . import winpipe  # Windows-only code lives there
 
         alive = winpipe.pid_alive(int(pid))
-        return alive, "" if alive else "no such process"
+        return alive, "" if alive else NO_SUCH_PROCESS
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
-        return False, "no such process"
+        return False, NO_SUCH_PROCESS
     except PermissionError:
         return False, "it belongs to another user (the CLI's kill(pid, 0) fails with EPERM)"
     except OSError as exc:

@@ -3,7 +3,7 @@ machines (a container, an SSH host, WSL), joined by one byte stream. See
 `ide_protocol.relay` and docs/RELAY.md.
 
     relay cli-side (--via CMD | --stdio) [--map IDE_PATH=CLI_PATH]... [--wsl]
-                   [--lock-dir DIR] [--trusted] [--wait]
+                   [--lock-dir DIR] [--trusted] [--wait] [--request-timeout SECONDS]
     relay ide-side (--via CMD | --stdio) [--folder DIR | --lock FILE] [--lock-dir DIR] [--wait]
 
 Exactly one half gets `--via CMD`, a shell command that starts the other with `--stdio`.
@@ -17,6 +17,7 @@ from typing import Callable, List, Optional
 
 from ..relay.halves import run_cli_side, run_ide_side
 from ..relay.pathmap import PathMap, parse_map, wsl_pairs
+from ..server.transport import REQUEST_TIMEOUT
 from .options import LOCK_DIR_DEFAULT, add_lock_dir
 from .progname import program_name
 
@@ -46,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                              help="path prefix on the IDE's side and the same on the CLI's (repeatable)")
             sub.add_argument("--wsl", action="store_true", help="add X:\\ = /mnt/x for every drive letter")
             sub.add_argument("--trusted", action="store_true", help="write isTrusted true in the relay's lock")
+            sub.add_argument("--request-timeout", type=float, default=REQUEST_TIMEOUT, metavar="SECONDS",
+                             help="a request on the relay's socket must arrive in whole, and an answer be taken, "
+                                  "within this time (default %g)" % REQUEST_TIMEOUT)
             add_lock_dir(sub, "where the relay's lock goes (default %s as the CLI resolves it)" % LOCK_DIR_DEFAULT)
         else:
             which = sub.add_mutually_exclusive_group()
@@ -64,7 +68,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         except ValueError as exc:
             parser.error(str(exc))
         paths = PathMap(pairs + (wsl_pairs() if args.wsl else []))
-        coro = run_cli_side(args.via, paths, args.lock_dir, args.trusted, args.wait, _logger(args.side))
+        if not args.request_timeout > 0:
+            parser.error("--request-timeout must be a positive number of seconds")
+        coro = run_cli_side(args.via, paths, args.lock_dir, args.trusted, args.wait, _logger(args.side),
+                            args.request_timeout)
     else:
         coro = run_ide_side(args.via, args.folder, args.lock, args.lock_dir, args.wait, _logger(args.side))
     loop = asyncio.new_event_loop()

@@ -24,11 +24,13 @@ import secrets
 import shutil
 import signal
 import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, cast
 
+from ..client.connection import open_socket
 from ..common import lock_rules, lockfile
 from ..common.lockfile import LockInfo
 from ..server.sockets import bind_unix
+from ..server.transport import REQUEST_TIMEOUT
 from .http_relay import serve_cli_connection, serve_ide_connection
 from .link import Link, Stream
 from .pathmap import PathMap
@@ -53,11 +55,25 @@ async def open_via(command: str) -> Tuple[asyncio.StreamReader, asyncio.StreamWr
 async def open_stdio() -> Tuple[asyncio.StreamReader, asyncio.StreamWriter, Any]:
     """This process's stdin and stdout are the link (stdout carries nothing else)."""
     loop = asyncio.get_event_loop()
+    if sys.platform == "win32":  # inherited handles are not overlapped: threads (stdio_threads)
+        from .stdio_threads import threaded_stdio
+
+        reader, threaded = threaded_stdio(loop)
+        return reader, cast(asyncio.StreamWriter, threaded), None
     reader = asyncio.StreamReader(limit=2 ** 20)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sys.stdout.buffer)
     writer = asyncio.StreamWriter(transport, protocol, reader, loop)
     return reader, writer, None
+
+
+async def closed(writer: asyncio.StreamWriter) -> None:
+    """Close the link's writing end and give what is still queued a moment to go out."""
+    writer.close()
+    try:
+        await asyncio.wait_for(writer.wait_closed(), 5.0)
+    except (asyncio.TimeoutError, ConnectionError, OSError, NotImplementedError):
+        pass  # (NotImplementedError: a pipe writer of Python 3.8's has no close waiter)
 
 
 async def end_child(proc: Any) -> None:
@@ -134,7 +150,7 @@ class RelayLock:
 
 
 async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[str], trusted: bool, wait: bool,
-                       log: Log) -> int:
+                       log: Log, request_timeout: float = REQUEST_TIMEOUT) -> int:
     reader, writer, proc = await (open_via(via) if via else open_stdio())
     sock, sock_dir, sock_path = bind_unix()
     relay_lock = RelayLock(lock_dir or lockfile.lock_dir(), sock_path, paths, trusted, log)
@@ -165,7 +181,7 @@ async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[st
         if link.ended:
             w.close()
             return
-        await serve_cli_connection(r, w, link.open_stream(), rewriter, relay_lock.nonce)
+        await serve_cli_connection(r, w, link.open_stream(), rewriter, relay_lock.nonce, request_timeout)
 
     link = Link(reader, writer, on_lock=on_lock)
     server = None
@@ -196,6 +212,7 @@ async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[st
         else:
             sock.close()
         shutil.rmtree(sock_dir, ignore_errors=True)
+        await closed(writer)
         await end_child(proc)
     return outcome["code"]
 
@@ -231,7 +248,7 @@ def announcement(info: LockInfo) -> Dict[str, Any]:
 
 async def _accepts(path: str) -> bool:
     try:
-        _r, w = await asyncio.wait_for(asyncio.open_unix_connection(path), 2.0)
+        _r, w = await open_socket(path, 2.0)
     except (OSError, asyncio.TimeoutError, ValueError):
         return False
     w.close()
@@ -282,7 +299,7 @@ async def run_ide_side(via: Optional[str], folder: Optional[str], lock_file: Opt
             link.announce(None)
             if not wait:
                 await link.write(b"")
-                writer.close()
+                await closed(writer)
                 await end_child(proc)
                 return code
         else:
@@ -305,5 +322,6 @@ async def run_ide_side(via: Optional[str], folder: Optional[str], lock_file: Opt
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
+        await closed(writer)
         await end_child(proc)
     return code

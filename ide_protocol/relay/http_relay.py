@@ -8,6 +8,12 @@ from the stream with `http11.ResponseParser`, maps a JSON body or each SSE event
 (PROTOCOL.md §2) toward the CLI and writes them re-framed. The IDE's half
 (`serve_ide_connection`) only adds the IDE's nonce, which never leaves its machine, to
 each request head and passes the IDE's bytes back unchanged.
+
+A peer on the relay's socket is held to the IDE server's own deadlines (the
+hostile-peer rule: deadlines, not per-read timeouts): a request must arrive in whole
+within `request_timeout` of its first byte (else 408 and the connection ends), and an
+answer written to the CLI must be taken within as long (else the connection is cut).
+An idle keep-alive connection has no deadline, as on the IDE server.
 """
 from __future__ import annotations
 
@@ -15,8 +21,10 @@ import asyncio
 import json
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from ..client.connection import open_socket
 from ..server.answers import Reply
 from ..server.mcp import refuse_misdirected, refuse_unauthenticated
+from ..server.transport import REQUEST_TIMEOUT
 from ..wire import http11, sse
 from .link import Stream, drained
 from .rewrite import Rewriter
@@ -50,11 +58,12 @@ def _fields(headers: http11.Headers, extra: Mapping[str, str] = {}) -> List[Tupl
 
 
 async def serve_cli_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stream: Stream,
-                               rewriter: Rewriter, nonce: str) -> None:
+                               rewriter: Rewriter, nonce: str, request_timeout: float = REQUEST_TIMEOUT) -> None:
     """Relay one connection of the CLI over `stream` until either end closes it."""
     methods: "asyncio.Queue[str]" = asyncio.Queue()
-    await _both_ways(_requests_to_ide(reader, writer, stream, rewriter, nonce.encode("utf-8"), methods),
-                     _answers_to_cli(stream, writer, rewriter, methods))
+    await _both_ways(_requests_to_ide(reader, writer, stream, rewriter, nonce.encode("utf-8"), methods,
+                                      request_timeout),
+                     _answers_to_cli(stream, writer, rewriter, methods, request_timeout))
     stream.close()
     writer.close()
 
@@ -72,15 +81,27 @@ async def _both_ways(up: Any, down: Any) -> None:
 
 
 async def _requests_to_ide(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stream: Stream,
-                           rewriter: Rewriter, nonce: bytes, methods: "asyncio.Queue[str]") -> None:
+                           rewriter: Rewriter, nonce: bytes, methods: "asyncio.Queue[str]",
+                           request_timeout: float) -> None:
     parser = http11.RequestParser()
     head: Optional[http11.Request] = None
     body: List[bytes] = []
+    loop = asyncio.get_event_loop()
+    deadline: Optional[float] = None  # set while a request is partly received
     while True:
         try:
-            data = await reader.read(READ_SIZE)
+            if deadline is None:
+                data = await reader.read(READ_SIZE)
+            else:
+                data = await asyncio.wait_for(reader.read(READ_SIZE), max(0.0, deadline - loop.time()))
+        except asyncio.TimeoutError:
+            writer.write(http11.write_response(408, [("Content-Type", "text/plain")],
+                                               b"request not completed in time", keep_alive=False))
+            return  # (the connection's close sends it; the other direction may be in drain())
         except (ConnectionError, OSError):
             data = b""
+        if deadline is None and data:
+            deadline = loop.time() + request_timeout
         events = parser.feed(data) if data else parser.feed_eof()
         for event in events:
             if isinstance(event, http11.Request):
@@ -106,6 +127,7 @@ async def _requests_to_ide(reader: asyncio.StreamReader, writer: asyncio.StreamW
                                                keep_alive=head.keep_alive)
                 methods.put_nowait(head.method)
                 head = None
+                deadline = None if parser.idle else loop.time() + request_timeout  # (a pipelined next one)
                 if not await stream.send(request):
                     return
             elif isinstance(event, http11.ParseError):
@@ -117,7 +139,7 @@ async def _requests_to_ide(reader: asyncio.StreamReader, writer: asyncio.StreamW
 
 
 async def _answers_to_cli(stream: Stream, writer: asyncio.StreamWriter, rewriter: Rewriter,
-                          methods: "asyncio.Queue[str]") -> None:
+                          methods: "asyncio.Queue[str]", request_timeout: float) -> None:
     parser = http11.ResponseParser(max_body=http11.DEFAULT_MAX_BODY)
     head: Optional[http11.Response] = None
     streaming: Optional[sse.SSEDecoder] = None
@@ -153,7 +175,7 @@ async def _answers_to_cli(stream: Stream, writer: asyncio.StreamWriter, rewriter
                 head = None
             elif isinstance(event, (http11.ParseError, http11.ConnectionClosed)):
                 return
-        if not await drained(writer) or not data:
+        if not await drained(writer, request_timeout) or not data:
             return
 
 
@@ -180,7 +202,7 @@ async def serve_ide_connection(stream: Stream, socket_path: str, headers: Dict[s
     """Connect `stream` to the IDE's socket, adding the IDE's lock `headers` (its nonce)
     to every request; the IDE's bytes go back unchanged."""
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(socket_path), 5.0)
+        reader, writer = await open_socket(socket_path, 5.0)  # a Unix socket, or a named pipe on Windows
     except (OSError, asyncio.TimeoutError):
         stream.close()
         return

@@ -14,10 +14,15 @@ from typing import Awaitable, Callable, Dict, Optional
 from . import frames
 
 
-async def drained(writer: asyncio.StreamWriter) -> bool:
-    """Wait until the peer took what was written; False when it is gone."""
+async def drained(writer: asyncio.StreamWriter, timeout: Optional[float] = None) -> bool:
+    """Wait until the peer took what was written; False when it is gone, or when it did
+    not take it within `timeout` seconds (then the connection is cut: a peer that stops
+    reading must not hold what was written for it forever)."""
     try:
-        await writer.drain()
+        await asyncio.wait_for(writer.drain(), timeout)
+    except asyncio.TimeoutError:
+        writer.transport.abort()
+        return False
     except (ConnectionError, OSError):
         return False
     return True
@@ -95,6 +100,7 @@ class Link:
         self._tasks: "set[asyncio.Task]" = set()
         self._next_id = 1
         self.greeted = asyncio.Event()
+        self._drain_turn = asyncio.Lock()
         self.ended = False
         self.write_nowait(frames.MAGIC)  # before any frame: the other half skips what precedes it
 
@@ -103,8 +109,12 @@ class Link:
             self._writer.write(data)
 
     async def write(self, data: bytes) -> None:
+        """Write, then wait until the pipe took it. Every stream's task writes here, so
+        the waits take turns: before Python 3.10 a StreamWriter fails an assertion
+        when two tasks wait in `drain()` at once."""
         self.write_nowait(data)
-        await drained(self._writer)
+        async with self._drain_turn:
+            await drained(self._writer)
 
     def open_stream(self) -> Stream:
         stream = Stream(self, self._next_id)

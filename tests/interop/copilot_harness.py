@@ -466,6 +466,8 @@ class CopilotTui(object):
         self.cli_log_dir = os.path.join(log_dir, "cli")
         os.makedirs(self.cli_log_dir, exist_ok=True)
         self.args = list(args)
+        # A command prefix the CLI runs under (``nsenter ... --``: the CLI in other namespaces).
+        self.launcher = []
         self.t0 = None
         self.restarts = []       # why each restart was made (see PROBE_SKIPPED)
         self._trust = True
@@ -500,7 +502,7 @@ class CopilotTui(object):
         self.status_file = os.path.join(self.cli_log_dir, "exit-status")
         wrapper = ['/bin/sh', '-c', '"$@"; echo $? > "$0"', self.status_file] + argv
         self.t0 = time.monotonic()
-        self.tmux.start(wrapper, cwd=self.workspace, env=self.env)
+        self.tmux.start(self.launcher + wrapper, cwd=self.workspace, env=self.env)
         deadline = time.monotonic() + timeout
 
         def state(screen):

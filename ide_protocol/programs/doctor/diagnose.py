@@ -187,6 +187,16 @@ def _scan(lock: LockReport, read: Tuple[Optional[Dict[str, Any]], List[lock_rule
     lock.folders = list(raw["workspaceFolders"])
     lock.is_trusted = raw.get("isTrusted") is True
     alive, why = lock_rules.pid_running(raw["pid"])
+    if not alive and why == lock_rules.NO_SUCH_PROCESS \
+            and lock_rules.probe_lock_socket(raw["socketPath"], None, cwd, now_ms) is None:
+        # No such process here, yet something answers on its socket: the IDE runs in
+        # another PID namespace (a container, WSL, Flatpak, Snap), not a stale lock.
+        lock.add("pid-not-visible", "the CLI skips this lock: its pid %s is not visible from here (%s), yet its "
+                 "socket %s accepts a connection, so the IDE runs in another PID namespace (a container, WSL, "
+                 "Flatpak, Snap), not a stale lock" % (raw["pid"], why, raw["socketPath"]),
+                 "run copilot where the IDE runs, or join the two sides with `python3 -m ide_protocol relay` "
+                 "(docs/RELAY.md); the IDE's plugin could also write a pid the CLI's namespace can see")
+        return None
     if not alive:
         lock.add("pid-not-running", "the CLI skips this lock: pid %s is not running as the CLI sees it (%s)"
                  % (raw["pid"], why),
