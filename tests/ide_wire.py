@@ -71,6 +71,48 @@ def send_and_vanish(path: str, data: bytes) -> None:
         sock.close()
 
 
+class HeldPipe:
+    """A Windows named pipe held open with a few instances and nobody answering: it
+    exists, and opening it succeeds (or finds every instance busy), as long as it is
+    held, as a listening server's pipe does (PROTOCOL.md §1). The pipe counterpart of a
+    bound, listening Unix socket that never accepts; made with `_winapi`, as
+    multiprocessing makes its pipes, so that no event loop is needed."""
+
+    def __init__(self, path: Optional[str] = None, instances: int = 4) -> None:
+        import _winapi  # type: ignore[import-not-found]  # Windows only
+
+        from ide_protocol.common import winpipe
+
+        self.path = winpipe.pipe_name(path)
+        self._handles: List[Any] = []
+        mode = _winapi.PIPE_WAIT  # a byte pipe (PIPE_TYPE_BYTE is 0) that blocks
+        for index in range(instances):
+            first = _winapi.FILE_FLAG_FIRST_PIPE_INSTANCE if index == 0 else 0
+            self._handles.append(_winapi.CreateNamedPipe(
+                self.path, _winapi.PIPE_ACCESS_DUPLEX | first, mode, _winapi.PIPE_UNLIMITED_INSTANCES,
+                4096, 4096, 0, _winapi.NULL))
+
+    def close(self) -> None:
+        import _winapi  # type: ignore[import-not-found]
+
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            _winapi.CloseHandle(handle)
+
+
+def pipe_is_held(path: str) -> bool:
+    """Whether a server holds the named pipe `path`: it opens, or every instance is
+    busy (ERROR_PIPE_BUSY, 231); no such pipe is False (written apart from the
+    library's `winpipe.probe_pipe`, so that tests can check it)."""
+    try:
+        with open(path, "r+b", buffering=0):
+            return True
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        return getattr(exc, "winerror", None) == 231
+
+
 def run(coro: Any, timeout: float = 30.0) -> Any:
     """Run one test coroutine on a fresh loop; a hang fails after `timeout` seconds."""
     return asyncio.run(asyncio.wait_for(coro, timeout))

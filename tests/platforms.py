@@ -54,9 +54,32 @@ vanishing_peers_counted = pytest.mark.skipif(
     WINDOWS, reason="over a named pipe asyncio's server may never accept a peer that is gone at once "
                     "(seen under Wine: one in four), so the connections this test counts do not come")
 
+#: The test is about socket files: their folder's shape and mode, their unlinking.
+socket_files = pytest.mark.skipif(
+    WINDOWS, reason="about socket files (a private mcp-* folder, its mode, a dead socket left on disk to remove); "
+                    "a named pipe has no file or folder and is gone with its last server handle")
+
+#: The test needs a running process of another user.
+other_users = pytest.mark.skipif(
+    WINDOWS, reason="needs a process of another user (pid 1, or a child that drops to uid 65534 by setuid); "
+                    "Windows has no setuid and Wine runs every process as the one user")
+
+#: The test starts a process in another PID namespace.
+pid_namespaces = pytest.mark.skipif(
+    WINDOWS, reason="starts a process in another PID namespace (Linux's unshare); Windows has none")
+
 #: The test regenerates docs/WIRE.md, a session recorded with POSIX paths.
 wire_doc_on_posix = pytest.mark.skipif(
     WINDOWS, reason="regenerates docs/WIRE.md, whose recorded session has POSIX paths and a Unix socket")
+
+
+def wire_path(path: str) -> str:
+    """An editor's absolute path as `filePath` carries it on this system: PROTOCOL.md §6
+    gives the drive letter in lower case on Windows (written here apart from the
+    library's rule, so that a test comparing with it checks that rule)."""
+    if WINDOWS and path[1:2] == ":":
+        return path[0].lower() + path[1:]
+    return path
 
 
 def skip_on_windows(reason: str) -> None:

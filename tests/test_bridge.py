@@ -242,7 +242,8 @@ def test_selection_in_each_unit_reaches_the_cli_in_utf16(bridge: Any, unit: str,
                 "lines": {"1": LINE1}})
         note = await stream.next_notification()
         assert note["method"] == "selection_changed"
-        assert note["params"] == {"text": "😀b😀", "filePath": path, "fileUrl": path_to_uri(path),
+        # The drive letter in lower case on Windows, in filePath as in fileUrl (PROTOCOL.md §6).
+        assert note["params"] == {"text": "😀b😀", "filePath": platforms.wire_path(path), "fileUrl": path_to_uri(path),
                                   "selection": {"start": pos(1, 3), "end": pos(1, 8), "isEmpty": False}}
         # No active editor: get_selection answers the last one, current false.
         b.send({"type": "selection", "path": None})
@@ -279,7 +280,7 @@ def test_diagnostics_references_and_folders(bridge: Any, tmp_path: Any) -> None:
         note = await stream.next_notification()
         assert note["method"] == "diagnostics_changed" and note["params"]["uris"][0]["uri"] == uri
         diags = tool_json(await cli.call_tool("get_diagnostics", {"uri": uri}))
-        assert diags == [{"uri": uri, "filePath": path, "diagnostics": [
+        assert diags == [{"uri": uri, "filePath": platforms.wire_path(path), "diagnostics": [
             {"message": "emoji", "severity": "Warning", "range": {"start": pos(1, 3), "end": pos(1, 5)},
              "source": "flymake", "code": None},
             {"message": "tail", "severity": "Error", "range": {"start": pos(1, 8), "end": pos(1, 8)},
@@ -298,7 +299,8 @@ def test_diagnostics_references_and_folders(bridge: Any, tmp_path: Any) -> None:
         assert await b.aexpect("sent") == {"type": "sent", "sessions": 1, "id": "f"}
         note = await stream.next_notification()
         assert note["method"] == "add_file_reference"
-        assert note["params"] == {"filePath": path, "fileUrl": uri, "selection": None, "selectedText": None}
+        assert note["params"] == {"filePath": platforms.wire_path(path), "fileUrl": uri, "selection": None,
+                                  "selectedText": None}
         b.send({"type": "add_selection", "path": path, "start": pos(1, 3), "end": pos(1, 6), "text": "😀b😀",
                 "lines": {"1": LINE1}})
         assert (await b.aexpect("sent"))["sessions"] == 1

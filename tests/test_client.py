@@ -100,7 +100,7 @@ def test_handshake_every_tool_and_teardown(workspace: Any) -> None:
                 assert await client.get_diagnostics() == []
                 server.set_diagnostics(path, [Diagnostic("bad", "Warning", (1, 0), (1, 1))])
                 diags = await client.get_diagnostics()
-                assert diags[0]["filePath"] == path and diags[0]["diagnostics"][0]["severity"] == "Warning"
+                assert diags[0]["filePath"] == platforms.wire_path(path) and diags[0]["diagnostics"][0]["severity"] == "Warning"
                 assert await client.get_diagnostics(diags[0]["uri"]) == diags
                 assert await client.get_diagnostics("file:///nowhere.py") == []
 

@@ -27,14 +27,12 @@ import ide_wire
 from ide_protocol.wire import jsonrpc
 from ide_wire import Cli, Conn, cli_for, make_server, run, tool_error, tool_json
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets")
-
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WAIT = 20.0
 
 
 async def raw(path: str) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    return await asyncio.open_unix_connection(path)
+    return await ide_wire.open_connection(path)  # a Unix socket, a named pipe on Windows
 
 
 async def read_all(reader: asyncio.StreamReader, timeout: float = WAIT) -> bytes:

@@ -19,12 +19,10 @@ from typing import Any, Iterator, List, Tuple
 import pytest
 
 import ide_wire
+import platforms
 from ide_protocol.common import lockfile
 from ide_wire import Cli, make_server
 from test_serve import REPO, WAIT, Serve, assert_gone
-
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets and PID namespaces")
-
 
 @pytest.fixture
 def dead_pid() -> int:
@@ -93,18 +91,29 @@ def start_and_stop(tmp_path: Any) -> Tuple[str, str]:
 
 
 def test_planted_lock_never_deletes_a_listening_socket(tmp_path: Any, dead_pid: int, short_dirs: Any) -> None:
-    """Someone else's listening socket, named by a lock with our marker and a dead pid."""
-    other = os.path.join(short_dirs("other-"), "app.sock")
-    victim = listening_socket(other)
+    """Someone else's listening socket (a held named pipe on Windows), named by a lock
+    with our marker and a dead pid; beside it such a lock naming a dead one."""
+    if platforms.WINDOWS:
+        pipe = ide_wire.HeldPipe()
+        other, close, alive = pipe.path, pipe.close, ide_wire.pipe_is_held
+        dead = "\\\\.\\pipe\\mcp-planted-%d.sock" % os.getpid()  # nobody holds it
+    else:
+        other = os.path.join(short_dirs("other-"), "app.sock")
+        close, alive = listening_socket(other).close, lambda path: os.path.exists(path) and accepts(path)
+        dead = os.path.join(short_dirs("other-"), "app.sock")
+        dead_socket(dead)
     try:
         lock = plant(str(tmp_path / "locks"), other, dead_pid)
+        gone = plant(str(tmp_path / "locks"), dead, dead_pid)
         start_and_stop(tmp_path)
-        assert os.path.exists(other) and accepts(other)
+        assert alive(other)
         assert os.path.exists(lock)  # its socket accepts: not provably stale
+        assert not os.path.exists(gone)  # pid dead and socket refusing: stale
     finally:
-        victim.close()
+        close()
 
 
+@platforms.socket_files
 def test_live_server_of_ours_in_another_namespace_is_kept(tmp_path: Any, dead_pid: int, short_dirs: Any) -> None:
     """Exactly the shape we create (`mcp-*/mcp.sock`, 0700) and listening: a live server
     whose pid we cannot see. Neither its lock nor its socket may go."""
@@ -118,6 +127,7 @@ def test_live_server_of_ours_in_another_namespace_is_kept(tmp_path: Any, dead_pi
         live.close()
 
 
+@platforms.socket_files
 def test_dead_sockets_go_only_from_our_private_directories(tmp_path: Any, dead_pid: int, short_dirs: Any) -> None:
     lock_dir = str(tmp_path / "locks")
     ours_dir = short_dirs("mcp-")
@@ -152,6 +162,7 @@ def unshare_works() -> bool:
 
 @pytest.mark.skipif(not unshare_works(), reason="unshare -p -f --mount-proc is not permitted here (needs root "
                                                  "or user namespaces)")
+@platforms.pid_namespaces  # (the marker nearest the test gives the reason)
 def test_serve_in_another_pid_namespace_leaves_a_live_server_alone(tmp_path: Any) -> None:
     """A `serve` in a new PID namespace with the same home sees the outer server's pid
     as dead. Its start-up cleanup must still keep the outer lock and socket, because

@@ -1,6 +1,6 @@
 """The readers of lock files judge them by the CLI's rules (PROTOCOL.md §1), the same
-for the client's discovery, `check` and `doctor`. Real files, real Unix sockets, a real
-`serve` and real processes; only the public API, so that these tests run against any
+for the client's discovery, `check` and `doctor`. Real files, real Unix sockets (held
+named pipes on Windows), a real `serve` and real processes; only the public API, so that these tests run against any
 version of the library.
 
 Each rule the client used to bend (a byte-order mark stripped, another user's pid
@@ -21,15 +21,13 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
+import platforms
 from ide_protocol.client import NoIdeFound, discovery
 from ide_protocol.common import lock_rules, lockfile
 from ide_protocol.programs import check
 from ide_protocol.programs.doctor.diagnose import diagnose
 from test_lock_rules import OLD_TIMESTAMP, listening, lock_json, short_dir  # noqa: F401 (fixtures)
 from test_serve import Serve
-
-pytestmark = pytest.mark.skipif(sys.platform == "win32" or not hasattr(socket, "AF_UNIX"),
-                                reason="Unix sockets and POSIX pids")
 
 NOBODY = 65534
 
@@ -124,6 +122,7 @@ def _discover_as_nobody(folder: str, directory: str) -> str:
     return done.stdout.decode("utf-8", "replace")
 
 
+@platforms.other_users
 def test_discover_skips_a_pid_of_another_user(ws: str, listening: str, short_dir: str) -> None:
     """The CLI's kill(pid, 0) fails with EPERM for another user's process, which it
     counts as not running (PROTOCOL.md §1). Not root: pid 1 (init) is root's. Root:
@@ -157,6 +156,7 @@ def test_a_pid_written_as_a_float_is_a_pid(ws: str, listening: str, short_dir: s
         discovery.discover(ws, directory)
 
 
+@platforms.posix_folder_comparison
 @pytest.mark.parametrize("suffix", ["/", "/.", "//", "/./", "/sub/..", "/./sub/../"])
 def test_a_folder_listed_with_dots_or_slashes_matches(ws: str, listening: str, short_dir: str, suffix: str) -> None:
     """The CLI normalises the listed folder lexically before comparing (PROTOCOL.md §1)."""
@@ -166,6 +166,7 @@ def test_a_folder_listed_with_dots_or_slashes_matches(ws: str, listening: str, s
     assert lockfile.find_lock_for_folder(ws, directory)[0] is not None
 
 
+@platforms.posix_folder_comparison
 def test_lexical_only_no_prefix_no_symlink(ws: str, listening: str, short_dir: str) -> None:
     directory = os.path.join(short_dir, "ide")
     os.mkdir(os.path.join(ws, "sub"))
@@ -198,6 +199,7 @@ def test_check_fails_a_lock_the_cli_cannot_parse(listening: str, ws: str, short_
     assert result["status"] == "FAIL" and "byte-order mark" in result["message"], result
 
 
+@platforms.posix_folder_comparison
 def test_check_takes_a_lexically_equal_folder(listening: str, ws: str, short_dir: str) -> None:
     directory = os.path.join(short_dir, "ide")
     path = plant(directory, "6f9619ff-8b86-4d11-b42d-00c04fc964ff.lock", lock_json(listening, [ws + "/"]))
@@ -209,11 +211,16 @@ def test_check_takes_a_lexically_equal_folder(listening: str, ws: str, short_dir
 # ------------------------------------------------------- doctor and discovery agree
 
 
+#: The fixtures that need the CLI's folder comparison of POSIX paths (a trailing slash,
+#: dots) or a symlink that realpath follows: not on Windows (see tests/platforms.py).
+POSIX_ONLY_FIXTURES = ("h-trailing-slash.lock", "k-symlink.lock", "p-dot-folder.lock")
+
+
 def _fixtures(listening: str, refusing: str, ws: str, link: str, dead: int) -> Dict[str, Any]:
     """Lock files (name -> content, bytes for raw text) covering each rule."""
     good = lock_json(listening, [ws])
     text = json.dumps(good)
-    return {
+    every = {
         "a-valid.lock": good,
         "b-bom.lock": b"\xef\xbb\xbf" + text.encode(),
         "c-float-pid.lock": text.replace('"pid": %d' % os.getpid(), '"pid": %d.0' % os.getpid()).encode(),
@@ -231,6 +238,7 @@ def _fixtures(listening: str, refusing: str, ws: str, link: str, dead: int) -> D
         "o-other-folder.lock": lock_json(listening, [os.path.dirname(ws)]),
         "p-dot-folder.lock": lock_json(listening, [ws + "/./"]),
     }
+    return {name: lock for name, lock in every.items() if not (platforms.WINDOWS and name in POSIX_ONLY_FIXTURES)}
 
 
 def _write(directory: str, name: str, content: Any) -> None:
@@ -250,16 +258,19 @@ def test_doctor_and_discovery_give_the_same_verdicts(listening: str, ws: str, sh
     # Each reader still reads an invalid lock three times (PROTOCOL.md §1), without the
     # 100 ms between reads: about seventy of them here, and no writer to wait for.
     monkeypatch.setattr(lock_rules, "READ_RETRY_SECONDS", 0.0)
-    refusing = os.path.join(short_dir, "refusing.sock")
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(refusing)
-    sock.close()
     link = os.path.join(short_dir, "link")
-    os.symlink(ws, link)
+    if platforms.WINDOWS:  # a pipe nobody holds refuses
+        refusing = "\\\\.\\pipe\\mcp-refusing-%d.sock" % os.getpid()
+    else:
+        refusing = os.path.join(short_dir, "refusing.sock")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(refusing)
+        sock.close()
+        os.symlink(ws, link)
     fixtures = _fixtures(listening, refusing, ws, link, dead_pid)
     expected_usable = {"a-valid.lock", "c-float-pid.lock", "h-trailing-slash.lock", "k-symlink.lock",
-                       "n-bad-utf8.lock", "o-other-folder.lock", "p-dot-folder.lock"}
-    if os.geteuid() == 0:
+                       "n-bad-utf8.lock", "o-other-folder.lock", "p-dot-folder.lock"}.intersection(fixtures)
+    if getattr(os, "geteuid", lambda: None)() == 0:
         expected_usable.add("f-pid-one.lock")  # root may signal init
     for name, content in sorted(fixtures.items()):
         home = os.path.join(short_dir, "home-" + name)
@@ -291,6 +302,7 @@ def test_doctor_and_discovery_give_the_same_verdicts(listening: str, ws: str, sh
         n for n in sorted(expected_usable) if n not in ("k-symlink.lock", "o-other-folder.lock")]
 
 
+@platforms.posix_folder_comparison
 def test_serve_warns_of_a_live_ide_the_cli_would_see_for_its_folder(tmp_path: Any) -> None:
     """`serve` warns when another live IDE lists its folder, judged by the CLI's rules:
     here a planted copy of the first server's lock that lists the folder with a

@@ -1,6 +1,7 @@
 """The CLI's lock-file rules, written once in `common.lock_rules` (PROTOCOL.md §1):
 parse, schema, re-reads, the socket probe and the choice, on real files and real Unix
-sockets. The readers built on them are tested in test_lock_readers.py.
+sockets (held named pipes on Windows). The readers built on them are tested in
+test_lock_readers.py.
 """
 from __future__ import annotations
 
@@ -8,17 +9,15 @@ import json
 import os
 import shutil
 import socket
-import sys
 import tempfile
 import time
 from typing import Any, Dict, Iterator, List
 
 import pytest
 
+import ide_wire
+import platforms
 from ide_protocol.common import lock_rules
-
-pytestmark = pytest.mark.skipif(sys.platform == "win32" or not hasattr(socket, "AF_UNIX"),
-                                reason="Unix sockets and POSIX pids")
 
 #: Old enough (Nov 2025) that the probe makes its single 250 ms try.
 OLD_TIMESTAMP = 1764480000000
@@ -27,7 +26,7 @@ OLD_TIMESTAMP = 1764480000000
 @pytest.fixture
 def short_dir() -> Iterator[str]:
     """A short directory under /tmp (sun_path is ~107 bytes), others may traverse it."""
-    d = tempfile.mkdtemp(prefix="lr-", dir="/tmp")
+    d = tempfile.mkdtemp(prefix="lr-", dir=None if platforms.WINDOWS else "/tmp")
     os.chmod(d, 0o755)
     try:
         yield d
@@ -37,7 +36,15 @@ def short_dir() -> Iterator[str]:
 
 @pytest.fixture
 def listening(short_dir: str) -> Iterator[str]:
-    """A real listening Unix socket anyone may connect to; yields its path."""
+    """A real listening Unix socket anyone may connect to (a held named pipe on
+    Windows); yields its path."""
+    if platforms.WINDOWS:
+        pipe = ide_wire.HeldPipe()
+        try:
+            yield pipe.path
+        finally:
+            pipe.close()
+        return
     path = os.path.join(short_dir, "mcp.sock")
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(path)
@@ -100,6 +107,7 @@ def test_a_half_written_lock_is_read_again(short_dir: str, listening: str) -> No
     assert raw is None and [p.code for p in problems] == ["invalid-json"] and len(slept) == 3
 
 
+@platforms.posix_fifos
 def test_a_fifo_named_like_a_lock_is_not_waited_for(short_dir: str) -> None:
     path = os.path.join(short_dir, "f.lock")
     os.mkfifo(path)
@@ -110,12 +118,19 @@ def test_a_fifo_named_like_a_lock_is_not_waited_for(short_dir: str) -> None:
 def test_a_fresh_lock_gets_a_second_to_listen(short_dir: str) -> None:
     """For a lock at most 2 s old the probe is retried for up to 1 s (PROTOCOL.md §1):
     a server that starts listening after the first refusal is found. The sleep starts
-    it, so the test does not depend on timing; an old lock gets one try only."""
-    path = os.path.join(short_dir, "late.sock")
-    servers: List[socket.socket] = []
+    it, so the test does not depend on timing; an old lock gets one try only. On
+    Windows the same holds for a named pipe that its server makes after the first try."""
+    if platforms.WINDOWS:
+        path, missing = "\\\\.\\pipe\\mcp-late-%d.sock" % os.getpid(), "no such named pipe"
+    else:
+        path, missing = os.path.join(short_dir, "late.sock"), "no such file"
+    servers: List[Any] = []
 
     def start_listening(seconds: float) -> None:
         if not servers:
+            if platforms.WINDOWS:
+                servers.append(ide_wire.HeldPipe(path))
+                return
             srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             srv.bind(path)
             srv.listen(8)
@@ -123,7 +138,7 @@ def test_a_fresh_lock_gets_a_second_to_listen(short_dir: str) -> None:
 
     try:
         now = time.time() * 1000
-        assert lock_rules.probe_lock_socket(path, OLD_TIMESTAMP, "/", now, sleep=start_listening) == "no such file"
+        assert lock_rules.probe_lock_socket(path, OLD_TIMESTAMP, "/", now, sleep=start_listening) == missing
         assert not servers  # one try for an old lock: no sleep
         assert lock_rules.probe_lock_socket(path, now, "/", now, sleep=start_listening) is None
         assert servers
@@ -132,6 +147,7 @@ def test_a_fresh_lock_gets_a_second_to_listen(short_dir: str) -> None:
             srv.close()
 
 
+@platforms.unix_sockets
 def test_a_relative_socket_path_is_relative_to_the_clis_folder(short_dir: str, listening: str) -> None:
     assert lock_rules.probe_lock_socket("mcp.sock", OLD_TIMESTAMP, short_dir) is None
     assert lock_rules.probe_lock_socket("mcp.sock", OLD_TIMESTAMP, "/") is not None

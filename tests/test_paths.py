@@ -13,6 +13,7 @@ from ide_protocol.common.paths import (
     uri_to_path,
     utf16_column,
     utf16_len,
+    wire_file_path,
 )
 
 # --- POSIX rules -------------------------------------------------------------------
@@ -157,6 +158,24 @@ def test_windows_long_path_prefix() -> None:
 def test_windows_path_errors(path: str) -> None:
     with pytest.raises(ValueError):
         path_to_uri(path, windows=True)
+
+
+@pytest.mark.parametrize("path", ["C:\\Users\\Me\\A.ts", "c:\\Users\\Me\\A.ts", "C:/Users/Me/A.ts", "Z:"])
+def test_wire_file_path_lower_cases_only_the_drive_letter_on_windows(path: str) -> None:
+    # The editor may name the drive either way; the wire carries it in lower case, in
+    # filePath as in fileUrl, and the rest of the path keeps its case (PROTOCOL.md §6).
+    wire = wire_file_path(path, windows=True)
+    assert wire == path[0].lower() + path[1:]
+    assert wire_file_path(wire, windows=True) == wire
+    assert uri_to_path(path_to_uri(path, windows=True), windows=True) == wire.replace("/", "\\")
+
+
+@pytest.mark.parametrize("path", ["\\\\srv\\Share\\X", "/Home/A.ts", "C:relative", "Cx:\\no"])
+def test_wire_file_path_keeps_other_paths(path: str) -> None:
+    # A UNC name, a path without a drive, a drive-relative one: nothing to lower-case.
+    assert wire_file_path(path, windows=True) == path
+    # POSIX: a name may begin with "C:", which is no drive there.
+    assert wire_file_path("C:\\x", windows=False) == "C:\\x"
 
 
 def test_default_follows_running_os() -> None:

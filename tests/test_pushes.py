@@ -8,6 +8,7 @@ from typing import Any, Callable, List, Optional
 from ide_protocol.common.paths import path_to_uri
 from ide_protocol.server.pushes import Debounced, DiagnosticsWindow
 from ide_protocol.common.tools import Diagnostic, Selection
+import platforms
 from ide_wire import cli_for, make_server, run, until
 
 
@@ -153,7 +154,7 @@ def test_stream_gets_current_selection_at_once(tmp_path) -> None:
             cli, conn = await _stream(server)
             msg = await conn.next_notification()
             assert msg == {"jsonrpc": "2.0", "method": "selection_changed", "params": {
-                "text": "abc", "filePath": path, "fileUrl": path_to_uri(path),
+                "text": "abc", "filePath": platforms.wire_path(path), "fileUrl": path_to_uri(path),
                 "selection": {"start": {"line": 0, "character": 1}, "end": {"line": 0, "character": 4},
                               "isEmpty": False}}}
             cli.close()
@@ -219,13 +220,13 @@ def test_real_pushes_with_zero_debounce(tmp_path) -> None:
             for c in (conn, other_conn):
                 msg = await c.next_notification()
                 assert msg == {"jsonrpc": "2.0", "method": "add_file_reference", "params": {
-                    "filePath": path, "fileUrl": path_to_uri(path), "selection": None, "selectedText": None}}
+                    "filePath": platforms.wire_path(path), "fileUrl": path_to_uri(path), "selection": None, "selectedText": None}}
             # To one session only.
             assert server.add_selection(path, (1, 0), (3, 2), "text", session_id=other.session_id) == 1
             assert server.add_file_reference(path, (4, 0), (5, 0), session_id=cli.session_id) == 1
             msg = await other_conn.next_notification()
             assert msg == {"jsonrpc": "2.0", "method": "add_selection", "params": {
-                "filePath": path, "fileUrl": path_to_uri(path),
+                "filePath": platforms.wire_path(path), "fileUrl": path_to_uri(path),
                 "selection": {"start": {"line": 1, "character": 0}, "end": {"line": 3, "character": 2}},
                 "selectedText": "text"}}
             msg = await conn.next_notification()

@@ -153,9 +153,7 @@ def test_serve_session_driven_through_stdin(make_serve: Any) -> None:
     assert s.lock["workspaceFolders"][0] == real_folder
     assert s.lock["ideName"] == "Terminal IDE" and s.lock["isTrusted"] is False
     assert s.lock["pid"] == s.proc.pid
-    a_txt = os.path.join(s.folder, "a.txt")
-    if platforms.WINDOWS:  # a typed path names its drive in lower case (PROTOCOL.md §6)
-        a_txt = a_txt[0].lower() + a_txt[1:]
+    a_txt = platforms.wire_path(os.path.join(s.folder, "a.txt"))  # a lower-case drive (§6)
 
     async def scenario() -> None:
         cli = Cli(s.socket_path, s.nonce)

@@ -95,7 +95,7 @@ def test_get_selection(tmp_path) -> None:
             path = str(tmp_path / "dir with space" / "a#b.py")
             server.set_selection(Selection(path, "héllo", (1, 2), (3, 4)))
             value = tool_json(await cli.call_tool("get_selection"))
-            assert value == {"text": "héllo", "filePath": path, "fileUrl": path_to_uri(path),
+            assert value == {"text": "héllo", "filePath": platforms.wire_path(path), "fileUrl": path_to_uri(path),
                              "selection": {"start": {"line": 1, "character": 2}, "end": {"line": 3, "character": 4},
                                            "isEmpty": False},
                              "current": True}
@@ -127,10 +127,11 @@ def test_get_diagnostics_filter_and_severities(tmp_path) -> None:
             server.set_diagnostics(path_to_uri(b), [Diagnostic("fyi", "info", (0, 0)), Diagnostic("h", "hint")])
             server.set_diagnostics(str(tmp_path / "clean.py"), [])
             everything = tool_json(await cli.call_tool("get_diagnostics"))
-            # b was given as a URI: its path comes back as the URI says it (on Windows, VS
-            # Code's lower-case drive letter).
-            b_path = uri_to_path(path_to_uri(b))
-            assert [e["filePath"] for e in everything] == [a, b_path]
+            # Given as a path or as a URI, a file comes back with the same filePath: on
+            # Windows with VS Code's lower-case drive letter (PROTOCOL.md §6).
+            a_path, b_path = platforms.wire_path(a), platforms.wire_path(b)
+            assert b_path == uri_to_path(path_to_uri(b))
+            assert [e["filePath"] for e in everything] == [a_path, b_path]
             assert [e["uri"] for e in everything] == [path_to_uri(a), path_to_uri(b)]
             assert [d["severity"] for e in everything for d in e["diagnostics"]] == [
                 "Error", "Warning", "Information", "Hint"]
@@ -141,7 +142,7 @@ def test_get_diagnostics_filter_and_severities(tmp_path) -> None:
             only_b = tool_json(await cli.call_tool("get_diagnostics", {"uri": path_to_uri(b)}))
             assert [e["filePath"] for e in only_b] == [b_path]
             only_a = tool_json(await cli.call_tool("get_diagnostics", {"uri": path_to_uri(a)}))
-            assert [e["filePath"] for e in only_a] == [a]
+            assert [e["filePath"] for e in only_a] == [a_path]
             none = tool_json(await cli.call_tool("get_diagnostics", {"uri": path_to_uri(str(tmp_path / "clean.py"))}))
             assert none == []
             # Clearing drops the file from the answer.
@@ -449,7 +450,8 @@ def test_the_tools_stand_alone_on_the_parts_given_to_them(tmp_path) -> None:
         assert tool_json(tools.call({"name": "get_selection", "arguments": {}}, ctx))["text"] == "x"
         assert tool_json(tools.call({"name": "get_vscode_info"}, ctx))["appName"] == "Alone"
         state.set_diagnostics(path, [Diagnostic("bad", "error", (0, 0))])
-        assert [e["filePath"] for e in tool_json(tools.call({"name": "get_diagnostics"}, ctx))] == [path]
+        assert [e["filePath"] for e in tool_json(tools.call({"name": "get_diagnostics"}, ctx))] == [
+            platforms.wire_path(path)]
         waiting = tools.call({"name": "open_diff", "arguments": {"original_file_path": path, "tab_name": "t",
                                                                   "new_file_contents": "y"}}, ctx)
         assert asyncio.iscoroutine(waiting)  # a tool that waits: the dispatcher runs it

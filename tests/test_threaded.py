@@ -148,7 +148,7 @@ def test_threaded_server_from_non_loop_threads(tmp_path: Any, editor: EditorThre
             server.set_selection(Selection(path, "print", (0, 0), (0, 5)))
             note = await stream.next_notification()
             assert note["method"] == "selection_changed"
-            assert note["params"]["text"] == "print" and note["params"]["filePath"] == path
+            assert note["params"]["text"] == "print" and note["params"]["filePath"] == platforms.wire_path(path)
             assert tool_json(await cli.call_tool("get_selection", {}))["current"] is True
 
             # A diff shown in the editor and accepted from the editor's thread.

@@ -374,12 +374,14 @@ def probe_lock_socket(socket_path: str, timestamp: Any, cwd: str, now_ms: Option
     PROTOCOL.md §1: for a lock whose ``timestamp`` is at most 2 s old (its server may
     still be starting) connecting is retried for up to 1 s, every 100 ms; an older lock
     gets one attempt with a 250 ms timeout. A relative path is relative to the CLI's
-    working folder ``cwd``."""
-    if is_pipe_path(socket_path):
-        return connect_once(socket_path, PROBE_TIMEOUT_SECONDS)[1] or None
+    working folder ``cwd``. A Windows named pipe follows the same rule: its server may
+    still be starting too."""
     if not socket_path:
         return "the path is empty"
-    path = socket_path if os.path.isabs(socket_path) else os.path.join(cwd, socket_path)
+    if is_pipe_path(socket_path) or os.path.isabs(socket_path):
+        path = socket_path
+    else:
+        path = os.path.join(cwd, socket_path)
     now_ms = time.time() * 1000 if now_ms is None else now_ms
     fresh = _is_number(timestamp) and now_ms - timestamp <= FRESH_LOCK_MS
     if not fresh:

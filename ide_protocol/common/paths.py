@@ -26,6 +26,7 @@ from typing import Optional, Tuple
 from urllib.parse import quote, unquote, unquote_to_bytes
 
 __all__ = [
+    "wire_file_path",
     "path_to_uri",
     "uri_to_path",
     "resolve_path",
@@ -57,6 +58,19 @@ def _quote_path(data: bytes) -> str:
     ``Uri.toString()`` closely enough for the CLI (PROTOCOL.md §6).
     """
     return quote(data, safe="/")
+
+
+def wire_file_path(path: str, windows: Optional[bool] = None) -> str:
+    """The ``filePath`` the wire carries for an editor's absolute path (PROTOCOL.md §6).
+
+    On Windows a leading drive letter is lower-cased (``C:\\x`` -> ``c:\\x``), the
+    form VS Code's ``fsPath`` gives and the one :func:`path_to_uri` puts in the URI, so
+    that ``filePath`` and ``fileUrl`` name the file alike whatever case the editor
+    used; the rest of the path is kept as it is. Other systems: unchanged.
+    """
+    if _is_windows(windows) and _DRIVE_PATH.match(path):
+        return path[0].lower() + path[1:]
+    return path
 
 
 def path_to_uri(path: str, windows: Optional[bool] = None) -> str:
@@ -205,13 +219,7 @@ def resolve_path(path: str, root: str, windows: Optional[bool] = None) -> str:
     if not mod.isabs(root) and win == (os.name == "nt"):
         root = os.path.abspath(root)
     joined = mod.join(root, path)
-    result = mod.normpath(joined)
-    if win:
-        # Keep the PROTOCOL.md §6 convention of a lower-case drive letter.
-        m = _DRIVE_PATH.match(result)
-        if m:
-            result = m.group(1).lower() + result[1:]
-    return result
+    return wire_file_path(mod.normpath(joined), windows=win)
 
 
 def utf16_len(s: str) -> int:

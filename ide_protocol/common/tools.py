@@ -10,7 +10,7 @@ import json
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..wire import json_text
-from .paths import path_to_uri
+from .paths import path_to_uri, wire_file_path
 
 # ------------------------------------------------------------------ definitions §4
 
@@ -101,6 +101,12 @@ def normalize_severity(severity: Any) -> str:
     return name
 
 
+def file_fields(file_path: str) -> Dict[str, str]:
+    """`filePath` and `fileUrl` of an editor's absolute path, as every push and tool
+    result carries them (PROTOCOL.md §6: on Windows both with a lower-case drive letter)."""
+    return {"filePath": wire_file_path(file_path), "fileUrl": path_to_uri(file_path)}
+
+
 class Selection:
     """The editor's selection: a file, 0-based (line, UTF-16 character) start and end,
     and the selected text. `current` is False for a cached selection (no active editor).
@@ -128,8 +134,7 @@ class Selection:
 
     def notification_params(self) -> Dict[str, Any]:
         """`selection_changed` params (PROTOCOL.md §5)."""
-        return {"text": self.text, "filePath": self.file_path, "fileUrl": path_to_uri(self.file_path),
-                "selection": self.range()}
+        return {"text": self.text, **file_fields(self.file_path), "selection": self.range()}
 
     def tool_result(self, current: Optional[bool] = None) -> Dict[str, Any]:
         """`get_selection` result (PROTOCOL.md §4)."""
@@ -182,8 +187,7 @@ def reference_params(file_path: str, start: Optional[Tuple[int, int]] = None,
     if start is not None:
         end = end if end is not None else start
         selection = {"start": position(*start), "end": position(*end)}
-    return {"filePath": file_path, "fileUrl": path_to_uri(file_path), "selection": selection,
-            "selectedText": selected_text}
+    return {**file_fields(file_path), "selection": selection, "selectedText": selected_text}
 
 
 # ------------------------------------------------------------------------- results

@@ -9,16 +9,16 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..common.paths import path_to_uri, uri_to_path
+from ..common.paths import path_to_uri, uri_to_path, wire_file_path
 from ..common.tools import Diagnostic, Selection
 
 
 def uri_and_path(path_or_uri: str) -> Tuple[str, str]:
-    """The `file:` URI and the absolute path of a file named either way; raises
-    ValueError for a URI that names no local file."""
+    """The `file:` URI and the absolute path (as the wire carries it, PROTOCOL.md §6)
+    of a file named either way; raises ValueError for a URI that names no local file."""
     if path_or_uri.startswith("file:"):
         return path_or_uri, uri_to_path(path_or_uri)
-    path = os.path.abspath(path_or_uri)
+    path = wire_file_path(os.path.abspath(path_or_uri))  # §6, as `file_fields` gives it
     return path_to_uri(path), path
 
 
