@@ -253,11 +253,7 @@ def pytest_runtestloop(session: Any) -> Any:
         if index < 0:
             return True
         current = groups[index]
-        # After a file's last test, pytest tears down what the next item does not share:
-        # the first test of another file stands for "a test of some other file" (the
-        # module's fixtures end, the session's stay); None ends everything.
-        others = [g for g in groups[index + 1:] + groups[:index] if g]
-        after = others[0][0] if others else None
+        after = _stand_in(current[0], [g[0] for g in groups if g and g is not current])
         for i, item in enumerate(current):
             nextitem = current[i + 1] if i + 1 < len(current) else after
             item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
@@ -265,6 +261,24 @@ def pytest_runtestloop(session: Any) -> Any:
                 raise session.Failed(session.shouldfail)
             if session.shouldstop:
                 raise session.Interrupted(session.shouldstop)
+
+
+def _stand_in(item: Any, others: List[Any]) -> Any:
+    """What to give pytest as the item after a file's last test, before it is known
+    which file comes next: pytest then tears down every collector the next item does not
+    share. The test of another file that shares the fewest collectors (the session, the
+    suite's folder) keeps no more than any real next file would: the module's fixtures
+    end, the session's stay. None (no other file) ends everything."""
+    chain = item.listchain()
+
+    def shared(other: Any) -> int:
+        n = 0
+        for a, b in zip(chain, other.listchain()):
+            if a is not b:
+                break
+            n += 1
+        return n
+    return min(others, key=shared) if others else None
 
 
 #: nodeid -> [seconds so far, outcome, skip reason], until the test's teardown.
