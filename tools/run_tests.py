@@ -133,9 +133,12 @@ def run_parallel(jobs: int, files: List[str], args: List[str]) -> int:
     print("run_tests: %d files in %d pytest processes (TEST_JOBS=1 for one); logs in %s"
           % (len(order), len(procs), work), flush=True)
     codes = []
-    for n, log, proc in procs:
-        codes.append(proc.wait())
-        log.close()
+    try:
+        for n, log, proc in procs:
+            codes.append(proc.wait())
+            log.close()
+    except KeyboardInterrupt:  # the processes got the same ^C: let them end, then report
+        codes = [proc.wait() for n, log, proc in procs]
     return report(work, len(procs), codes, time.monotonic() - started)
 
 
