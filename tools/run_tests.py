@@ -2,8 +2,8 @@
 
 Most of the suite's wall time is spent waiting on other processes (a child program
 starting, a real editor, a peer that is meant to stay silent until a deadline), not on
-the CPU, so test files run in N pytest processes side by side (N: the CPU count, at
-least 2; `TEST_JOBS=N` or `--jobs N` sets it, `TEST_JOBS=1` runs plain pytest).
+the CPU, so test files run in N pytest processes side by side (N: twice the CPU count,
+at most 8; `TEST_JOBS=N` or `--jobs N` sets it, `TEST_JOBS=1` runs plain pytest).
 
 How the work is shared: every process collects the same tests, then takes whole test
 files from one queue, the slowest first (their times from the last run, kept in
@@ -38,7 +38,8 @@ import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TIMES = os.path.join(REPO, ".pytest_cache", "run_tests.json")
+#: Seconds per test file of the last runs (RUN_TESTS_TIMES names another file).
+TIMES = os.environ.get("RUN_TESTS_TIMES") or os.path.join(REPO, ".pytest_cache", "run_tests.json")
 
 #: Options after which the suite must run in one process (a debugger or the terminal is
 #: involved, or pytest's last-failed cache, which one process writes).
@@ -46,6 +47,12 @@ SERIAL_OPTIONS = ("--pdb", "--trace", "-s", "--capture=no", "--lf", "--last-fail
                   "--failed-first", "--nf", "--new-first", "--sw", "--stepwise", "--sw-skip",
                   "--stepwise-skip", "--cache-clear", "--collect-only", "--co", "--help", "-h",
                   "--version", "-V", "--fixtures", "--markers", "--setup-plan")
+
+#: pytest's options whose value is the next argument (so it is not taken for a test path).
+VALUE_OPTIONS = ("-c", "-k", "-m", "-p", "-o", "-W", "-r", "--config-file", "--rootdir", "--basetemp",
+                 "--confcutdir", "--ignore", "--ignore-glob", "--deselect", "--junitxml", "--junit-xml",
+                 "--override-ini", "--durations", "--durations-min", "--maxfail", "--tb", "--log-file",
+                 "--log-level", "--import-mode", "--pythonwarnings", "--capture", "--assert")
 
 QUEUE_ENV = "RUN_TESTS_QUEUE"
 
@@ -57,8 +64,10 @@ def test_files(args: List[str]) -> Optional[List[str]]:
     """The test files the arguments name (the suite's folder when they name none), or
     None when they name single tests."""
     targets = []
+    value_next = False
     for arg in args:
-        if arg.startswith("-"):
+        if value_next or arg.startswith("-"):
+            value_next = arg in VALUE_OPTIONS
             continue
         if "::" in arg:
             return None
@@ -67,7 +76,8 @@ def test_files(args: List[str]) -> Optional[List[str]]:
     files: List[str] = []
     for target in targets or ["tests"]:
         if os.path.isfile(target):
-            files.append(os.path.normpath(target))
+            if target.endswith(".py"):
+                files.append(os.path.normpath(target))
             continue
         for folder, dirs, names in os.walk(target):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "node_modules"))
@@ -90,7 +100,8 @@ def jobs_wanted(args: List[str]) -> Tuple[int, List[str]]:
             rest.append(arg)
     if jobs.strip():
         return max(1, int(jobs)), rest
-    return max(2, os.cpu_count() or 1), rest
+    # Twice the CPUs: most of a test's time is spent waiting on another process.
+    return min(8, 2 * (os.cpu_count() or 1)), rest
 
 
 def expected_order(files: List[str]) -> List[str]:
@@ -256,6 +267,8 @@ def pytest_runtestloop(session: Any) -> Any:
         if index < 0:
             return True
         current = groups[index]
+        if not current:  # every test of the file deselected, or none in it
+            continue
         after = _stand_in(current[0], [g[0] for g in groups if g and g is not current])
         for i, item in enumerate(current):
             nextitem = current[i + 1] if i + 1 < len(current) else after
