@@ -141,7 +141,8 @@ def run_parallel(jobs: int, files: List[str], args: List[str]) -> int:
         procs.append((n, log, subprocess.Popen(cmd, cwd=REPO, env=dict(env, RUN_TESTS_WORKER=str(n)),
                                                stdout=log, stderr=subprocess.STDOUT,
                                                stdin=subprocess.DEVNULL)))
-    print("run_tests: %d files in %d pytest processes (TEST_JOBS=1 for one); logs in %s"
+    print("run_tests: %d files in %d pytest processes (TEST_JOBS=1 for one); their logs in %s"
+          " (removed when all pass)"
           % (len(order), len(procs), work), flush=True)
     codes = []
     try:
@@ -183,10 +184,14 @@ def report(work: str, count: int, codes: List[int], wall: float) -> int:
     if count and "deselected" in totals:
         totals["deselected"] //= count
     for n in range(count):
+        with open(os.path.join(work, "log-%d.txt" % n), encoding="utf-8", errors="replace") as f:
+            log = f.read()
         if codes[n] not in (0, 5):
             print("\n" + "=" * 30 + " pytest process %d (exit %d) " % (n, codes[n]) + "=" * 30)
-            with open(os.path.join(work, "log-%d.txt" % n), encoding="utf-8", errors="replace") as f:
-                sys.stdout.write(f.read())
+            sys.stdout.write(log)
+        elif " warnings summary " in log:  # a passing process's warnings are shown too
+            section = log[log.index(" warnings summary "):]
+            print("\n==== pytest process %d: warnings summary\n%s" % (n, section.split("\n=", 1)[0].split("\n", 1)[-1]))
     if skips:
         print("\n" + "\n".join(sorted(skips)))
     print("\nslowest tests (setup + call + teardown):")
