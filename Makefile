@@ -65,8 +65,10 @@ interop-matrix:
 
 # ACP agents this project did not write (docs/ACP.md §10), each pinned in its own folder
 # under .acp-agents/: the official Python SDK in its own venv (its top-level package is
-# also called `acp`), the TypeScript SDK; interop-acp-agents runs tests/acp_agents
-# against them (what cannot be installed is reported skipped, with the reason).
+# also called `acp`), the TypeScript SDK, and two that need a model, which the tests fake
+# on 127.0.0.1: Claude Code's ACP adapter and Gemini CLI. interop-acp-agents runs
+# tests/acp_agents against them (what cannot be installed, or is not the version the
+# tests know, is reported skipped, with the reason).
 acp-agents:
 	bash tests/acp_agents/install.sh
 

@@ -197,10 +197,14 @@ ADDRESS_SPACE = 1536 * 1024 * 1024
 _CHILD = r"""
 import resource, runpy, sys
 resource.setrlimit(resource.RLIMIT_AS, (%d, %d))
-sys.argv = ["ide_protocol"] + sys.argv[1:]
 code = 0
 try:
-    runpy.run_module("ide_protocol", run_name="__main__", alter_sys=True)
+    if sys.argv[1] == "--script":  # the library driven by a script: argv[2]
+        sys.argv = sys.argv[2:]
+        exec(compile(sys.argv[0], "<script>", "exec"), {"__name__": "__main__"})
+    else:  # a program: python -m ide_protocol ARGS
+        sys.argv = ["ide_protocol"] + sys.argv[1:]
+        runpy.run_module("ide_protocol", run_name="__main__", alter_sys=True)
 except SystemExit as exc:
     code = exc.code if isinstance(exc.code, int) else 1
 finally:
@@ -242,6 +246,12 @@ def run_program(args: List[str], home: Optional[str] = None, limit: float = 120.
                           input=stdin, env=env, cwd=cwd or REPO, timeout=limit)
     return Ran(proc.returncode, (proc.stdout or b"").decode("utf-8", "replace"),
                proc.stderr.decode("utf-8", "replace"))
+
+
+def run_script(code: str, *args: str, limit: float = 120.0) -> Ran:
+    """`code` run as a script using the library, in a child like `run_program`'s
+    (`sys.argv[1:]` are `args`)."""
+    return run_program(["--script", code] + list(args), limit=limit)
 
 
 def nested(depth: int = 100000) -> bytes:

@@ -7,6 +7,7 @@ test without a marker is expected to pass there.
 """
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import sys
@@ -28,6 +29,25 @@ posix_signals = pytest.mark.skipif(
 #: The test checks POSIX file modes or owners (0600 locks, 0700 directories, uids).
 posix_permissions = pytest.mark.skipif(
     WINDOWS, reason="POSIX file modes and owners; Windows has ACLs, which Python's chmod does not set")
+
+#: The test makes a FIFO (os.mkfifo).
+posix_fifos = pytest.mark.skipif(
+    WINDOWS or not hasattr(os, "mkfifo"), reason="makes a FIFO (os.mkfifo), which Windows does not have")
+
+#: The test needs a symlink that os.path.realpath follows.
+symlinks_followed = pytest.mark.skipif(
+    WINDOWS, reason="needs a symlink that realpath follows: Windows lets only an administrator or developer "
+                    "mode make one, and Wine 8's realpath does not follow it")
+
+#: The test checks the CLI's folder comparison on paths it was observed with.
+posix_folder_comparison = pytest.mark.skipif(
+    WINDOWS, reason="the CLI's folder comparison (repoPathsEqual) is known for POSIX paths only, not for "
+                    "drive letters and backslashes (the Windows CLI does not start under Wine 8)")
+
+#: The test makes the server's start fail through `socket_dir`, the Unix socket's folder.
+socket_folder = pytest.mark.skipif(
+    WINDOWS, reason="fails a start through socket_dir, the Unix socket's folder; on Windows the server "
+                    "listens on a named pipe, which has no folder (socket_dir is not used)")
 
 #: The test counts the connections of peers that connect, write and are gone at once.
 vanishing_peers_counted = pytest.mark.skipif(

@@ -18,9 +18,9 @@ from ide_protocol.common.paths import path_to_uri
 from ide_protocol.programs.bridge_positions import codepoints_of_bytes, to_utf16
 
 import ide_wire
+import platforms
 from ide_wire import Cli, tool_json
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets; Windows pipes are untested")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WAIT = 20.0
@@ -35,8 +35,8 @@ class BridgeProc:
     def __init__(self, tmp_path: Any, *args: str) -> None:
         self.folder = str(tmp_path / "ws")
         os.makedirs(self.folder, exist_ok=True)
-        with open(os.path.join(self.folder, "a.txt"), "w", encoding="utf-8") as f:
-            f.write(SAMPLE)
+        with open(os.path.join(self.folder, "a.txt"), "w", encoding="utf-8", newline="") as f:
+            f.write(SAMPLE)   # as is: no CRLF on Windows
         self.home = str(tmp_path / "home")
         os.makedirs(self.home, exist_ok=True)
         self.lock_dir = os.path.join(self.home, "ide")
@@ -178,7 +178,8 @@ def test_hello_ready_lock_and_status(bridge: Any) -> None:
     with open(ready["lock"], encoding="utf-8") as f:
         lock = json.load(f)
     assert lock["ideName"] == "Emacs" and lock["workspaceFolders"] == [b.folder] and lock["isTrusted"] is False
-    assert oct(os.stat(ready["lock"]).st_mode & 0o777) == "0o600"
+    if not platforms.WINDOWS:  # (POSIX modes; Windows locks have ACLs)
+        assert oct(os.stat(ready["lock"]).st_mode & 0o777) == "0o600"
     b.send({"type": "hello", "protocol": 1, "unit": "utf-16"})
     assert b.expect("error")["message"] == "hello: already said (the bridge serves one editor)"
     b.send({"type": "status", "id": "s"})
@@ -421,6 +422,7 @@ def test_editor_closing_stdin_mid_diff_rejects_it_as_client_disconnected(bridge:
         assert f.read() == SAMPLE
 
 
+@platforms.posix_signals
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP", "SIGINT"])
 def test_signals_remove_the_lock(bridge: Any, signame: str) -> None:
     b = bridge()
@@ -437,8 +439,8 @@ def test_output_with_lone_surrogates_stays_utf8(bridge: Any) -> None:
     async def scenario() -> None:
         cli = await b.connected_cli()
         body = b'{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"open_diff","arguments":' \
-               b'{"original_file_path":"%s","new_file_contents":"a\\ud800b","tab_name":"S"}}}' % \
-               os.path.join(b.folder, "a.txt").encode()
+               b'{"original_file_path":%s,"new_file_contents":"a\\ud800b","tab_name":"S"}}}' % \
+               json.dumps(os.path.join(b.folder, "a.txt")).encode()
         call = asyncio.ensure_future(cli.post(body))
         diff = await b.aexpect("diff")   # _pump decodes every line as strict UTF-8
         assert diff["new"] == "a\ufffdb"

@@ -375,3 +375,32 @@ def test_command_line_list_call_watch(workspace: Any) -> None:
             assert missing.returncode == 1 and "no IDE lock" in missing.stderr
 
     run(scenario)
+
+
+def test_a_push_queue_drops_its_oldest_pushes_past_its_bounds_never_the_end() -> None:
+    async def scenario() -> None:
+        from ide_protocol.client import PushQueue
+        from ide_protocol.client.pushes import END
+
+        def push(n: int) -> Push:
+            return Push("selection_changed", {"n": n}, {})
+
+        by_count = PushQueue(max_items=3)
+        for n in range(5):
+            by_count.offer(push(n), 1)
+        by_count.put_nowait(END)  # the end marker goes in whatever the bounds
+        got = [by_count.get_nowait() for _ in range(by_count.qsize())]
+        assert [p.params["n"] for p in got[:-1]] == [2, 3, 4] and got[-1] is END
+        assert by_count.dropped == 2
+
+        by_size = PushQueue(max_bytes=10)
+        by_size.offer(push(0), 6)
+        by_size.offer(push(1), 4)   # 10 bytes: both fit
+        by_size.offer(push(2), 6)   # 16: the oldest goes
+        assert by_size.dropped == 1 and by_size.qsize() == 2
+        by_size.offer(push(3), 50)  # larger than the bound alone: kept, as the only one
+        assert by_size.qsize() == 1 and by_size.get_nowait().params["n"] == 3
+        by_size.offer(push(4), 10)  # the queue's byte count went down with the get
+        assert by_size.qsize() == 1 and by_size.dropped == 3
+
+    asyncio.run(scenario())

@@ -24,7 +24,8 @@ import pytest
 from ide_protocol.common import lock_rules, lockfile
 from ide_protocol.programs.doctor import cli
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets; Windows pipes are untested")
+import platforms
+
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WAIT = 30.0
@@ -97,6 +98,14 @@ def server(tmp_path_factory: Any) -> Any:
 # --------------------------------------------------------------------- the set-up
 
 
+def home_vars(home: str) -> Dict[str, str]:
+    """The variables that make ``home`` the CLI's home folder (Node's os.homedir()):
+    HOME; on Windows USERPROFILE, with a HOME elsewhere (Git Bash sets one) not read."""
+    if platforms.WINDOWS:
+        return {"USERPROFILE": home, "HOME": os.path.join(home, "not-the-home")}
+    return {"HOME": home}
+
+
 class Env:
     """A private HOME whose ``.copilot/ide`` is the lock directory doctor reads."""
 
@@ -108,7 +117,8 @@ class Env:
         os.makedirs(self.lock_dir)
         for name in ("COPILOT_HOME", "XDG_STATE_HOME", "COPILOT_ALLOW_ALL"):
             monkeypatch.delenv(name, raising=False)
-        monkeypatch.setenv("HOME", self.home)
+        for name, value in home_vars(self.home).items():
+            monkeypatch.setenv(name, value)
 
     def write(self, name: str, content: Any) -> str:
         path = os.path.join(self.lock_dir, name)
@@ -217,7 +227,7 @@ def test_clean_serve_connects_and_names_the_ide(tmp_path: Any) -> None:
     folder = os.path.realpath(str(tmp_path / "ws"))
     os.makedirs(folder)
     env = {k: v for k, v in os.environ.items() if k not in ("COPILOT_HOME", "XDG_STATE_HOME", "COPILOT_ALLOW_ALL")}
-    env.update(HOME=home, PYTHONPATH=REPO + os.pathsep + env.get("PYTHONPATH", ""))
+    env.update(home_vars(home), PYTHONPATH=REPO + os.pathsep + env.get("PYTHONPATH", ""))
     srv = Serve(folder, "", "--name", "Clean IDE", env=env)
     try:
         before = _snapshot(os.path.dirname(srv.lock_path))
@@ -292,6 +302,7 @@ def test_a_directory_named_like_a_lock_is_reported_not_followed(env: Env, capsys
     assert "cannot be read" in result.finding("invalid-json", "dir.lock")["message"]
 
 
+@platforms.posix_fifos
 def test_a_fifo_named_like_a_lock_does_not_hang_doctor(env: Env, capsys: Any) -> None:
     os.mkfifo(os.path.join(env.lock_dir, "fifo.lock"))
     result = doctor(capsys, env.root, watch=(env.lock_dir,))
@@ -371,12 +382,17 @@ def test_pid_not_running(env: Env, server: Serve, capsys: Any, pid: Any, words: 
 
 
 def test_socket_missing(env: Env, server: Serve, capsys: Any) -> None:
-    env.write("k.lock", lock_of(server, socketPath=os.path.join(env.root, "none.sock")))
+    if platforms.WINDOWS:  # (a lock there names a pipe)
+        missing, words = "\\\\.\\pipe\\mcp-none-%d.sock" % os.getpid(), "no such named pipe"
+    else:
+        missing, words = os.path.join(env.root, "none.sock"), "no such file"
+    env.write("k.lock", lock_of(server, socketPath=missing))
     result = doctor(capsys, server.folder, watch=(env.lock_dir,))
     assert result.rc == 1
-    assert "no such file" in assert_shown(result, "socket-unreachable", "restart the IDE", "k.lock")["message"]
+    assert words in assert_shown(result, "socket-unreachable", "restart the IDE", "k.lock")["message"]
 
 
+@platforms.unix_sockets
 def test_socket_refusing_even_for_a_fresh_lock(env: Env, server: Serve, capsys: Any) -> None:
     """A socket file nothing listens on; the lock is fresh, so the CLI (and doctor) try
     for a second before giving up."""
@@ -480,6 +496,7 @@ def _tiny_lock(env: Env, path: str, folder: str) -> Dict[str, Any]:
             "ideName": "Tiny", "timestamp": 0, "workspaceFolders": [folder], "isTrusted": True}
 
 
+@platforms.unix_sockets  # (TinyHttp serves a Unix socket)
 def test_handshake_failed_names_the_status(env: Env, capsys: Any) -> None:
     path = os.path.join(env.root, "tiny.sock")
     tiny = TinyHttp(path, {"server/discover": (0.0, _rpc(0, error={"code": -32601, "message": "nope"}))})
@@ -495,6 +512,7 @@ def test_handshake_failed_names_the_status(env: Env, capsys: Any) -> None:
     assert tiny.methods[:2] == ["server/discover", "initialize"]
 
 
+@platforms.unix_sockets  # (TinyHttp serves a Unix socket)
 def test_handshake_failed_when_initialized_is_not_202(env: Env, capsys: Any) -> None:
     path = os.path.join(env.root, "tiny.sock")
     tiny = TinyHttp(path, {
@@ -510,6 +528,7 @@ def test_handshake_failed_when_initialized_is_not_202(env: Env, capsys: Any) -> 
     assert "needs 202" in assert_shown(result, "handshake-failed", "restart", "t.lock")["message"]
 
 
+@platforms.unix_sockets  # (TinyHttp serves a Unix socket)
 def test_slow_discover(env: Env, capsys: Any) -> None:
     path = os.path.join(env.root, "tiny.sock")
     tiny = TinyHttp(path, {
@@ -531,6 +550,7 @@ def test_slow_discover(env: Env, capsys: Any) -> None:
     assert "DELETE" in tiny.methods          # the probe ends its session
 
 
+@platforms.unix_sockets  # (TinyHttp serves a Unix socket)
 def test_slow_initialize(env: Env, capsys: Any) -> None:
     path = os.path.join(env.root, "tiny.sock")
     tiny = TinyHttp(path, {
@@ -549,6 +569,7 @@ def test_slow_initialize(env: Env, capsys: Any) -> None:
     assert "slow-discover" not in result.codes("t.lock")
 
 
+@platforms.unix_sockets  # (TinyHttp serves a Unix socket)
 def test_an_answer_on_a_stream_left_open_is_taken_when_it_comes(env: Env, capsys: Any) -> None:
     event = b"event: message\ndata: " + json.dumps({"jsonrpc": "2.0", "id": 1, "result": {
         "protocolVersion": "2025-11-25", "capabilities": {}}}).encode() + b"\n\n"
@@ -570,6 +591,7 @@ def test_an_answer_on_a_stream_left_open_is_taken_when_it_comes(env: Env, capsys
     assert result.codes("t.lock") == []
 
 
+@platforms.unix_sockets  # (TinyHttp serves a Unix socket)
 def test_no_handshake_option_connects_to_nothing(env: Env, capsys: Any) -> None:
     path = os.path.join(env.root, "tiny.sock")
     tiny = TinyHttp(path, {})
@@ -603,6 +625,7 @@ def test_folder_is_parent(env: Env, server: Serve, capsys: Any) -> None:
     assert "or pick this IDE with /ide" in finding["fix"]
 
 
+@platforms.symlinks_followed
 def test_folder_is_parent_through_a_symlink(env: Env, server: Serve, capsys: Any) -> None:
     link = os.path.join(env.root, "link")
     os.symlink(server.folder, link)
@@ -613,6 +636,7 @@ def test_folder_is_parent_through_a_symlink(env: Env, server: Serve, capsys: Any
     assert "through a symlink" in finding["message"]
 
 
+@platforms.symlinks_followed
 @pytest.mark.parametrize("start_in_link", [False, True])
 def test_symlinked_folder(env: Env, server: Serve, capsys: Any, start_in_link: bool) -> None:
     link = os.path.join(env.root, "link")
@@ -633,6 +657,7 @@ def test_case_mismatch(env: Env, server: Serve, capsys: Any) -> None:
     assert_shown(result, "case-mismatch", "spelled exactly %s" % server.folder, "a.lock")
 
 
+@platforms.posix_folder_comparison
 def test_lexically_equal_folder_matches(env: Env, server: Serve, capsys: Any) -> None:
     """The CLI folds `.`, `..` and extra slashes (never symlinks): these connect."""
     parent, name = os.path.split(server.folder)
@@ -738,7 +763,8 @@ def test_auto_connect_off(env: Env, server: Serve, capsys: Any) -> None:
 
 def test_untrusted_strings_are_shown_escaped(env: Env, server: Serve, capsys: Any) -> None:
     evil = "Evil\x1b]0;owned\x07\x1b[2K\r\u202eIDE\nnext"
-    env.write("e\x1b[31m.lock", lock_of(server, ideName=evil, workspaceFolders=["/x\x1b[8m"]))
+    name = "e\u202e.lock" if platforms.WINDOWS else "e\x1b[31m.lock"  # (Windows forbids control characters)
+    env.write(name, lock_of(server, ideName=evil, workspaceFolders=["/x\x1b[8m"]))
     result = doctor(capsys, server.folder)
     for raw in ("\x1b", "\x07", "\r", "\u202e"):
         assert raw not in result.text
@@ -779,7 +805,7 @@ def test_pid_rules_follow_node() -> None:
     assert lock_rules.pid_running(os.getpid()) == (True, "")
     assert lock_rules.pid_running(0)[0] is True        # kill(0, 0): our own process group
     assert lock_rules.pid_running(dead_pid())[0] is False
-    assert lock_rules.pid_running(2.0)[0] is True      # a number equal to an integer is fine
+    assert lock_rules.pid_running(float(os.getpid()))[0] is True   # a number equal to an integer is fine
     assert lock_rules.pid_running(float("inf"))[0] is False
 
 

@@ -15,7 +15,7 @@ from typing import Any, Dict
 
 import pytest
 
-from hostile_peer import HostileIde, answer, chunk, event, result_of, run_program, sse_head
+from hostile_peer import HostileIde, answer, chunk, event, result_of, run_program, run_script, sse_head
 from ide_protocol.client import IdeTimeout
 from ide_protocol.client.connection import MAX_MESSAGE_BYTES, open_socket
 
@@ -141,6 +141,54 @@ def test_watch_keeps_no_pushed_bytes(hostile: Any) -> None:
     ran = client(ide, "watch", "--count", "60", quiet_out=True, limit=90)
     assert ran.code == 0, ran
     assert ran.peak_mb is not None and ran.peak_mb < RSS_CAP_MB, ran
+
+
+def _numbered_selections(count: int, size: int) -> Any:
+    def handler(sock: socket.socket, request: Dict[str, Any]) -> None:
+        sock.sendall(sse_head())
+        text = "y" * size
+        try:
+            for n in range(count):
+                sock.sendall(event({"jsonrpc": "2.0", "method": "selection_changed",
+                                    "params": {"text": text, "filePath": "/x", "fileUrl": "file:///x", "n": n}}))
+            threading.Event().wait(30)
+        except OSError:
+            pass
+    return handler
+
+
+_SUBSCRIBER_THAT_NEVER_READS = r"""
+import asyncio, json, sys
+from ide_protocol.client import IdeClient
+
+async def main():
+    last = asyncio.Event()
+    def on_push(push):
+        if push.params.get("n") == int(sys.argv[2]) - 1:
+            last.set()
+    async with IdeClient.from_lock_file(sys.argv[1], timeout=30, on_push=on_push) as client:
+        queue = client.subscribe()  # never read until every push came
+        await asyncio.wait_for(last.wait(), 60)
+        kept = []
+        while not queue.empty():
+            kept.append(queue.get_nowait().params["n"])
+        print(json.dumps({"kept": kept, "dropped": queue.dropped}))
+
+asyncio.run(main())
+"""
+
+
+def test_a_subscriber_that_never_reads_keeps_only_the_newest_pushes(hostile: Any) -> None:
+    """120 pushes of a 2 MB selection to a `subscribe()` queue nobody reads: before,
+    the queue held all 240 MB; now the oldest go (counted), the newest stay."""
+    ide = hostile(GET=_numbered_selections(120, 2 * 1024 * 1024))
+    ran = run_script(_SUBSCRIBER_THAT_NEVER_READS, ide.lock_path, "120", limit=120)
+    assert ran.code == 0, ran
+    report = json.loads(ran.out)
+    assert report["kept"] and report["kept"][-1] == 119, report
+    assert report["kept"] == list(range(120 - len(report["kept"]), 120)), report
+    assert report["dropped"] == 120 - len(report["kept"]), report
+    assert ran.peak_mb is not None and ran.peak_mb < RSS_CAP_MB + 2 * 16, ran
 
 
 # ---------------------------------------------------------------- junk answers

@@ -23,10 +23,10 @@ from typing import Any, List, Optional
 import pytest
 
 import ide_wire
+import platforms
 from ide_wire import Cli, tool_error, tool_json
 from test_serve import WAIT, Serve, assert_gone, make_serve, open_diff_args  # noqa: F401 (make_serve: a fixture)
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets; Windows pipes are untested")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -79,7 +79,8 @@ def test_accept_number_means_the_number_not_a_tab_named_so(make_serve: Any) -> N
 # ------------------------------------------------- a failed open_diff leaves nothing (2)
 
 
-@pytest.mark.parametrize("bad_path", ["/tmp/nul\u0000byte.txt", "/tmp/lone-\ud800-surrogate.txt"])
+@pytest.mark.parametrize("bad_path", ["/tmp/nul\u0000byte.txt", "/tmp/lone-\ud800-surrogate.txt",
+                                      "/tmp/escaped-\udcff-byte.txt"])  # (os.fsencode takes this one on POSIX)
 def test_failed_open_diff_leaves_no_ghost(make_serve: Any, bad_path: str) -> None:
     s = make_serve()
 
@@ -119,6 +120,7 @@ async def ask_selection(cli: Cli, timeout: float = WAIT) -> float:
     return time.monotonic() - start
 
 
+@platforms.posix_fifos
 def test_fifo_as_original_file_is_refused_and_blocks_nothing(make_serve: Any, tmp_path: Any) -> None:
     """A FIFO would block the whole loop in `open()` (no writer ever comes): every other
     connection, standard input and SIGTERM with it. It must be refused at once."""
@@ -146,7 +148,11 @@ def test_fifo_as_original_file_is_refused_and_blocks_nothing(make_serve: Any, tm
     assert_gone(s)
 
 
-@pytest.mark.parametrize("name", ["/dev/zero", "/dev/stdin", "/dev/null", "directory", "symlink-to-fifo"])
+#: Devices by the names a client would give: Windows' are names of its own.
+DEVICES = ["NUL", "\\\\.\\NUL"] if platforms.WINDOWS else ["/dev/zero", "/dev/stdin", "/dev/null"]
+
+
+@pytest.mark.parametrize("name", DEVICES + ["directory", pytest.param("symlink-to-fifo", marks=platforms.posix_fifos)])
 def test_devices_and_directories_are_refused(make_serve: Any, tmp_path: Any, name: str) -> None:
     folder = os.path.join(str(tmp_path), "ws")
     os.makedirs(folder, exist_ok=True)
@@ -272,6 +278,9 @@ def test_medium_diff_is_computed_off_the_loop_and_capped(make_serve: Any, tmp_pa
 
 EVIL_TAB = "\x1b]0;pwned\x07tab\x1b[1A\x1b[2K\rfake\nline"
 EVIL_LINE = "visible \x1b[8mhidden\x1b[0m \u202egnp.exe \x9b31m"
+#: A file name with a terminal escape; Windows refuses control characters in names, so
+#: there it holds a bidi override, which it allows.
+EVIL_NAME = "a\u202eb.txt" if platforms.WINDOWS else "a\x1b[5mb.txt"
 
 
 @pytest.mark.parametrize("color", ["never", "always"])
@@ -282,7 +291,7 @@ def test_client_text_cannot_drive_the_terminal(make_serve: Any, color: str) -> N
         cli = await second_session(s)
         await cli.call_tool("update_session_name", {"name": "\x1b[2Jname"})
         pending = asyncio.ensure_future(cli.call_tool("open_diff", {
-            "original_file_path": os.path.join(s.folder, "a\x1b[5mb.txt"),
+            "original_file_path": os.path.join(s.folder, EVIL_NAME),
             "new_file_contents": EVIL_LINE + "\nsecond\n", "tab_name": EVIL_TAB}))
         await s.aexpect(r"diff 1 waits")
         s.send("status")
@@ -409,7 +418,7 @@ def test_unread_stdout_never_blocks_and_drops_are_counted(unread: Any) -> None:
     assert not os.path.exists(u.lock_path)
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "quit"])
+@pytest.mark.parametrize("how", [pytest.param("SIGTERM", marks=platforms.posix_signals), "quit"])
 def test_unread_stdout_still_stops_at_once(unread: Any, how: str) -> None:
     """With the pipe full and nobody reading, SIGTERM and quit still stop serve, and the
     lock file goes (it is the only disconnect signal the CLI notices)."""
@@ -428,7 +437,7 @@ def test_unread_stdout_still_stops_at_once(unread: Any, how: str) -> None:
 # --------------------------------------------- a diff waiting when serve stops (shutdown)
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "quit"])
+@pytest.mark.parametrize("how", [pytest.param("SIGTERM", marks=platforms.posix_signals), "quit"])
 def test_waiting_diff_is_answered_when_serve_stops(make_serve: Any, how: str) -> None:
     s = make_serve()
 

@@ -552,6 +552,57 @@ def test_find_lock_first_match_wins(tmp_path, listening: str) -> None:
     assert [o.ide_name for o in others] == ["Second"]
 
 
+def test_the_sockets_of_many_locks_are_probed_at_once(tmp_path, monkeypatch) -> None:
+    """Each probe may wait up to 1 s: one after another, 20 live servers that do not
+    answer held a client's discovery for 20 s. Every probe here waits until all 20 are
+    under way at once (a barrier), which only a parallel scan gets through."""
+    import threading
+    from ide_protocol.common import lock_rules
+    count = 20
+    barrier = threading.Barrier(count, timeout=30)
+
+    def probe(socket_path: str, timestamp: Any, cwd: str, now_ms: Any = None) -> str:
+        barrier.wait()  # BrokenBarrierError (a failure) unless all probes run together
+        return "refused by this test"
+
+    monkeypatch.setattr(lock_rules, "probe_lock_socket", probe)
+    monkeypatch.setattr(lockfile, "MAX_PARALLEL_PROBES", count)
+    folder = os.path.realpath(str(tmp_path))
+    for n in range(count):
+        write_raw(str(tmp_path / "ide"), "%02d.lock" % n,
+                  wire(socketPath="/nonexistent/%d.sock" % n, pid=os.getpid(), workspaceFolders=[folder]))
+    scanned = lockfile.scan_locks(str(tmp_path / "ide"), folder)
+    assert len(scanned) == count
+    assert all(isinstance(info, LockFileError) and "refused by this test" in str(info) for _, info in scanned)
+    assert [os.path.basename(path) for path, _ in scanned] == ["%02d.lock" % n for n in range(count)]
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "pthread_sigmask"), reason="threads have no signal masks here")
+def test_the_probe_threads_leave_signals_to_the_host(tmp_path, monkeypatch) -> None:
+    """The probes run on threads the library starts inside its host's process: they
+    block the host's signals (SIGHUP, SIGTERM...) for themselves, so that a host's
+    handlers run on its own threads; the caller's mask is left as it was."""
+    import signal
+    from ide_protocol.common import lock_rules
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    masks: List[Any] = []
+
+    def probe(socket_path: str, timestamp: Any, cwd: str, now_ms: Any = None) -> str:
+        masks.append(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+        return "refused by this test"
+
+    monkeypatch.setattr(lock_rules, "probe_lock_socket", probe)
+    folder = os.path.realpath(str(tmp_path))
+    for n in range(3):
+        write_raw(str(tmp_path / "ide"), "%02d.lock" % n,
+                  wire(socketPath="/nonexistent/%d.sock" % n, pid=os.getpid(), workspaceFolders=[folder]))
+    assert len(lockfile.scan_locks(str(tmp_path / "ide"), folder)) == 3
+    assert len(masks) == 3
+    for mask in masks:
+        assert {signal.SIGHUP, signal.SIGTERM, signal.SIGINT} <= mask and signal.SIGSEGV not in mask
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before and signal.SIGTERM not in before
+
+
 def test_find_lock_missing_dir(tmp_path) -> None:
     assert find_lock_for_folder(str(tmp_path), str(tmp_path / "nope")) == (None, [])
 

@@ -96,6 +96,28 @@ def test_the_readme_is_short_and_starts_with_the_quick_start() -> None:
     assert "python3 -m ide_protocol serve" in text and "make test" in text  # the two commands
 
 
+def _github_slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation but `-` and `_`
+    dropped, each space a `-`."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_every_link_to_a_section_finds_its_heading() -> None:
+    """A link `docs/X.md#anchor` (or `#anchor` in the README itself) that no heading
+    makes lands at the top of the page."""
+    with open(README, encoding="utf-8") as fh:
+        readme = fh.read()
+    broken = []
+    for target, anchor in re.findall(r"\]\(([\w./-]*)#([^)\s]+)\)", readme):
+        path = os.path.join(REPO, target) if target else README
+        with open(path, encoding="utf-8") as fh:
+            headings = [line.lstrip("#") for line in fh if re.match(r"#{1,6} ", line)]
+        if anchor not in {_github_slug(h) for h in headings}:
+            broken.append("%s#%s" % (target or "README.md", anchor))
+    assert not broken, broken
+
+
 def _fresh_clone(dest: str) -> str:
     clone = os.path.join(dest, "checkout")
     listed = None

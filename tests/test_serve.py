@@ -24,9 +24,9 @@ from ide_protocol.programs import serve
 from ide_protocol.common.paths import path_to_uri
 
 import ide_wire
+import platforms
 from ide_wire import Cli, tool_json
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets; Windows pipes are untested")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WAIT = 20.0
@@ -136,7 +136,7 @@ def make_serve(tmp_path: Any) -> Any:
 def assert_gone(s: Serve) -> None:
     assert not os.path.exists(s.lock_path)
     assert not os.path.exists(s.socket_path)
-    assert not os.path.exists(os.path.dirname(s.socket_path))
+    assert platforms.WINDOWS or not os.path.exists(os.path.dirname(s.socket_path))  # (a pipe has no folder)
     assert [n for n in os.listdir(s.lock_dir) if n.endswith(".lock")] == []
 
 
@@ -154,6 +154,8 @@ def test_serve_session_driven_through_stdin(make_serve: Any) -> None:
     assert s.lock["ideName"] == "Terminal IDE" and s.lock["isTrusted"] is False
     assert s.lock["pid"] == s.proc.pid
     a_txt = os.path.join(s.folder, "a.txt")
+    if platforms.WINDOWS:  # a typed path names its drive in lower case (PROTOCOL.md §6)
+        a_txt = a_txt[0].lower() + a_txt[1:]
 
     async def scenario() -> None:
         cli = Cli(s.socket_path, s.nonce)
@@ -339,6 +341,7 @@ def test_trace_prints_http_exchanges_without_the_nonce(make_serve: Any) -> None:
 # ------------------------------------------------------------------- ways to stop
 
 
+@platforms.posix_signals
 def test_sigterm_removes_lock_and_socket(make_serve: Any) -> None:
     s = make_serve()
     assert os.path.exists(s.lock_path) and os.path.exists(s.socket_path)
@@ -356,6 +359,7 @@ def test_sigterm_removes_lock_and_socket(make_serve: Any) -> None:
     assert_gone(s)
 
 
+@platforms.posix_signals
 def test_sigint_stops_cleanly(make_serve: Any) -> None:
     s = make_serve()
     s.proc.send_signal(signal.SIGINT)
@@ -391,6 +395,7 @@ def test_stdin_from_dev_null_or_a_file(make_serve: Any, tmp_path: Any) -> None:
     assert_gone(s)
 
 
+@platforms.posix_signals
 def test_ignore_eof_keeps_serving_until_a_signal(make_serve: Any) -> None:
     s = make_serve("--ignore-eof")
     assert s.proc.stdin is not None

@@ -13,10 +13,11 @@ import inspect
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import pytest
 
@@ -26,9 +27,9 @@ from ide_protocol.server.threaded import ThreadedIdeServer
 from ide_protocol.common.tools import Diagnostic, Selection
 
 import ide_wire
+import platforms
 from ide_wire import Cli, Conn, tool_json
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="Unix sockets; Windows pipes are untested")
 
 WAIT = 20.0
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -101,7 +102,7 @@ def workspace(tmp_path: Any) -> Tuple[str, str, str]:
     folder = os.path.join(str(tmp_path), "ws")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "main.py")
-    with open(path, "w", encoding="utf-8") as f:
+    with open(path, "w", encoding="utf-8", newline="") as f:  # (no CRLF on Windows)
         f.write("print('hi')\n")
     return folder, path, os.path.join(str(tmp_path), "locks")
 
@@ -208,7 +209,7 @@ def test_threaded_server_from_non_loop_threads(tmp_path: Any, editor: EditorThre
         server.stop()
     assert not server.running and server.thread is None
     assert not os.path.exists(lock_path)
-    assert not os.path.exists(os.path.dirname(socket_path))
+    assert platforms.WINDOWS or not os.path.exists(os.path.dirname(socket_path))  # (a pipe has no folder)
     editor.sync()
     assert rec.of("session")[-1][0] == "disconnected"
 
@@ -300,6 +301,7 @@ def test_set_workspace_folders_from_a_thread_writes_a_new_lock(tmp_path: Any) ->
     assert os.listdir(lock_dir) == []
 
 
+@platforms.socket_folder
 def test_start_failure_raises_and_leaves_no_thread(tmp_path: Any) -> None:
     folder, path, lock_dir = workspace(tmp_path)
     before = set(threading.enumerate())
@@ -351,7 +353,7 @@ def test_exit_without_stop_removes_the_lock(tmp_path: Any) -> None:
     lock_path, socket_path = out.stdout.decode().split()
     assert lock_path.startswith(lock_dir)
     assert not os.path.exists(lock_path)
-    assert not os.path.exists(os.path.dirname(socket_path))
+    assert platforms.WINDOWS or not os.path.exists(os.path.dirname(socket_path))  # (a pipe has no folder)
 
 
 def test_stop_then_start_again_on_the_same_server(tmp_path: Any) -> None:
@@ -383,7 +385,7 @@ def test_stop_then_start_again_on_the_same_server(tmp_path: Any) -> None:
     stopping.join(WAIT / 2)
     assert not stopping.is_alive(), "the second stop() hangs"
     assert not os.path.exists(lock_path)
-    assert not os.path.exists(os.path.dirname(socket_path))
+    assert platforms.WINDOWS or not os.path.exists(os.path.dirname(socket_path))  # (a pipe has no folder)
     assert not server.running
 
 
@@ -542,7 +544,8 @@ def test_wire_options_reach_the_running_server(tmp_path: Any) -> None:
     server.start()
     try:
         assert server.lock_path is None and not os.path.exists(lock_dir)
-        assert server.socket_path is not None and server.socket_path.startswith(socket_dir + os.sep)
+        assert server.socket_path is not None
+        assert platforms.WINDOWS or server.socket_path.startswith(socket_dir + os.sep)  # (a pipe has no folder)
 
         async def scenario() -> None:
             cli = Cli(server.socket_path, server.nonce)
@@ -570,7 +573,8 @@ class HeldStart:
         self.entered = threading.Event()
         self.gate = threading.Event()
         listener = server.server.listener
-        original = listener.start_unix
+        step = "start_pipe" if platforms.WINDOWS else "start_unix"
+        original = getattr(listener, step)
 
         async def held_start_unix(*args: Any, **kwargs: Any) -> Any:
             self.entered.set()
@@ -578,7 +582,7 @@ class HeldStart:
                 await asyncio.sleep(0.01)
             return await original(*args, **kwargs)
 
-        listener.start_unix = held_start_unix  # type: ignore[method-assign]
+        setattr(listener, step, held_start_unix)
 
     def release(self) -> None:
         self.gate.set()
@@ -611,6 +615,7 @@ def test_start_without_waiting_reports_through_call_in_editor(tmp_path: Any, edi
     assert os.listdir(lock_dir) == []
 
 
+@platforms.socket_folder
 def test_a_failed_start_without_waiting_reaches_call_in_editor(tmp_path: Any, editor: EditorThread) -> None:
     folder, path, lock_dir = workspace(tmp_path)
     server = ThreadedIdeServer([folder], call_in_editor=editor.post, lock_dir=lock_dir,
@@ -741,3 +746,43 @@ def test_a_failing_or_invalid_on_diff_answers_the_diff_with_an_error(tmp_path: A
         assert sorted(closed) == [("invalid", "REJECTED"), ("raises", "REJECTED")]
     finally:
         server.stop()
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="threads have no signal masks here")
+def test_the_loop_thread_and_its_threads_leave_signals_to_the_host(tmp_path: Any) -> None:
+    """A signal sent to the editor's process must be handled on one of the editor's own
+    threads (its C handlers are written for them): the loop thread blocks SIGHUP,
+    SIGTERM, SIGINT, SIGCHLD... for itself, and so does a thread it starts (asyncio's
+    executor), while the faults a thread raises itself stay unblocked and the calling
+    thread's own mask is left as it was."""
+    folder, path, lock_dir = workspace(tmp_path)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    masks: "queue.Queue[Tuple[str, Set[int]]]" = queue.Queue()
+
+    def own_mask(where: str) -> None:
+        masks.put((where, {int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])}))
+
+    with ThreadedIdeServer([folder], lock_dir=lock_dir, on_session=lambda event, info: own_mask(event)) as server:
+        assert server.loop is not None
+
+        async def scenario() -> None:
+            cli = Cli(server.socket_path, server.nonce)
+            await cli.handshake()
+            cli.close()
+
+        ide_wire.run(scenario())
+        where, loop_mask = masks.get(timeout=WAIT)  # on_session ran on the loop thread (no call_in_editor)
+
+        async def in_executor() -> None:
+            await asyncio.get_running_loop().run_in_executor(None, own_mask, "executor")
+
+        asyncio.run_coroutine_threadsafe(in_executor(), server.loop).result(WAIT)
+        while True:
+            where, executor_mask = masks.get(timeout=WAIT)
+            if where == "executor":
+                break
+    for mask in (loop_mask, executor_mask):
+        assert {signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGUSR1} <= mask
+        assert not {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT} & mask
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before  # the caller's thread: untouched
+    assert signal.SIGHUP not in before

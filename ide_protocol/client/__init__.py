@@ -20,12 +20,12 @@ from .discovery import discover
 from .errors import ClientError, HttpStatusError, IdeTimeout, NoIdeFound, ProtocolViolation, ServerGone
 from .identity import (CLIENT_NAME, CLIENT_VERSION, DRAFT_PROTOCOL_VERSION, POST_ACCEPT, PROTOCOL_VERSION,
                        STREAM_ACCEPT, cli_headers, describe_client, program_client_info)
-from .pushes import PUSH_METHODS, Push, PushFeed
+from .pushes import PUSH_METHODS, Push, PushFeed, PushQueue
 from .session import IdeClient
 
 __all__ = [
     "ClientError", "ServerGone", "IdeTimeout", "HttpStatusError", "NoIdeFound", "ProtocolViolation",
-    "ClientConnection", "ClientResponse", "Push", "PushFeed", "IdeClient", "discover", "open_socket",
+    "ClientConnection", "ClientResponse", "Push", "PushFeed", "PushQueue", "IdeClient", "discover", "open_socket",
     "cli_headers", "DEFAULT_TIMEOUT", "DEFAULT_CONNECT_TIMEOUT", "READ_SIZE", "PUSH_METHODS", "WireHook",
     "CLIENT_NAME", "CLIENT_VERSION", "PROTOCOL_VERSION", "DRAFT_PROTOCOL_VERSION",
     "POST_ACCEPT", "STREAM_ACCEPT", "describe_client", "program_client_info",

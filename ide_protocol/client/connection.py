@@ -133,6 +133,9 @@ class ClientResponse:
         self.complete = False
         self.body = bytearray()  # the first EVIDENCE_BYTES of the body, for error messages
         self.body_size = 0       # every byte of the body read so far
+        #: The size in bytes of the message `next_message` returned last (its SSE
+        #: event's data, or the whole body): what a queue holding it costs.
+        self.last_message_size = 0
         self._decoder: Optional[sse.SSEDecoder] = None
         self._pending_events: Deque[sse.SSEEvent] = collections.deque()
 
@@ -228,6 +231,7 @@ class ClientResponse:
             event = await self._next_event(deadline)
             if event is None:
                 return None
+            self.last_message_size = len(event.data)
             try:
                 return jsonrpc.loads(event.data)
             except jsonrpc.JsonRpcError as exc:
@@ -237,6 +241,7 @@ class ClientResponse:
         body = await self.read_body(time_left(deadline))
         if not body.strip():
             return None
+        self.last_message_size = len(body)
         try:
             return jsonrpc.loads(body)
         except jsonrpc.JsonRpcError as exc:

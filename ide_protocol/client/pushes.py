@@ -6,18 +6,23 @@ gives every notification it reads to each subscriber queue and to the `on_push`
 callback. When the stream ends, every subscriber gets the marker `END`; when it fails,
 the error is kept (`error`) and raised to whoever waits.
 
+Every subscriber queue is bounded (`PushQueue`): the server decides how fast pushes
+come, the subscriber how fast they are read, and a subscriber that stops reading must
+not make the client hold the server's every byte.
+
 Tasks: the follower, and the task of each coroutine an `on_push` callback returns, are
 owned here; `close()` cancels and awaits them all.
 """
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Set
+import collections
+from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Optional, Set
 
 from .connection import ClientConnection, ClientResponse
 from .errors import ClientError, IdeTimeout, ServerGone
 
-__all__ = ["Push", "PushFeed", "PushCallback", "END", "PUSH_METHODS"]
+__all__ = ["Push", "PushFeed", "PushQueue", "PushCallback", "END", "PUSH_METHODS"]
 
 #: The notifications an IDE pushes on the GET stream (PROTOCOL.md §5).
 PUSH_METHODS = ("selection_changed", "diagnostics_changed", "add_file_reference", "add_selection")
@@ -43,6 +48,43 @@ class Push:
 PushCallback = Callable[[Push], Any]
 
 
+class PushQueue(asyncio.Queue):  # type: ignore[type-arg]  # (not subscriptable at run time on 3.8)
+    """A subscriber's pushes, at most `max_items` of them and `max_bytes` of their
+    messages' text: a push that would go past either bound makes room by dropping the
+    oldest waiting pushes, counted in `dropped`. The newest are kept because an IDE's
+    pushes mostly replace each other (the selection, a file's diagnostics); the newest
+    push is always kept, whatever its size (one message is bounded by the connection's
+    `max_message`). The end marker `END` is never dropped."""
+
+    def __init__(self, max_items: int = 1024, max_bytes: int = 16 * 2 ** 20) -> None:
+        super().__init__()
+        self.max_items = max_items
+        self.max_bytes = max_bytes
+        #: Pushes dropped so far to stay within the bounds.
+        self.dropped = 0
+        self._sizes: Deque[int] = collections.deque()  # beside the queue's items, in order
+        self._bytes = 0
+
+    def offer(self, push: Push, size: int) -> None:
+        """Queue `push` (its message `size` bytes), dropping the oldest as needed."""
+        while self._sizes and (len(self._sizes) >= self.max_items or self._bytes + size > self.max_bytes):
+            self.get_nowait()
+            self.dropped += 1
+        self.put_nowait(push)
+        self._sizes[-1] = size
+        self._bytes += size
+
+    # The queue's storage hooks (asyncio.Queue's documented way to change its order):
+    # each item has its size beside it; `END` and what `put_nowait` adds cost nothing.
+    def _put(self, item: Any) -> None:
+        super()._put(item)  # type: ignore[misc]
+        self._sizes.append(0)
+
+    def _get(self) -> Any:
+        self._bytes -= self._sizes.popleft()
+        return super()._get()  # type: ignore[misc]
+
+
 class PushFeed:
     """Who receives the pushes, and the task that reads them from the GET stream."""
 
@@ -52,7 +94,7 @@ class PushFeed:
         self.error: Optional[BaseException] = None
         #: The server ended the stream normally (the last chunk).
         self.ended = False
-        self._subscribers: List["asyncio.Queue[Any]"] = []
+        self._subscribers: List[PushQueue] = []
         self._follower: Optional["asyncio.Task[None]"] = None
         self._callbacks: Set["asyncio.Task[Any]"] = set()
 
@@ -77,7 +119,7 @@ class PushFeed:
                 if message is None:
                     break
                 if isinstance(message, dict) and "method" in message and "id" not in message:
-                    self.deliver(message)
+                    self.deliver(message, response.last_message_size)
             self.ended = True
             release(response.conn)
         except asyncio.CancelledError:
@@ -90,11 +132,12 @@ class PushFeed:
             for queue in list(self._subscribers):
                 queue.put_nowait(END)
 
-    def deliver(self, message: Dict[str, Any]) -> None:
-        """Hand one notification out (from the stream, or met in a POST's answer)."""
+    def deliver(self, message: Dict[str, Any], size: int) -> None:
+        """Hand one notification out (from the stream, or met in a POST's answer);
+        `size` is its text's length in bytes."""
         push = Push(message.get("method", ""), message.get("params"), message)
         for queue in list(self._subscribers):
-            queue.put_nowait(push)
+            queue.offer(push, size)
         if self.on_push is not None:
             result = self.on_push(push)
             if asyncio.iscoroutine(result):
@@ -102,13 +145,13 @@ class PushFeed:
                 self._callbacks.add(task)
                 task.add_done_callback(self._callbacks.discard)
 
-    def subscribe(self) -> "asyncio.Queue[Any]":
+    def subscribe(self) -> PushQueue:
         """A queue receiving every later push, then `END`."""
-        queue: "asyncio.Queue[Any]" = asyncio.Queue()
+        queue = PushQueue()
         self._subscribers.append(queue)
         return queue
 
-    def unsubscribe(self, queue: "asyncio.Queue[Any]") -> None:
+    def unsubscribe(self, queue: PushQueue) -> None:
         if queue in self._subscribers:
             self._subscribers.remove(queue)
 
@@ -137,7 +180,7 @@ class PushFeed:
             self.unsubscribe(queue)
 
     async def wait_push(self, method: Optional[str], timeout: Optional[float],
-                        queue: Optional["asyncio.Queue[Any]"] = None) -> Push:
+                        queue: Optional[PushQueue] = None) -> Push:
         """The next push (of `method`, when given), from `queue` or a new subscription."""
         own = queue is None
         q = self.subscribe() if queue is None else queue

@@ -26,7 +26,7 @@ from .discovery import discover
 from .errors import ClientError, HttpStatusError, IdeTimeout, ProtocolViolation, ServerGone
 from .identity import (CLIENT_NAME, CLIENT_VERSION, DRAFT_PROTOCOL_VERSION, PROTOCOL_VERSION, STREAM_ACCEPT,
                        cli_headers)
-from .pushes import END, Push, PushCallback, PushFeed
+from .pushes import END, Push, PushCallback, PushFeed, PushQueue
 
 __all__ = ["IdeClient"]
 
@@ -183,7 +183,7 @@ class IdeClient:
                     if deadline is None:
                         deadline = deadline_after(DEFAULT_TIMEOUT)
                 elif isinstance(message, dict) and "method" in message and "id" not in message:
-                    self._feed.deliver(message)
+                    self._feed.deliver(message, response.last_message_size)
             return answer
         finally:
             if response.complete:
@@ -332,12 +332,14 @@ class IdeClient:
         selection sent when the stream opens (§5), `subscribe()` before `connect()`."""
         return self._feed.pushes(timeout)
 
-    def subscribe(self) -> "asyncio.Queue[Any]":
-        """A queue receiving every later push, then the end marker `IdeClient.END`."""
+    def subscribe(self) -> "PushQueue":
+        """A queue receiving every later push, then the end marker `IdeClient.END`.
+        It is bounded (`PushQueue`): a subscriber that stops reading loses its oldest
+        pushes (counted in `dropped`), never the client's memory."""
         return self._feed.subscribe()
 
     async def wait_push(self, method: Optional[str] = None, timeout: Optional[float] = -1.0,
-                        queue: Optional["asyncio.Queue[Any]"] = None) -> Push:
+                        queue: Optional[PushQueue] = None) -> Push:
         """The next push (of `method`, when given). Subscribe first (`subscribe()`) to
         be sure to catch a push that the next action causes."""
         if timeout is not None and timeout < 0:

@@ -298,7 +298,8 @@ def pid_running(pid: Any) -> Tuple[bool, str]:
     if os.name == "nt":
         from . import winpipe  # Windows-only code lives there
 
-        return winpipe.pid_alive(int(pid)), "no such process"
+        alive = winpipe.pid_alive(int(pid))
+        return alive, "" if alive else "no such process"
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:

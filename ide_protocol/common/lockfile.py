@@ -370,6 +370,7 @@ def scan_locks(directory: Optional[str], cwd: str,
     """
     now_ms = time.time() * 1000
     result: List[Tuple[str, Union[LockInfo, LockFileError]]] = []
+    to_probe: List[Tuple[int, LockInfo]] = []  # the locks whose socket is probed, by index in `result`
     for path, info in read_locks(directory):
         if isinstance(info, LockInfo):
             running, why = lock_rules.pid_running(info.pid)
@@ -377,12 +378,35 @@ def scan_locks(directory: Optional[str], cwd: str,
                 info = LockFileError("pid %s is not running as the CLI sees it (%s)" % (info.pid, why), path,
                                      "pid", lock_rules.PID_NOT_RUNNING)
             elif check_socket:
-                reason = lock_rules.probe_lock_socket(info.socket_path, info.timestamp, cwd, now_ms)
-                if reason is not None:
-                    info = LockFileError("socket %s does not accept a connection (%s)" % (info.socket_path, reason),
-                                         path, "socketPath", lock_rules.SOCKET_UNREACHABLE)
+                to_probe.append((len(result), info))
         result.append((path, info))
+    reasons = _probe_all([info for _, info in to_probe], cwd, now_ms)
+    for (index, probed), reason in zip(to_probe, reasons):
+        if reason is not None:
+            path = result[index][0]
+            result[index] = (path, LockFileError("socket %s does not accept a connection (%s)"
+                                                 % (probed.socket_path, reason),
+                                                 path, "socketPath", lock_rules.SOCKET_UNREACHABLE))
     return result
+
+
+#: Socket probes run at once at most (each is a thread waiting on a connect).
+MAX_PARALLEL_PROBES = 16
+
+
+def _probe_all(infos: List[LockInfo], cwd: str, now_ms: float) -> List[Optional[str]]:
+    """`probe_lock_socket` of every lock, in parallel: a probe may wait up to 1 s (a
+    fresh lock) or 250 ms, so one after another, a folder of live servers that do not
+    answer would hold the caller for seconds per lock."""
+    def probe(info: LockInfo) -> Optional[str]:
+        return lock_rules.probe_lock_socket(info.socket_path, info.timestamp, cwd, now_ms)
+    if len(infos) <= 1:
+        return [probe(info) for info in infos]
+    from concurrent.futures import ThreadPoolExecutor  # (only needed here: imported late)
+    from .guest_threads import leave_signals_to_host
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_PROBES, len(infos)), thread_name_prefix="lock-probe",
+                            initializer=leave_signals_to_host) as pool:  # (a host's signals stay with it)
+        return list(pool.map(probe, infos))
 
 
 def remove_stale_locks(directory: Optional[str] = None) -> List[str]:

@@ -46,7 +46,7 @@ from typing import List, Optional, Sequence
 from ..common.terminal_text import safe_text
 from ..server import ide_server
 from .serve_commands import CommandError, FileText, format_range, parse_range, split_args
-from .serve_diffs import DEFAULT_SHOWN_LINES, PendingDiffs, display_path, unified_diff
+from .serve_diffs import DEFAULT_SHOWN_LINES, NumberedDiffs, display_path, unified_diff
 from .serve_ide import HELP, TerminalIde, color_diff_line
 from .serve_output import DEFAULT_OUTPUT_LIMIT, Output
 from .serve_stdin import StdinReader
@@ -54,7 +54,7 @@ from .options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of
 from .progname import program_name
 from ..common import lock_rules, lockfile
 
-__all__ = ["main", "run", "build_parser", "TerminalIde", "Output", "PendingDiffs", "CommandError", "FileText",
+__all__ = ["main", "run", "build_parser", "TerminalIde", "Output", "NumberedDiffs", "CommandError", "FileText",
            "split_args", "parse_range", "format_range", "unified_diff", "display_path", "color_diff_line", "HELP"]
 
 PROG = program_name("serve")

@@ -110,8 +110,10 @@ async def render_in_thread(diff: DiffRequest, folder: str, max_lines: int) -> Tu
     return await future
 
 
-class PendingDiffs:
-    """Numbers for the diffs `serve` shows, and the ones waiting for an answer."""
+class NumberedDiffs:
+    """The diffs `serve` shows, numbered so that a person can answer one by its number;
+    the ones shown in full wait here for that answer. (The server's own record of the
+    pending diffs is `server.diffs.PendingDiffs`.)"""
 
     def __init__(self) -> None:
         self._next = 0

@@ -18,7 +18,7 @@ from ..common.paths import resolve_path
 from ..common.tools import Diagnostic, Selection
 from ..server.ide_server import DiffRequest, IdeServer
 from .serve_commands import CommandError, FileText, format_range, split_args
-from .serve_diffs import DEFAULT_SHOWN_LINES, PendingDiffs, display_path, one_line, render_in_thread
+from .serve_diffs import DEFAULT_SHOWN_LINES, NumberedDiffs, display_path, one_line, render_in_thread
 from .serve_output import Output, Styled
 from .serve_peers import DIFF_GRACE, Peers
 from .serve_trace import TracingApp, short, summarize, summarize_result
@@ -67,7 +67,7 @@ class TerminalIde:
         self.folder = os.path.abspath(args.folder)
         self.stop_event: Optional[asyncio.Event] = None
         self.diagnostics: Dict[str, List[Diagnostic]] = {}
-        self.diffs = PendingDiffs()
+        self.diffs = NumberedDiffs()
         self.peers = Peers()
         self._folded_diffs: Dict[int, None] = {}
         self._typed_selection = ""  # the last `select` range as typed (1-based), for `status`  # id(diff) of diffs folded into a check run
@@ -121,7 +121,7 @@ class TerminalIde:
         self.out.line(self.out.paint("  %s %s" % (arrow, text), "dim"))
 
     async def on_diff(self, diff: DiffRequest) -> Optional[bool]:
-        """Show a proposed diff; it can be answered once shown in full (`PendingDiffs`)."""
+        """Show a proposed diff; it can be answered once shown in full (`NumberedDiffs`)."""
         number = self.diffs.reserve(diff)
         out = self.out
         if self.peers.folded(diff.session_id):

@@ -60,8 +60,10 @@ class Peers:
         return session_id is not None and str(session_id) in self._folded
 
     def ended(self, session_id: Any) -> bool:
-        """A session ended; True when its end is to be printed."""
-        return self._folded.pop(str(session_id), False) is False
+        """A session ended; True when its end is to be printed. A folded session stays
+        folded: a tool call of it can finish after its end (an `open_diff` answered
+        `client_disconnected` when `check` deletes its session, PROTOCOL.md §4)."""
+        return str(session_id) not in self._folded
 
 
 def _remember(seen: "OrderedDict[str, None]", key: str) -> None:

@@ -16,7 +16,7 @@ import json
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..server.answers import Reply
-from ..server.mcp import refuse_unauthenticated
+from ..server.mcp import refuse_misdirected, refuse_unauthenticated
 from ..wire import http11, sse
 from .link import Stream, drained
 from .rewrite import Rewriter
@@ -87,6 +87,10 @@ async def _requests_to_ide(reader: asyncio.StreamReader, writer: asyncio.StreamW
                 # The relay's own nonce, judged as the IDE server judges its own
                 # (Origin first, then the nonce: PROTOCOL.md §2); the rest is the IDE's.
                 refusal: Optional[Reply] = refuse_unauthenticated(event.headers.index(), nonce)
+                if refusal is None and event.body_follows:
+                    # A misdirected request is refused from its head, its body never read
+                    # (ibid.); one without a body goes on, for the IDE to answer.
+                    refusal = refuse_misdirected(event)
                 if refusal is not None:
                     writer.write(http11.write_response(refusal.status, refusal.headers, refusal.body,
                                                        keep_alive=False))

@@ -57,7 +57,10 @@ def check_original(path: str, limit: int) -> Optional[os.stat_result]:
     if "\x00" in path:
         raise tools.ToolError("Invalid original_file_path: it contains a NUL character")
     try:
-        os.fsencode(path)
+        # Strict UTF-8, not os.fsencode: on Windows the file system encoding lets lone
+        # surrogates through (a UTF-16 name), yet the CLI, whose paths reach the OS as
+        # UTF-8, could never write the file so named.
+        path.encode("utf-8")
     except UnicodeError:
         raise tools.ToolError("Invalid original_file_path: it is not valid Unicode (a lone surrogate)")
     try:

@@ -75,6 +75,17 @@ def refuse_unauthenticated(fields: Mapping[str, List[str]], nonce: bytes) -> Opt
     return None
 
 
+def refuse_misdirected(request: http11.Request) -> Optional[Reply]:
+    """The next two checks of a head, after `refuse_unauthenticated` (PROTOCOL.md §2,
+    "Errors and edge cases"), or None: a path other than `/mcp` or `/` (404), then a
+    method other than GET, POST, DELETE (405)."""
+    if request.target not in MCP_PATHS and request.path not in MCP_PATHS:
+        return _NOT_FOUND
+    if request.method not in METHODS:
+        return _NOT_ALLOWED
+    return None
+
+
 def _json_error(status: int, code: int, message: str, msg_id: Any = None) -> Reply:
     body = jsonrpc.dumps(jsonrpc.error_response(msg_id, jsonrpc.JsonRpcError(code, message)))
     return Reply(status, (("Content-Type", "application/json"),), body)
@@ -143,11 +154,7 @@ class McpApp:
         refusal = refuse_unauthenticated(fields, self._nonce)
         if refusal is not None:
             return refusal
-        if request.target not in MCP_PATHS and request.path not in MCP_PATHS:
-            return _NOT_FOUND
-        if request.method not in METHODS:
-            return _NOT_ALLOWED
-        return None
+        return refuse_misdirected(request)
 
     def _make_room(self) -> bool:
         """Whether one more session fits, after ending the one idle longest if needed

@@ -49,7 +49,10 @@ Threading rules (the whole contract):
   unknown keyword or a bad value raises there, before any thread or lock file exists.
 * `on_exchange` (one of those options) runs on the loop thread.
 
-The loop thread is a daemon thread, so it never keeps an editor from exiting.
+The loop thread is a daemon thread, so it never keeps an editor from exiting. It blocks
+the asynchronous signals for itself (`common/guest_threads.py`), and the threads it
+starts inherit that: a signal sent to the editor's process is handled on one of the
+editor's own threads, never on ours in the middle of the editor's work.
 """
 from __future__ import annotations
 
@@ -63,6 +66,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from .ide_server import DiffRequest, IdeServer
+from ..common.guest_threads import leave_signals_to_host
 from ..common.tools import Diagnostic, Selection
 
 log = logging.getLogger(__name__)
@@ -205,6 +209,7 @@ class ThreadedIdeServer:
         ready: "concurrent.futures.Future[None]" = concurrent.futures.Future()
 
         def run() -> None:
+            leave_signals_to_host()  # the host's signal handlers run on its threads, never here
             asyncio.set_event_loop(loop)
             try:
                 loop.run_until_complete(self._serve(ready))

@@ -8,6 +8,14 @@
 #                            example agents come from the same release's sdist (examples/)
 #   .acp-agents/ts-sdk/      the TypeScript SDK (npm @agentclientprotocol/sdk), whose
 #                            package ships its example agent (dist/examples/agent.js)
+#   .acp-agents/claude-code-acp/  Claude Code's ACP adapter (npm @zed-industries/claude-code-acp,
+#                            which brings Claude Code itself as @anthropic-ai/claude-agent-sdk)
+#   .acp-agents/gemini-cli/  Gemini CLI (npm @google/gemini-cli), whose `--acp` is an agent
+#
+# The last two need a model: the tests give each a fake one on 127.0.0.1
+# (tests/acp_agents/fake_models.py). They are optional jobs: upstream may change under
+# the pin (a package republished, a dependency's range), so their tests skip, saying so,
+# when what is installed is not the pinned version.
 #
 # What cannot be installed (no registry, no Python >= 3.10, no Node.js) leaves a SKIPPED
 # file with the reason in that folder; the tests then report themselves skipped with it.
@@ -17,6 +25,8 @@ ROOT=$PWD
 DIR=$ROOT/.acp-agents
 PY_SDK_VERSION=0.12.1
 TS_SDK_VERSION=0.12.0
+CLAUDE_ACP_VERSION=0.16.2
+GEMINI_CLI_VERSION=0.61.0
 
 skip() {  # folder, reason
   mkdir -p "$1"
@@ -56,20 +66,24 @@ if [ "$(cat "$d/VERSION" 2>/dev/null)" != "$PY_SDK_VERSION" ]; then
   fi
 fi
 
-# --- the TypeScript SDK -------------------------------------------------------------------
-d=$DIR/ts-sdk
-if [ "$(cat "$d/VERSION" 2>/dev/null)" != "$TS_SDK_VERSION" ]; then
+# --- the npm agents: folder, package, pinned version ----------------------------------
+npm_agent() {
+  local d=$DIR/$1 package=$2 version=$3
+  [ "$(cat "$d/VERSION" 2>/dev/null)" = "$version" ] && return 0
   rm -rf "$d"
   mkdir -p "$d"
   if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     skip "$d" "Node.js and npm are not installed"
   elif ! timeout 600 npm install --prefix "$d" --no-save --no-audit --no-fund --loglevel=error \
-        "@agentclientprotocol/sdk@$TS_SDK_VERSION" > "$d/install.log" 2>&1; then
+        "$package@$version" > "$d/install.log" 2>&1; then
     why=$(grep -m1 -E 'E[A-Z]{4,}|network|request to' "$d/install.log" || tail -n 1 "$d/install.log")
-    skip "$d" "npm registry unreachable: cannot install @agentclientprotocol/sdk@$TS_SDK_VERSION: $why"
+    skip "$d" "cannot install $package@$version (npm registry unreachable?): $why"
   else
-    echo "$TS_SDK_VERSION" > "$d/VERSION"
-    echo "acp-agents: @agentclientprotocol/sdk $TS_SDK_VERSION in .acp-agents/ts-sdk/"
+    echo "$version" > "$d/VERSION"
+    echo "acp-agents: $package $version in .acp-agents/$1/"
   fi
-fi
+}
+npm_agent ts-sdk @agentclientprotocol/sdk "$TS_SDK_VERSION"
+npm_agent claude-code-acp @zed-industries/claude-code-acp "$CLAUDE_ACP_VERSION"
+npm_agent gemini-cli @google/gemini-cli "$GEMINI_CLI_VERSION"
 exit 0

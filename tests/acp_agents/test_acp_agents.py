@@ -3,39 +3,13 @@ the official Python SDK's example agents and an agent built on that SDK (its mod
 connection on the wire: permission, fs, terminals, list, load), and the TypeScript
 SDK's example agent (streamed turn with tool calls, permission, cancel). Pinned and
 installed by `make acp-agents`; run by `make interop-acp-agents` (docs/ACP.md §10)."""
-import asyncio
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import HERE, ROOT
+from conftest import HERE, cli, run, texts
 from acp import Client, NotAdvertised
-
-TIMEOUT = 60  # only against hangs
-
-
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, TIMEOUT))
-
-
-def cli(agent, args, stdin="", env=None):
-    # `-m acp` from the checkout finds our package; no PYTHONPATH, which the agent would
-    # inherit: the SDK's own top-level `acp` must stay the one its agents import.
-    environment = dict(os.environ, **(env or {}))
-    environment.pop("PYTHONPATH", None)
-    proc = subprocess.run([sys.executable, "-m", "acp", "--agent", agent] + args, input=stdin.encode(),
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment, cwd=ROOT,
-                          timeout=TIMEOUT)
-    return proc.returncode, proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
-
-
-def texts(updates):
-    return "".join(u["content"].get("text", "") for u in updates
-                   if u.get("sessionUpdate") == "agent_message_chunk" and isinstance(u.get("content"), dict))
-
 
 # ------------------------------------------------------------------ the Python SDK's examples
 

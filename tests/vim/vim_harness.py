@@ -117,9 +117,13 @@ class VimSession:
         return argv + list(files)
 
     def start(self, files: List[str] = ("hello.txt",), **kw: Any) -> "VimSession":
+        # A temporary folder of Vim's own (and its Python's), never the machine's /tmp:
+        # whatever Vim deletes there at exit stays among the test's files.
+        tmp = os.path.join(self.log_dir, "tmp")
+        os.makedirs(tmp, exist_ok=True)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.copilot_home,
                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "xterm-256color",
-               "COPILOT_HOME": self.copilot_home, "PYTHONDONTWRITEBYTECODE": "1"}
+               "COPILOT_HOME": self.copilot_home, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": tmp}
         env.update(self.env)
         self.tmux.start(self.argv(list(files), **kw), cwd=self.workspace, env=env)
         return self

@@ -1,15 +1,114 @@
 " Forwarders to the Python side (python3/copilot_ide_vim/plugin.py), which does the work.
+"
+" The start never holds Vim's thread for the server: copilot_ide#start() reads what
+" only Vim's thread may read (the working folder, $COPILOT_HOME, the options), starts
+" Python (its first :py3) and hands those to a Python thread (copilot_ide_vim/boot.py)
+" that imports the plugin and the library and starts the server. The timer below asks
+" that thread, at its ticks, whether it is done.
 let s:python3 = expand('<sfile>:p:h:h') . '/python3'
-let s:loaded = 0
+let s:loaded = 0    " the Python side is imported: _copilot_ide exists
+let s:booting = 0   " a boot thread is at work
+let s:boot_ticks = 0  " timer ticks since the boot began
+let s:timer = -1
+let s:done_dir = ''  " the plugin's own folder for the boot thread's "done" file, or ''
 
+" What the server needs from Vim, read on Vim's thread (see boot.py).
+function! copilot_ide#settings() abort
+  return {'folder': getcwd(-1), 'copilot_home': $COPILOT_HOME, 'done_dir': s:done_dir,
+        \ 'trusted': get(g:, 'copilot_ide_trusted', 0) ? 1 : 0,
+        \ 'version': v:version, 'versionlong': get(v:, 'versionlong', 0)}
+endfunction
+
+" The boot thread says it is done by creating the file "done" in a folder the plugin
+" made for it, which the timer looks for without entering Python (see boot.py). Never
+" tempname(): that makes Vim create a temporary folder of its own, which Vim deletes
+" recursively at exit, and an exit run twice (a SIGHUP or SIGTERM arriving while Vim
+" exits) cuts its name twice and deletes the folder above it, $TMPDIR itself. This
+" folder is made with mkdir(), which fails when the name exists already (then there
+" is no folder, and the timer asks Python instead); only the plugin's own file in it
+" and the folder itself, once empty, are ever removed.
+function! s:make_done_dir() abort
+  let l:parent = !empty($TMPDIR) ? $TMPDIR : !empty($TEMP) ? $TEMP : '/tmp'
+  let l:dir = substitute(l:parent, '[/\\]\+$', '', '') . '/copilot-ide-vim-' . getpid() . '-'
+        \ . (exists('*rand') ? rand() : localtime())
+  try
+    if mkdir(l:dir, '', 0700)
+      return l:dir
+    endif
+  catch
+  endtry
+  return ''
+endfunction
+
+function! s:forget_done_dir() abort
+  if !empty(s:done_dir)
+    call delete(s:done_dir . '/done')
+    call delete(s:done_dir, 'd')  " only if empty: never recursive
+    let s:done_dir = ''
+  endif
+endfunction
+
+" Python's start, and the boot thread started (nothing else happens on Vim's thread).
+" Python's start (the first :py3) and the plugin's folder on sys.path.
+function! s:python() abort
+  let g:copilot_ide_python3_dir = s:python3
+  py3 import sys, vim
+  py3 sys.path.insert(0, vim.eval('g:copilot_ide_python3_dir')) if vim.eval('g:copilot_ide_python3_dir') not in sys.path else None
+endfunction
+
+function! s:boot() abort
+  let s:done_dir = s:make_done_dir()
+  try
+    call s:python()
+    py3 import copilot_ide_vim.boot; _copilot_ide_boot = copilot_ide_vim.boot.Boot(vim.eval('copilot_ide#settings()'))
+  catch
+    call s:forget_done_dir()
+    echohl ErrorMsg | echomsg 'copilot_ide: ' . v:exception | echohl None
+    return
+  endtry
+  let s:booting = 1
+  let s:boot_ticks = 0
+  call s:timer_on()
+endfunction
+
+" Whether the Python side is there. While the boot thread works, Python is entered
+" only once it said it is done (its file exists): entering Python meanwhile would wait
+" for the import that thread runs. Without the plugin's folder, and every 40th tick
+" (in case the thread could not create its file), the timer asks all the same. `ask`
+" (a command, not the timer) asks regardless.
+function! s:ready(...) abort
+  if !s:loaded && s:booting
+    let s:boot_ticks += 1
+    if !(a:0 && a:1) && !empty(s:done_dir) && s:boot_ticks % 40 != 0
+          \ && !filereadable(s:done_dir . '/done')
+      return 0
+    endif
+    let l:state = py3eval('_copilot_ide_boot.state()')
+    if l:state ==# ''
+      return 0
+    endif
+    let s:booting = 0
+    call s:forget_done_dir()
+    if l:state ==# 'ok'
+      let s:loaded = 1
+    elseif l:state !=# 'stopped'
+      echohl ErrorMsg | echomsg 'copilot_ide: could not start: ' . l:state | echohl None
+    endif
+  endif
+  return s:loaded
+endfunction
+
+" For the commands: the Python side now, importing it on Vim's thread if no start made it.
 function! s:load() abort
-  if s:loaded
+  if s:ready(1)
     return 1
   endif
-  let g:copilot_ide_python3_dir = s:python3
+  if s:booting
+    echo 'Copilot IDE: starting, try again in a moment'
+    return 0
+  endif
   try
-    py3 import sys, vim
-    py3 sys.path.insert(0, vim.eval('g:copilot_ide_python3_dir')) if vim.eval('g:copilot_ide_python3_dir') not in sys.path else None
+    call s:python()
     py3 import copilot_ide_vim.plugin; _copilot_ide = copilot_ide_vim.plugin.instance()
   catch
     echohl ErrorMsg | echomsg 'copilot_ide: ' . v:exception | echohl None
@@ -20,21 +119,37 @@ function! s:load() abort
 endfunction
 
 function! copilot_ide#start() abort
-  if s:load()
+  if s:ready(1)
     py3 _copilot_ide.start()
+  elseif s:booting
+    echo 'Copilot IDE: starting'
+  else
+    call s:boot()
   endif
 endfunction
 
 function! copilot_ide#stop() abort
-  if s:loaded
+  if s:ready(1)
     py3 _copilot_ide.stop()
+  elseif s:booting
+    " Stopped before its start ended: the boot thread starts nothing, or stops it.
+    py3 _copilot_ide_boot.leave()
+    let s:booting = 0
+    call s:forget_done_dir()
+    call copilot_ide#timer(0)
+    echo 'Copilot IDE: stopped'
   endif
 endfunction
 
+" VimLeavePre: the lock goes now, whatever the start's stage.
 function! copilot_ide#leave() abort
+  call copilot_ide#timer(0)
   if s:loaded
     py3 _copilot_ide.leave()
+  elseif s:booting
+    py3 _copilot_ide_boot.leave()
   endif
+  call s:forget_done_dir()  " (after leave(): the boot thread creates nothing from then on)
 endfunction
 
 function! copilot_ide#status() abort
@@ -64,28 +179,50 @@ function! copilot_ide#answer(accept, name) abort
 endfunction
 
 function! copilot_ide#complete(lead, line, pos) abort
-  if !s:loaded
+  if !s:ready()
     return []
   endif
   let g:copilot_ide_complete_lead = a:lead
   return py3eval('_copilot_ide.complete(vim.eval("g:copilot_ide_complete_lead"))')
 endfunction
 
-" The timer (every g:copilot_ide_poll_ms): drains what the server's thread queued for
-" Vim's thread, and hands the selection over when the cursor moved since the last tick.
-" A cursor move itself only sets s:moved (a few microseconds): a burst of moves costs
-" one look at the selection. Entering Python costs Vim's thread far more than this
-" function (about 0.15 ms on a loaded machine, against a few microseconds), so an idle
-" tick does not enter it: Python runs when the cursor moved, while it said at its last
-" run that something is pending (queued work, a diff, a file to reload), and on every
-" s:LISTS_EVERY-th tick, which looks at the quickfix/location lists and at what the
-" server's thread queued since. Work queued while idle so waits at most s:LISTS_EVERY
-" ticks (250 ms by default).
+" The repeating timer (every g:copilot_ide_poll_ms) on (1) or off (0).
+function! s:timer_on() abort
+  call copilot_ide#timer(1)
+endfunction
+function! copilot_ide#timer(on) abort
+  if a:on && s:timer < 0
+    let s:busy = 1
+    let s:timer = timer_start(max([get(g:, 'copilot_ide_poll_ms', 50), 10]), 'copilot_ide#tick', {'repeat': -1})
+  elseif !a:on && s:timer >= 0
+    call timer_stop(s:timer)
+    let s:timer = -1
+  endif
+endfunction
+
+" The timer: drains what the server's thread queued for Vim's thread, and hands the
+" selection over when the cursor moved since the last tick. A cursor move itself only
+" sets s:moved (a few microseconds): a burst of moves costs one look at the selection.
+" Entering Python costs Vim's thread far more than this function (about 0.15 ms on a
+" loaded machine, against a few microseconds), so an idle tick does not enter it:
+" Python runs when the cursor moved, while it said at its last run that something is
+" pending (queued work, a diff, a file to reload), and on every s:LISTS_EVERY-th tick,
+" which looks at the quickfix/location lists and at what the server's thread queued
+" since. Work queued while idle so waits at most s:LISTS_EVERY ticks (250 ms by
+" default). While the boot thread works, a tick only looks for its file (s:ready()).
 let s:LISTS_EVERY = 5
 let s:moved = 0
 let s:busy = 1
 let s:ticks = 0
 function! copilot_ide#tick(timer) abort
+  if !s:loaded
+    if !s:ready()
+      if !s:booting  " the boot failed or was stopped: no more ticks
+        call copilot_ide#timer(0)
+      endif
+      return
+    endif
+  endif
   let s:ticks += 1
   let l:lists = s:ticks % s:LISTS_EVERY == 0
   if s:moved || s:busy || l:lists

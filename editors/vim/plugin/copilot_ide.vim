@@ -1,6 +1,8 @@
 " copilot_ide.vim: Copilot CLI's /ide protocol in Vim (see :help copilot_ide).
 " Loaded at start-up from 'runtimepath', or later with :runtime: the server for Vim's
-" working folder starts at once if Vim has started, else on VimEnter.
+" working folder starts at once if Vim has started, else just after VimEnter (a timer:
+" after Vim's first screen). Nothing here enters Python; the start itself holds Vim's
+" thread only for Python's own start (see autoload/copilot_ide.vim).
 if exists('g:loaded_copilot_ide')
   finish
 endif
@@ -12,6 +14,7 @@ if !has('python3') || !has('timers')
 endif
 
 let g:copilot_ide_autostart = get(g:, 'copilot_ide_autostart', 1)
+let g:copilot_ide_trusted = get(g:, 'copilot_ide_trusted', 0)
 
 command! -bar CopilotIdeStart call copilot_ide#start()
 command! -bar CopilotIdeStop call copilot_ide#stop()
@@ -34,6 +37,6 @@ if g:copilot_ide_autostart
   if v:vim_did_enter
     call copilot_ide#start()
   else
-    autocmd copilot_ide_life VimEnter * ++once call copilot_ide#start()
+    autocmd copilot_ide_life VimEnter * ++once call timer_start(0, {-> copilot_ide#start()})
   endif
 endif

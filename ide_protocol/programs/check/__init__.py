@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from .registry import (CHECKS, DEFAULT_CHECK_TIMEOUT, FAIL, INTERACTIVE_TIMEOUT, PASS, SKIP, WARN, Check, Fail,
                        Outcome, Result, Skip, Warn, check, get_check)
-from .context import CheckContext, PendingCall, Reply, expect_error_code, expect_status, tool_value
+from .context import ChangeFolders, CheckContext, PendingCall, Reply, expect_error_code, expect_status, tool_value
 
 # The section modules register their checks when imported: this order is the report's.
 from . import discovery, transport, sessions, tools, notifications  # noqa: E402,F401  isort: skip
@@ -35,7 +35,7 @@ from . import discovery, transport, sessions, tools, notifications  # noqa: E402
 from .runner import load_lock, run_check, run_checks, summary
 from .command import main
 
-__all__ = ["CHECKS", "DEFAULT_CHECK_TIMEOUT", "INTERACTIVE_TIMEOUT", "PASS", "FAIL", "WARN", "SKIP", "Check",
+__all__ = ["CHECKS", "DEFAULT_CHECK_TIMEOUT", "INTERACTIVE_TIMEOUT", "PASS", "FAIL", "WARN", "SKIP", "ChangeFolders", "Check",
            "CheckContext", "Fail", "Outcome", "PendingCall", "Reply", "Result", "Skip", "Warn", "check",
            "expect_error_code", "expect_status", "get_check", "load_lock", "main", "run_check", "run_checks",
            "summary", "tool_value"]

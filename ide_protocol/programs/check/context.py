@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import uuid
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ...wire import http11, json_text, jsonrpc, sse
 from ...wire.http11 import rules as http_rules
@@ -84,17 +84,25 @@ def shape(value: Any) -> str:
     return text if len(text) <= 600 else text[:600] + "…"
 
 
+#: Makes the IDE under test change its workspace folders: only whoever started that IDE
+#: can (a test suite, an embedding); no message of the protocol does it (PROTOCOL.md §1).
+ChangeFolders = Callable[[List[str]], Awaitable[None]]
+
+
 class CheckContext:
     """What a check works with: the lock, raw requests, sessions, tool calls.
 
     Everything opened here (connections, sessions) is closed by `cleanup()`, which the
-    runner calls after each check.
+    runner calls after each check. `change_folders`, when given, drives the IDE itself
+    (see `ChangeFolders`).
     """
 
     def __init__(self, lock: LockInfo, raw_lock: Optional[Dict[str, Any]] = None, *,
                  timeout: float = DEFAULT_CHECK_TIMEOUT, interactive: bool = False,
-                 prompt: Optional[Callable[[str], None]] = None) -> None:
+                 prompt: Optional[Callable[[str], None]] = None,
+                 change_folders: Optional[ChangeFolders] = None) -> None:
         self.lock = lock
+        self.change_folders = change_folders
         self.raw_lock = raw_lock
         self.timeout = timeout
         self.interactive = interactive

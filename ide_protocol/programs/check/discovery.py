@@ -2,13 +2,17 @@
 validates them before it connects (the CLI's rules from `common.lock_rules`)."""
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import stat
-from typing import Optional
+import uuid
+from typing import Any, Dict, List, Optional, Tuple
 
+from ...wire import json_text
 from ...common import lock_rules, lockfile
 from ...common.lockfile import LockInfo
+from ...client import IdeTimeout, ServerGone
 from .registry import Fail, Skip, Warn, check
 from .context import CheckContext, shape
 
@@ -48,16 +52,28 @@ async def check_lock_fields(ctx: CheckContext) -> Optional[str]:
     return None
 
 
-@check("lock.permissions", "§1", "lock file mode 0600 (directory 0700)")
+@check("lock.permissions", "§1", "lock file mode 0600")
 async def check_lock_permissions(ctx: CheckContext) -> Optional[str]:
     if os.name == "nt" or not ctx.lock.path:
         raise Skip("POSIX lock files only")
     mode = stat.S_IMODE(os.stat(ctx.lock.path).st_mode)
     if mode & 0o077:
         raise Fail("lock file mode is %o; others can read the nonce (must be 0600)" % mode, ctx.lock.path)
-    dmode = stat.S_IMODE(os.stat(os.path.dirname(ctx.lock.path)).st_mode)
+    return None
+
+
+@check("lock.directory_mode", "§1", "lock directory 0700 when the IDE made it (WARN only: see its message)")
+async def check_lock_directory_mode(ctx: CheckContext) -> Optional[str]:
+    if os.name == "nt" or not ctx.lock.path:
+        raise Skip("POSIX lock directories only")
+    directory = os.path.dirname(os.path.abspath(ctx.lock.path))
+    dmode = stat.S_IMODE(os.stat(directory).st_mode)
     if dmode & 0o077:
-        raise Warn("lock directory mode is %o (0700 expected)" % dmode, os.path.dirname(ctx.lock.path))
+        # An IDE that creates the directory makes it 0700; one it finds (the CLI or
+        # another IDE made it) is left as its owner set it. A directory's mode does not
+        # say who made it, so this cannot be a FAIL.
+        raise Warn("lock directory mode is %o: 0700 if the IDE created it; an existing directory is left as "
+                   "its owner set it, and this checker cannot tell which happened" % dmode, directory)
     return None
 
 
@@ -97,3 +113,79 @@ async def check_lock_socket(ctx: CheckContext) -> Optional[str]:
         except OSError:
             pass
     return None
+
+
+#: Why `lock.folder_change` cannot run against an IDE this checker did not start.
+NO_FOLDER_CHANGE = ("a client cannot make an IDE change its folders (no message of the protocol does), and this "
+                    "checker did not start the IDE; the rule is tested in this project's own suite "
+                    "(tests/test_check.py drives it, tests/test_server_lock.py)")
+
+
+def _locks_in(directory: str) -> Dict[str, bytes]:
+    """The lock files of `directory` and their bytes (a lock vanishing meanwhile is left out)."""
+    found = {}
+    for name in os.listdir(directory):
+        if name.endswith(lockfile.LOCK_SUFFIX):
+            try:
+                found[name] = lock_rules.read_regular_file(os.path.join(directory, name))
+            except OSError:
+                pass
+    return found
+
+
+@check("lock.folder_change", "§1", "changing folders: a new lock (new name, same socket and nonce), then the "
+                                   "old one deleted, never rewritten; sessions carry on")
+async def check_folder_change(ctx: CheckContext) -> Optional[str]:
+    if ctx.change_folders is None or not ctx.lock.path:
+        raise Skip(NO_FOLDER_CHANGE)
+    directory = os.path.dirname(os.path.abspath(ctx.lock.path))
+    old_name = os.path.basename(ctx.lock.path)
+    before = _locks_in(directory)
+    if old_name not in before:
+        raise Fail("the lock file %s is gone before the folders changed" % ctx.lock.path)
+    old = json_text.loads(before[old_name])
+    sid = await ctx.new_session()
+    conn, stream = await ctx.open_stream(sid)
+    folders = list(ctx.lock.workspace_folders)
+    added = os.path.join(folders[0] if folders else os.getcwd(), ".ide-check-folder-%s" % uuid.uuid4().hex[:8])
+    wanted = folders + [added]
+    await ctx.change_folders(wanted)
+    try:
+        deadline = asyncio.get_event_loop().time() + ctx.timeout
+        while True:  # (an IDE may write the new lock a moment later)
+            now = _locks_in(directory)
+            if old_name in now and now[old_name] != before[old_name]:
+                raise Fail("the lock was rewritten in place; the CLI connected through it reconnects "
+                           "(write a new lock, then delete the old one)", now[old_name].decode("utf-8", "replace"))
+            new = [(name, json_text.loads(data)) for name, data in now.items()
+                   if name not in before and _folders_of(data) == wanted]
+            if new and old_name not in now:
+                break
+            if asyncio.get_event_loop().time() > deadline:
+                raise Fail("%s s after the folders changed: %s" % (ctx.timeout, "the old lock is still there"
+                           if new else "no new lock lists the new folders"), "\n".join(sorted(now)))
+            await asyncio.sleep(0.05)
+        name, lock = new[0]
+        for key in ("socketPath", "headers"):
+            if lock.get(key) != old.get(key):
+                raise Fail("the new lock %s has another %s than the old one: the socket and the nonce stay"
+                           % (name, key), shape(lock))
+        await ctx.call("ping", session=sid)  # the session carries on (Fail when it does not)
+        try:
+            if await stream.next_data(0.3) is None:
+                raise Fail("the session's GET stream ended when the folders changed")
+        except IdeTimeout:
+            pass  # still open and idle, as it should be
+        except ServerGone:
+            raise Fail("the server closed the session's GET stream when the folders changed") from None
+    finally:
+        await ctx.change_folders(folders)  # back as they were
+    return None
+
+
+def _folders_of(data: bytes) -> Any:
+    try:
+        raw = json_text.loads(data)
+    except json_text.JsonTextError:
+        return None
+    return raw.get("workspaceFolders") if isinstance(raw, dict) else None

@@ -12,23 +12,29 @@ from ...common import lock_rules, lockfile
 from ...client import ClientError
 from ...common.lockfile import LockInfo
 from .registry import CHECKS, Check, DEFAULT_CHECK_TIMEOUT, FAIL, INTERACTIVE_TIMEOUT, Outcome, PASS, Result, SKIP, WARN
-from .context import CheckContext
+from .context import ChangeFolders, CheckContext
 
 
 async def run_check(c: Check, lock: LockInfo, raw_lock: Optional[Dict[str, Any]] = None, *,
                     timeout: float = DEFAULT_CHECK_TIMEOUT, interactive: bool = False,
-                    prompt: Optional[Callable[[str], None]] = None) -> Result:
+                    prompt: Optional[Callable[[str], None]] = None,
+                    change_folders: Optional[ChangeFolders] = None) -> Result:
     """Run one check on a fresh context; never raises (an exception is a FAIL)."""
-    ctx = CheckContext(lock, raw_lock, timeout=timeout, interactive=interactive, prompt=prompt)
+    ctx = CheckContext(lock, raw_lock, timeout=timeout, interactive=interactive, prompt=prompt,
+                       change_folders=change_folders)
     limit = INTERACTIVE_TIMEOUT + timeout if (c.interactive and interactive) else timeout * 4
     try:
         note = await asyncio.wait_for(c.func(ctx), limit)
         result = Result(c.name, PASS, note or "", c.section, c.title)
     except Outcome as out:
         result = Result(c.name, out.status, out.message, c.section, c.title, out.evidence)
+    except (ClientError, jsonrpc.JsonRpcError) as exc:
+        # (Before asyncio.TimeoutError: a client's own timeout, IdeTimeout, is one too,
+        # and says which answer it waited for.)
+        result = Result(c.name, FAIL, "%s: %s" % (type(exc).__name__, exc), c.section, c.title)
     except asyncio.TimeoutError:
         result = Result(c.name, FAIL, "no answer within %s s" % limit, c.section, c.title)
-    except (ClientError, jsonrpc.JsonRpcError, OSError) as exc:
+    except OSError as exc:
         result = Result(c.name, FAIL, "%s: %s" % (type(exc).__name__, exc), c.section, c.title)
     except Exception as exc:  # an answer of a shape the check did not foresee: still a verdict
         result = Result(c.name, FAIL, "the server's answer has a shape this check cannot read (%s: %s)"
@@ -45,9 +51,11 @@ async def run_checks(lock: LockInfo, raw_lock: Optional[Dict[str, Any]] = None, 
                      names: Optional[Sequence[str]] = None, with_diff: bool = False,
                      timeout: float = DEFAULT_CHECK_TIMEOUT, interactive: bool = False,
                      on_result: Optional[Callable[[Result], None]] = None,
-                     prompt: Optional[Callable[[str], None]] = None) -> List[Result]:
+                     prompt: Optional[Callable[[str], None]] = None,
+                     change_folders: Optional[ChangeFolders] = None) -> List[Result]:
     """Run the checks in order (all, or `names`); checks needing a person are SKIPped
-    unless `with_diff`."""
+    unless `with_diff`. `change_folders`: only for an IDE the caller started itself
+    (`context.ChangeFolders`); without it `lock.folder_change` is SKIPped."""
     results = []
     for c in CHECKS:
         if names is not None and c.name not in names:
@@ -55,7 +63,8 @@ async def run_checks(lock: LockInfo, raw_lock: Optional[Dict[str, Any]] = None, 
         if c.interactive and not with_diff:
             result = Result(c.name, SKIP, "needs a person in the IDE: run with --with-diff", c.section, c.title)
         else:
-            result = await run_check(c, lock, raw_lock, timeout=timeout, interactive=interactive, prompt=prompt)
+            result = await run_check(c, lock, raw_lock, timeout=timeout, interactive=interactive, prompt=prompt,
+                                      change_folders=change_folders)
         results.append(result)
         if on_result is not None:
             on_result(result)

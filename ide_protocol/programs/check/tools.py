@@ -195,6 +195,11 @@ def _diff_answer_problems(value: Any, result: str, trigger: str, tab: str) -> Li
     for key in ("success", "result", "trigger", "message"):
         if key not in value:
             problems.append("%s missing (the CLI ignores the answer)" % key)
+    if "success" in value and value.get("success") is not True:
+        problems.append("success %r, expected true (a rejection is a success of the tool, §4)"
+                        % (value.get("success"),))
+    if "message" in value and not isinstance(value.get("message"), str):
+        problems.append("message %r is not a string" % (value.get("message"),))
     if value.get("result") != result:
         problems.append("result %r, expected %s" % (value.get("result"), result))
     if value.get("trigger") != trigger:
@@ -202,6 +207,13 @@ def _diff_answer_problems(value: Any, result: str, trigger: str, tab: str) -> Li
     if value.get("tab_name") not in (None, tab):
         problems.append("tab_name %r" % value.get("tab_name"))
     return problems
+
+
+def _scratch_diff(ctx: CheckContext) -> Tuple[str, str]:
+    """A path in the workspace that does not exist and a tab name of this checker for it,
+    new for every diff, as the CLI names its tabs (§4)."""
+    path = ctx.scratch_path()
+    return path, "%s - %s (%s)" % (TAB_PREFIX, os.path.basename(path), uuid.uuid4().hex[:6])
 
 
 def _diff_args(path: str, tab: str) -> Dict[str, Any]:
@@ -222,8 +234,7 @@ async def _close_until_found(ctx: CheckContext, sid: str, tab: str, pending: Pen
 @check("diff.close_via_tool", "§4", "open_diff blocks; close_diff resolves it REJECTED/closed_via_tool")
 async def check_diff_close(ctx: CheckContext) -> Optional[str]:
     sid = await ctx.session()
-    path = ctx.scratch_path()
-    tab = "%s - %s (%s)" % (TAB_PREFIX, os.path.basename(path), uuid.uuid4().hex[:6])
+    path, tab = _scratch_diff(ctx)
     pending = await ctx.start_tool("open_diff", _diff_args(path, tab), sid)
     try:
         await pending.started()
@@ -249,8 +260,7 @@ async def check_diff_close(ctx: CheckContext) -> Optional[str]:
                              "closes the older")
 async def check_diff_same_tab(ctx: CheckContext) -> Optional[str]:
     sid = await ctx.session()
-    path = ctx.scratch_path()
-    tab = "%s - %s (%s)" % (TAB_PREFIX, os.path.basename(path), uuid.uuid4().hex[:6])
+    path, tab = _scratch_diff(ctx)
     first = await ctx.start_tool("open_diff", _diff_args(path, tab), sid)
     second: Optional[PendingCall] = None
     try:
@@ -285,8 +295,7 @@ async def check_diff_same_tab(ctx: CheckContext) -> Optional[str]:
        interactive=True)
 async def check_diff_accept(ctx: CheckContext) -> Optional[str]:
     sid = await ctx.session()
-    path = ctx.scratch_path()
-    tab = "%s - %s (%s)" % (TAB_PREFIX, os.path.basename(path), uuid.uuid4().hex[:6])
+    path, tab = _scratch_diff(ctx)
     ctx.prompt("%s: a diff %r opens in the IDE: please ACCEPT it." % (program_name("check"), tab))
     reply, answer = await ctx.tool("open_diff", _diff_args(path, tab), session=sid,
                                    timeout=INTERACTIVE_TIMEOUT if ctx.interactive else ctx.timeout)
@@ -295,4 +304,68 @@ async def check_diff_accept(ctx: CheckContext) -> Optional[str]:
         raise Fail("open_diff answer: " + "; ".join(problems), reply.evidence())
     if os.path.exists(path):
         raise Fail("the IDE wrote %s: on SAVED the CLI writes the file, never the IDE" % path, reply.evidence())
+    return None
+
+
+# ------------------------------------------ PROTOCOL.md §2, "Errors and edge cases": §4's rows
+
+
+def _is_error_result(answer: Dict[str, Any]) -> Optional[str]:
+    """The text of an `isError` tool result, or None when the answer is something else."""
+    result = answer.get("result")
+    content = result.get("content") if isinstance(result, dict) else None
+    if not isinstance(result, dict) or result.get("isError") is not True or not isinstance(content, list) \
+            or not content or not isinstance(content[0], dict) or not isinstance(content[0].get("text"), str):
+        return None
+    return content[0]["text"]
+
+
+@check("tool.arguments", "§4", "framing row \"arguments\": an extra, a missing or a mistyped argument is an "
+                               "isError result (an extra one named), never a JSON-RPC error")
+async def check_tool_arguments(ctx: CheckContext) -> Optional[str]:
+    path = ctx.scratch_path()
+    cases = (("get_selection", {"ide_check_extra": 1}, "an argument the tool does not list", "ide_check_extra"),
+             ("open_diff", {"original_file_path": path, "new_file_contents": "x\n"}, "a missing tab_name", None),
+             ("close_diff", {"tab_name": 5}, "a tab_name that is not a string", None))
+    for name, arguments, what, named in cases:
+        reply, answer = await ctx.call("tools/call", {"name": name, "arguments": arguments})
+        text = _is_error_result(answer)
+        if text is None:
+            raise Fail("%s of %s must be a tool result with isError: true (%s)"
+                       % (what, name, "a JSON-RPC error" if "error" in answer else "it was accepted"),
+                       reply.evidence())
+        if named is not None and named not in text:
+            raise Fail("the isError result for %s must name it (%s)" % (what, named), reply.evidence())
+    if os.path.exists(path):
+        raise Fail("the IDE wrote %s for an open_diff it refused" % path)
+    return None
+
+
+@check("diff.session_end", "§4", "open_diff rejection \"its session ends\": DELETE answers a waiting open_diff "
+                                 "REJECTED/client_disconnected")
+async def check_diff_session_end(ctx: CheckContext) -> Optional[str]:
+    sid = await ctx.new_session()
+    path, tab = _scratch_diff(ctx)
+    pending = await ctx.start_tool("open_diff", _diff_args(path, tab), sid)
+    try:
+        # The DELETE must come after the server took the open_diff (on a connection of
+        # its own): a server that sends the answer's head at once proves it at once.
+        await pending.started(grace=ctx.timeout)
+        await ctx.call("ping", session=sid)
+        if pending.task.done():
+            raise Fail("open_diff answered before anyone decided: it must block until the user decides",
+                       pending.task.result()[0].evidence())
+        deleted = await ctx.delete(sid)
+        if deleted.status != 200:
+            raise Fail("DELETE of the session answered %d" % deleted.status, deleted.evidence())
+        try:
+            reply, answer = await pending.result(ctx.timeout)
+        except Fail as exc:
+            raise Fail("the open_diff of a deleted session must be answered REJECTED/client_disconnected: %s"
+                       % exc.message, exc.evidence) from None
+        problems = _diff_answer_problems(answer, "REJECTED", tools.CLIENT_DISCONNECTED, tab)
+        if problems:
+            raise Fail("open_diff answer after its session was deleted: " + "; ".join(problems), reply.evidence())
+    finally:
+        await pending.cancel()
     return None

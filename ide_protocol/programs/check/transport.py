@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from typing import Any, Optional, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 from ...wire import http11, jsonrpc
 from ...client import ClientConnection, IdeTimeout, ServerGone
@@ -237,6 +237,8 @@ def _expect_json_error(reply: Reply, status: int, code: int, request_id: Any, wh
     expect_error_code(reply, code, what)
     if reply.message().get("id", "missing") != request_id:
         raise Fail("%s: the error's id must be %s" % (what, json.dumps(request_id)), reply.evidence())
+    if not reply.response.conn.keep_alive:
+        raise Fail("%s: the connection must stay open after a JSON-RPC refusal" % what, reply.evidence())
 
 
 @check("errors.order_origin_first", "§2", "errors row \"Origin\": 403 before the nonce, path and method are judged")
@@ -375,4 +377,145 @@ async def check_stream_accept(ctx: CheckContext) -> Optional[str]:
     headers = [(k, v) for k, v in ctx.headers("GET", sid) if k.lower() != "accept"]
     reply = await ctx.send("GET", None, headers=headers[:-2] + [("Accept", "application/json")] + headers[-2:])
     _expect_json_error(reply, 406, jsonrpc.INVALID_REQUEST, None, "a GET stream that accepts only JSON")
+    return None
+
+
+@check("errors.close_after_404_with_body", "§2", "errors row \"path\": a 404 whose head announces a body is "
+                                                 "answered from the head, connection closed")
+async def check_close_after_404_with_body(ctx: CheckContext) -> Optional[str]:
+    try:
+        reply, conn = await _raw(ctx, "POST", "/not-mcp", announce=1024)  # (the body is never sent)
+    except IdeTimeout:
+        raise Fail("POST /not-mcp announcing a body: no answer before the body came; a refusal is "
+                   "answered from the head, its body never read") from None
+    expect_status(reply, 404, "POST /not-mcp announcing a body it does not send")
+    await _expect_closed(ctx, conn, "a 404 whose body was not read")
+    return None
+
+
+@check("errors.malformed_http", "§2", "errors row \"malformed HTTP\": 400 text/plain, connection closed")
+async def check_malformed_http(ctx: CheckContext) -> Optional[str]:
+    conn = await ctx.connect()
+    await conn.send(b"NOT AN HTTP REQUEST AT ALL\r\n\r\n")
+    response = await conn.read_response("POST", ctx.timeout)
+    reply = Reply(response, await response.read_body(ctx.timeout), "NOT AN HTTP REQUEST AT ALL")
+    expect_status(reply, 400, "a request line that is not HTTP")
+    if reply.content_type != "text/plain":
+        raise Fail("malformed HTTP must be refused in text/plain", reply.evidence())
+    await _expect_closed(ctx, conn, "malformed HTTP")
+    return None
+
+
+# ------------------------------------------ §2, "Errors and edge cases": the framing rows
+
+
+def _head_bytes(ctx: CheckContext, session: str, fields: Sequence[Tuple[str, str]] = (),
+                drop: Sequence[str] = ()) -> bytes:
+    """The head of a POST /mcp in `session` as the CLI writes it, with `fields` added
+    before `Host` and the fields named in `drop` left out (the body is the caller's)."""
+    headers = [(k, v) for k, v in ctx.headers("POST", session) if k.lower() not in drop]
+    headers = headers[:-1] + list(fields) + headers[-1:]
+    return http11.write_request("POST", "/mcp", headers, None, keep_alive=True)
+
+
+def _ping(request_id: int) -> bytes:
+    return jsonrpc.dumps(jsonrpc.request(request_id, "ping", {}))
+
+
+async def _ping_by_hand(ctx: CheckContext) -> Tuple[str, ClientConnection, int, bytes]:
+    """A session, a connection of its own, and a ping's id and body, to be sent by hand."""
+    sid = await ctx.session()
+    conn = await ctx.connect()
+    rid = ctx.next_id()
+    return sid, conn, rid, _ping(rid)
+
+
+async def _answered(ctx: CheckContext, conn: ClientConnection, request_id: int, what: str) -> Reply:
+    """Read the next answer on `conn`; Fail unless it is a 200 answering `request_id`."""
+    try:
+        response = await conn.read_response("POST", ctx.timeout)
+        reply = Reply(response, await response.read_body(ctx.timeout), what)
+    except ServerGone as exc:
+        raise Fail("%s: the server closed the connection instead of answering (%s)" % (what, exc)) from None
+    except IdeTimeout:
+        raise Fail("%s: no answer within %s s" % (what, ctx.timeout)) from None
+    if reply.status != 200 or reply.answer(request_id) is None:
+        raise Fail("%s: expected a 200 answering id %d" % (what, request_id), reply.evidence())
+    return reply
+
+
+@check("framing.chunk_extensions", "§2", "framing row \"chunk extensions\": ignored, the request answered")
+async def check_chunk_extensions(ctx: CheckContext) -> Optional[str]:
+    sid, conn, rid, body = await _ping_by_hand(ctx)
+    await conn.send(_head_bytes(ctx, sid, [("Transfer-Encoding", "chunked")])
+                    + b"%x;ide-check=1\r\n%s\r\n0;last\r\n\r\n" % (len(body), body))
+    await _answered(ctx, conn, rid, "a chunked ping whose chunk-size lines carry extensions")
+    return None
+
+
+@check("framing.trailers", "§2", "framing row \"trailers\": read and dropped, the connection goes on")
+async def check_trailers(ctx: CheckContext) -> Optional[str]:
+    sid, conn, rid, body = await _ping_by_hand(ctx)
+    await conn.send(_head_bytes(ctx, sid, [("Transfer-Encoding", "chunked")])
+                    + b"%x\r\n%s\r\n0\r\nX-Ide-Check: trailer\r\n\r\n" % (len(body), body))
+    await _answered(ctx, conn, rid, "a chunked ping with a trailer field")
+    # The trailer section was consumed whole: the next request on the connection is read.
+    after, after_id = await ctx.rpc("ping", {}, session=sid, conn=conn)
+    if after.status != 200 or after.answer(after_id) is None:
+        raise Fail("the request after one with trailers was not answered", after.evidence())
+    return None
+
+
+@check("framing.length_and_chunked", "§2", "framing row \"Content-Length with Transfer-Encoding\": 400 "
+                                           "text/plain, connection closed")
+async def check_length_and_chunked(ctx: CheckContext) -> Optional[str]:
+    sid, conn, _, body = await _ping_by_hand(ctx)
+    await conn.send(_head_bytes(ctx, sid, [("Content-Length", str(len(body))), ("Transfer-Encoding", "chunked")])
+                    + http11.encode_chunked_body(body))
+    try:
+        response = await conn.read_response("POST", ctx.timeout)
+        reply = Reply(response, await response.read_body(ctx.timeout), "POST /mcp with Content-Length and chunked")
+    except ServerGone:
+        raise Fail("the server closed the connection without answering 400") from None
+    expect_status(reply, 400, "a POST with both Content-Length and Transfer-Encoding: chunked")
+    if reply.content_type != "text/plain":
+        raise Fail("the refusal of an ambiguous framing must be text/plain", reply.evidence())
+    await _expect_closed(ctx, conn, "a request whose body's end is ambiguous")
+    return None
+
+
+@check("framing.expect_continue", "§2", "framing row \"Expect: 100-continue\": the body is read when it comes, "
+                                        "the request answered as usual")
+async def check_expect_continue(ctx: CheckContext) -> Optional[str]:
+    sid, conn, rid, body = await _ping_by_hand(ctx)
+    await conn.send(_head_bytes(ctx, sid, [("Expect", "100-continue"), ("Content-Length", str(len(body)))]))
+    await asyncio.sleep(0.05)  # a client that does not wait long for `100 Continue` (curl waits a second)
+    await conn.send(body)
+    await _answered(ctx, conn, rid, "a ping sent with Expect: 100-continue")  # (an interim 100 is skipped)
+    return None
+
+
+@check("framing.pipelining", "§2", "framing row \"pipelining\": requests sent back to back on one connection "
+                                   "are answered in order")
+async def check_pipelining(ctx: CheckContext) -> Optional[str]:
+    sid = await ctx.session()
+    conn = await ctx.connect()
+    ids = [ctx.next_id() for _ in range(3)]
+    data = b""
+    for rid in ids:
+        body = _ping(rid)
+        data += _head_bytes(ctx, sid, [("Content-Length", str(len(body)))]) + body
+    await conn.send(data)  # all three in one write, before any answer is read
+    for n, rid in enumerate(ids, 1):
+        await _answered(ctx, conn, rid, "pipelined request %d of %d" % (n, len(ids)))
+    return None
+
+
+@check("framing.optional_headers", "§2", "framing row \"no Content-Type, no Accept\": a POST without them is "
+                                         "served")
+async def check_optional_headers(ctx: CheckContext) -> Optional[str]:
+    sid, conn, rid, body = await _ping_by_hand(ctx)
+    await conn.send(_head_bytes(ctx, sid, [("Content-Length", str(len(body)))], drop=("content-type", "accept"))
+                    + body)
+    await _answered(ctx, conn, rid, "a ping without Content-Type and Accept")
     return None

@@ -310,7 +310,7 @@ def diagnose(folder: str, env: Optional[Mapping[str, str]] = None, home: Optiona
     says this runs in a Docker container (a remote hint). Raises ``NotADirectoryError``
     when ``folder`` is not a directory. Never writes or deletes a file."""
     env = dict(os.environ if env is None else env)
-    home = home if home is not None else (env.get("HOME") or os.path.expanduser("~"))
+    home = home if home is not None else rules.home_dir(env)
     if not os.path.isdir(folder):
         raise NotADirectoryError("not a directory: %s" % folder)
     cwd = os.path.realpath(folder)  # process.cwd() is the physical path

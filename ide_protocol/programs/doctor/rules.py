@@ -12,7 +12,9 @@ bundle and calling its own native helpers (``resolveCopilotHome``,
 * Lock directory: ``<config dir>/ide``, where the config dir is ``--config-dir``, else a
   non-empty ``$COPILOT_HOME`` used *verbatim* (a relative one is relative to the CLI's
   working folder, ``~`` is not expanded), else ``$HOME/.copilot``. Older CLIs (0.0.x)
-  read ``$HOME/.copilot/ide`` whatever ``COPILOT_HOME`` says.
+  read ``$HOME/.copilot/ide`` whatever ``COPILOT_HOME`` says. The home is Node's
+  ``os.homedir()`` (`home_dir`): ``%USERPROFILE%`` on Windows, not a ``HOME`` that Git
+  Bash or MSYS may have set there.
 * Why a listed folder is not the CLI's: through a symlink, another letter case, a
   parent, a relative path (`relation`).
 * ``ide.autoConnect: false`` in ``settings.json`` turns auto-connect off.
@@ -32,6 +34,12 @@ from ...wire import json_text
 
 
 # ----------------------------------------------------------------------- directories
+
+
+def home_dir(env: Mapping[str, str]) -> str:
+    """The CLI's home folder, as Node's ``os.homedir()`` finds it: ``$HOME``, on Windows
+    ``%USERPROFILE%``; where that is unset, the account's own (`os.path.expanduser`)."""
+    return env.get("USERPROFILE" if os.name == "nt" else "HOME") or os.path.expanduser("~")
 
 
 def config_dir(env: Mapping[str, str], home: str, cli_config_dir: Optional[str] = None) -> str:
@@ -75,8 +83,9 @@ def remote_places(env: Mapping[str, str], dockerenv: str = "/.dockerenv") -> Lis
 
 
 def _under(child: str, parent: str) -> bool:
-    parent = parent.rstrip("/") or "/"
-    return child != parent and child.startswith(parent if parent == "/" else parent + "/")
+    """Whether ``child`` lies below ``parent``, by the running system's separator."""
+    parent = parent.rstrip(os.sep) or os.sep
+    return child != parent and child.startswith(parent if parent == os.sep else parent + os.sep)
 
 
 def _realpath(path: str) -> str:
@@ -99,9 +108,13 @@ def relation(listed: str, cwd: str) -> Tuple[str, str]:
         return "folder-mismatch", "relative"
     norm = lexical(listed)
     real = _realpath(norm)
+    # Letter case first: on Windows realpath answers the case on disk, so another
+    # spelling of the folder itself would otherwise pass for a symlink to it.
+    if norm.lower() == cwd.lower():
+        return "case-mismatch", ""
     if real == cwd:
         return "symlinked-folder", real
-    if norm.lower() == cwd.lower() or real.lower() == cwd.lower():
+    if real.lower() == cwd.lower():
         return "case-mismatch", ""
     if _under(cwd, norm):
         return "folder-is-parent", ""

@@ -1,8 +1,10 @@
 """Copilot CLI's `/ide` protocol inside Vim (`:py3`), on `ThreadedIdeServer`.
 
-`plugin.py` is the plugin (Vim's side: commands, autocommands, the diff tab),
+`boot.py` starts it off Vim's thread, `plugin.py` is the plugin (Vim's side: commands,
+autocommands, the diff tab),
 `positions.py` turns Vim's byte columns into the wire's UTF-16 characters, `loader.py`
 finds the `ide_protocol` library. The Vim script in ../../plugin and ../../autoload only
 forwards to these.
+
+Imported on Vim's thread at start-up (before boot.py), so it imports nothing at all.
 """
-from __future__ import annotations

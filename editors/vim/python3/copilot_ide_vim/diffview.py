@@ -2,9 +2,19 @@
 right (read-only, named after the tab name), in Vim's diff mode.
 
 Runs only on Vim's thread (from the plugin's timer or a command). The tab is found by
-its tab-local variable `t:copilot_ide_diff` (tab numbers change as tabs come and go).
-The proposal buffer is `bufhidden=wipe`: when its window goes (`:q`, `:tabclose`), it is
-wiped, and the plugin takes that as the user's "no" (see doc/copilot_ide.txt).
+its tab-local variable `t:copilot_ide_diff` (tab numbers change as tabs come and go),
+which holds the tab name as Vim can hold it (`vim_name`: control characters in caret
+notation; a NUL cannot be in a Vim string at all).
+
+Only the user's closing of the diff rejects it: the tab (`:tabclose`), the proposal's
+window (`:q` in it) or its buffer (`:bwipeout`). The proposal buffer is
+`bufhidden=hide`, so `:bnext` in its window or a quickfix jump into it only shows
+another buffer there: the diff stays pending (`closed_by_user` tells them apart, at the
+plugin's timer ticks). See doc/copilot_ide.txt.
+
+The left side is the file's buffer, unless that buffer has unsaved changes: the CLI
+edits the file on disk, so the diff then shows the file as it is on disk (a scratch
+buffer of what the server read), with a warning.
 The IDE never writes the file (PROTOCOL.md §4): on SAVED the CLI does.
 """
 from __future__ import annotations
@@ -15,7 +25,7 @@ from typing import Any, Optional, Tuple
 import vim  # type: ignore
 
 from .positions import lines_of
-from .vimtext import as_int, echo, literal
+from .vimtext import as_int, echo, literal, visible
 
 TAB_VAR = "copilot_ide_diff"
 
@@ -28,40 +38,79 @@ def file_state(path: str) -> Optional[Tuple[int, int]]:
     return st.st_mtime_ns, st.st_size
 
 
+def same_file(name: str, path: str) -> bool:
+    """Whether a buffer's name is `path` (both as real, normalised paths)."""
+    return bool(name) and os.path.realpath(name) == path
+
+
+def buffer_of(path: str) -> Any:
+    """The buffer holding `path` (a real path), or None."""
+    return next((b for b in vim.buffers if same_file(b.name, path)), None)
+
+
 class DiffView:
     """One pending diff and its tab. `state`: "waiting" (not shown yet: Vim was busy in
-    insert or command-line mode), "open", "closed"."""
+    insert or command-line mode), "open", "failed" (Vim could not show it: the diff
+    stays pending for the commands), "closed"."""
 
     def __init__(self, diff: Any, number: int) -> None:
         self.diff = diff
         self.number = number
         self.tab_name: str = diff.tab_name
-        self.path: str = diff.original_file_path
+        self.vim_name = visible(self.tab_name)
+        # Normalised (`ws/./hello.txt`, symlinks), as the plugin compares buffers' names.
+        self.path: str = os.path.realpath(diff.original_file_path)
         self.state = "waiting"
         self.failures = 0  # times Vim refused to open the tab
         self.proposal: Optional[int] = None  # buffer number
+        self.proposal_win = 0  # its window's id
+        self.disk: Optional[int] = None  # the scratch buffer of the file on disk, if any
         self.file_before = file_state(self.path)  # to notice the CLI's write
 
     def open(self) -> None:
-        """Open the tab. Raises vim.error when Vim refuses (the caller retries later)."""
-        saved_shortmess = vim.eval("&shortmess")
+        """Open the tab. Raises vim.error when Vim refuses (the caller retries later);
+        what was opened before a failure is closed again."""
+        before = as_int(vim.eval("tabpagenr('$')"))
         try:
-            # No ATTENTION prompt for a swap file from a timer: it would wait for a key.
-            vim.command("set shortmess+=A")
-            vim.command("tabedit " + vim.eval("fnameescape(%s)" % literal(self.path)))
-        finally:
-            vim.command("let &shortmess = " + literal(saved_shortmess))
-        vim.command("let t:%s = %s" % (TAB_VAR, literal(self.tab_name)))
+            self._open()
+        except BaseException:
+            if as_int(vim.eval("tabpagenr('$')")) > before:
+                vim.command("silent! tabclose!")  # the tab this open made (the current one)
+            self._wipe()
+            self.state = "waiting"
+            raise
+
+    def _open(self) -> None:
+        own = buffer_of(self.path)
+        unsaved = own is not None and as_int(vim.eval("getbufvar(%d, '&modified')" % own.number))
+        if unsaved:
+            filetype = vim.eval("getbufvar(%d, '&filetype')" % own.number)
+            vim.command("tabnew")
+            vim.command("setlocal buftype=nofile bufhidden=wipe noswapfile nobuflisted")
+            disk = vim.current.buffer
+            self.disk = disk.number
+            self._name(disk, "%s (on disk)" % self.path)
+            disk[:] = lines_of(self.diff.original_contents)
+            vim.command("let &l:filetype = " + literal(filetype))
+            vim.command("setlocal nomodifiable readonly")
+        else:
+            saved_shortmess = vim.eval("&shortmess")
+            try:
+                # No ATTENTION prompt for a swap file from a timer: it would wait for a key.
+                vim.command("set shortmess+=A")
+                name = own.name if own is not None else self.path
+                vim.command("tabedit " + vim.eval("fnameescape(%s)" % literal(name)))
+            finally:
+                vim.command("let &shortmess = " + literal(saved_shortmess))
+        vim.command("let t:%s = %s" % (TAB_VAR, literal(self.vim_name)))
         vim.command("diffthis")
         filetype = vim.eval("&l:filetype")
         vim.command("rightbelow vertical new")
-        vim.command("setlocal buftype=nofile bufhidden=wipe noswapfile nobuflisted")
+        vim.command("setlocal buftype=nofile bufhidden=hide noswapfile nobuflisted")
         buf = vim.current.buffer
         self.proposal = buf.number
-        try:
-            buf.name = self.tab_name
-        except vim.error:  # E95: that name is taken (by a buffer the user made)
-            buf.name = "%s #%d" % (self.tab_name, self.number)
+        self.proposal_win = as_int(vim.eval("win_getid()"))
+        self._name(buf, self.vim_name)
         buf[:] = lines_of(self.diff.new_file_contents)
         vim.command("let &l:filetype = " + literal(filetype))
         vim.command("setlocal nomodifiable readonly")
@@ -74,13 +123,30 @@ class DiffView:
             vim.command("silent! normal! ]c")
         self.state = "open"
         name = os.path.basename(self.path) or self.path
-        echo("Copilot proposes an edit of %s: :CopilotIdeAccept or :CopilotIdeReject" % name, "WarningMsg",
-             remember=True)
+        if unsaved:
+            echo("%s has unsaved changes: the diff shows the file on disk, which Copilot edits. "
+                 ":CopilotIdeAccept or :CopilotIdeReject" % name, "WarningMsg", remember=True)
+        else:
+            echo("Copilot proposes an edit of %s: :CopilotIdeAccept or :CopilotIdeReject" % name, "WarningMsg",
+                 remember=True)
+
+    def _name(self, buf: Any, name: str) -> None:
+        try:
+            buf.name = name
+        except vim.error:  # E95: that name is taken (by a buffer the user made)
+            buf.name = "%s #%d" % (name, self.number)
 
     def tab_number(self) -> int:
         """The tab's number now, 0 when it is gone."""
         return as_int(vim.eval("index(map(range(1, tabpagenr('$')), {_, t -> gettabvar(t, %s, '')}), %s) + 1"
-                               % (literal(TAB_VAR), literal(self.tab_name))))
+                               % (literal(TAB_VAR), literal(self.vim_name))))
+
+    def closed_by_user(self) -> bool:
+        """Whether the user closed the open diff's tab or the proposal's window. A window
+        that shows another buffer now (`:bnext`, a quickfix jump) is not a closing."""
+        if self.state != "open":
+            return False
+        return self.tab_number() == 0 or as_int(vim.eval("win_id2tabwin(%d)[0]" % self.proposal_win)) == 0
 
     def close(self) -> None:
         """Close the tab (or, when it is Vim's last one, end its diff and leave the
@@ -100,8 +166,13 @@ class DiffView:
             vim.command("diffoff! | unlet! t:%s" % TAB_VAR)
             if current != tab:
                 vim.command("%dtabnext" % current)
-        if self.proposal is not None and as_int(vim.eval("bufexists(%d)" % self.proposal)):
-            vim.command("silent! bwipeout! %d" % self.proposal)
+        self._wipe()
+
+    def _wipe(self) -> None:
+        for bufnr in (self.proposal, self.disk):
+            if bufnr is not None and as_int(vim.eval("bufexists(%d)" % bufnr)):
+                vim.command("silent! bwipeout! %d" % bufnr)
+        self.proposal = self.disk = None
 
     def file_changed(self) -> bool:
         return file_state(self.path) != self.file_before

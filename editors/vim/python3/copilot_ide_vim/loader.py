@@ -11,6 +11,7 @@ import importlib
 import os
 import sys
 from types import ModuleType
+from typing import Tuple
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,18 +34,28 @@ class Library:
         self.version = getattr(package, "__version__", "?")
 
 
-def load() -> Library:
-    """The library, or ImportError saying where it was looked for."""
+def find() -> Tuple[ModuleType, str]:
+    """The library's package (only its `__init__`, which imports nothing of it) and where
+    it came from, or ImportError saying where it was looked for."""
     if os.path.isfile(os.path.join(HERE, "ide_protocol", "__init__.py")):
-        return Library(importlib.import_module(__package__ + ".ide_protocol"), "vendored")
+        return importlib.import_module(__package__ + ".ide_protocol"), "vendored"
     try:
-        return Library(importlib.import_module("ide_protocol"), "sys.path")
+        return importlib.import_module("ide_protocol"), "sys.path"
     except ImportError:
         pass
     if os.path.isfile(os.path.join(CHECKOUT, "ide_protocol", "__init__.py")):
         sys.path.append(CHECKOUT)
-        return Library(importlib.import_module("ide_protocol"), "checkout")
+        return importlib.import_module("ide_protocol"), "checkout"
     raise ImportError("ide_protocol not found: not vendored in %s (make vim-plugin), not on sys.path, "
                       "not in a checkout at %s" % (HERE, CHECKOUT))
 
 
+def load() -> Library:
+    """The library, or ImportError saying where it was looked for."""
+    return Library(*find())
+
+
+def guest_threads() -> ModuleType:
+    """The library's `common.guest_threads` alone (it imports only `signal`): for a thread
+    to call before it imports the rest."""
+    return importlib.import_module(find()[0].__name__ + ".common.guest_threads")

@@ -2,6 +2,10 @@
 with it.
 
 Threads (the rule that shapes this file): Vim's API may be used only on Vim's thread.
+The start is the one exception to "everything here runs there": `serve()` uses no
+Vim API, so the boot thread (boot.py) imports this module and calls it, and Vim's
+thread never waits for the import or the server's start; `_started` comes back through
+the queue below.
 The server's protocol work stays on its loop thread; its callbacks (`on_diff`,
 `on_diff_closed`, `on_session`) are handed to `call_in_editor`, which here only puts
 them on a queue (`inbox.put`: never waits). A repeating Vim timer (every
@@ -26,8 +30,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import vim  # type: ignore
 
 from . import loader, positions, quickfix
-from .diffview import DiffView, file_state
-from .vimtext import as_int, echo, error, literal
+from .diffview import DiffView, buffer_of, file_state
+from .vimtext import as_int, echo, error, literal, one_message
 
 VISUAL = ("v", "V", "\x16")
 RELOAD_WATCH = 30.0  # seconds a closed diff's file is watched for the CLI's write
@@ -41,7 +45,6 @@ class VimIde:
         self.lib: Optional[loader.Library] = None
         self.server: Any = None
         self.inbox: "queue.SimpleQueue[Callable[[], None]]" = queue.SimpleQueue()
-        self.timer: Optional[int] = None
         self.views: Dict[str, DiffView] = {}  # tab name -> pending diff's view
         self.diff_count = 0
         self.watches: List[Tuple[str, Optional[Tuple[int, int]], float]] = []  # path, state, until
@@ -50,82 +53,101 @@ class VimIde:
         self._diag_signature: Any = None
         self._diagnostics: Dict[str, List[Any]] = {}
         self._failed_once = False
+        self._starting = False  # a start() whose `_started` has not run yet
+        self._announce = False  # `_started` says "serving" (a :CopilotIdeStart, not Vim's start)
+        self._quiet = False  # no message per diff closed (a stop says one for all)
 
     # ------------------------------------------------------------------ lifecycle
 
+    @one_message()
     def start(self) -> None:
-        """Serve Vim's working folder. A stopped server is started again (the same
-        object: its diffs' numbering and callbacks stay), with the folder and the
-        `$COPILOT_HOME` of now, since both may have changed since the last start."""
-        if self.server is not None and self.server.running:
+        """:CopilotIdeStart: serve Vim's working folder. A stopped server is started
+        again (the same object: its diffs' numbering and callbacks stay), with the
+        folder, `$COPILOT_HOME` and options of now, since they may have changed."""
+        if self.server is not None and (self.server.running or self._starting):
             echo("Copilot IDE: already serving %s" % ", ".join(self.server.workspace_folders))
             return
         try:
-            if self.lib is None:
-                self.lib = loader.load()
-            folder = os.path.realpath(vim.eval("getcwd(-1)"))
-            # $COPILOT_HOME as Vim has it now (`:let $COPILOT_HOME = ...` included).
-            lock_dir = self.lib.lockfile.lock_dir({"COPILOT_HOME": vim.eval("$COPILOT_HOME")})
-            # g:copilot_ide_trusted: the lock says isTrusted (the CLI then skips its folder
-            # trust prompt); off unless the user sets it (PROTOCOL.md §1).
-            trusted = vim.eval("get(g:, 'copilot_ide_trusted', 0)") not in ("0", "")
-            if self.server is None:
-                self.server = self.lib.ThreadedIdeServer(
-                    [folder], ide_name="Vim", lock_dir=lock_dir, call_in_editor=self.inbox.put,
-                    on_diff=self.on_diff, on_diff_closed=self.on_diff_closed,
-                    ide_info={"version": self.vim_version()}, is_trusted=trusted)
-            else:  # :CopilotIdeStop then :CopilotIdeStart: the same server, maybe a new folder
-                self.server.set_workspace_folders([folder])
-                self.server.server.lock_dir = lock_dir
-                self.server.server.is_trusted = trusted
-            self.server.start()
+            self.serve(vim.eval("copilot_ide#settings()"), announce=True)
         except Exception as exc:
             error("could not start: %s" % (exc,))
             return
+        vim.command("call copilot_ide#timer(1)")
+
+    def serve(self, settings: Dict[str, Any], announce: bool = False) -> None:
+        """Start serving `settings` (`copilot_ide#settings()`, read on Vim's thread)
+        without waiting for the server: `_started` runs on Vim's thread once it is up.
+        Uses no Vim API, so the boot thread (boot.py) may call it."""
+        if self.lib is None:
+            self.lib = loader.load()
+        folder = os.path.realpath(settings["folder"])
+        lock_dir = self.lib.lockfile.lock_dir({"COPILOT_HOME": settings.get("copilot_home") or ""})
+        trusted = bool(as_int(settings.get("trusted")))
+        if self.server is None:
+            self.server = self.lib.ThreadedIdeServer(
+                [folder], ide_name="Vim", lock_dir=lock_dir, is_trusted=trusted, call_in_editor=self.inbox.put,
+                on_diff=self.on_diff, on_diff_closed=self.on_diff_closed,
+                ide_info={"version": self.vim_version(settings)})
+        else:  # :CopilotIdeStop then :CopilotIdeStart: the same server, maybe a new folder
+            self.server.set_workspace_folders([folder])
+            self.server.server.lock_dir = lock_dir
+            self.server.server.is_trusted = trusted
+        self._announce = announce
+        self._starting = True
+        self.server.start(wait=False, on_started=self._started)
+
+    def _started(self, failure: Optional[BaseException]) -> None:
+        """The server's start ended (on Vim's thread, from the timer's tick)."""
+        self._starting = False
+        if failure is not None:
+            error("could not start: %s" % (failure,))
+            vim.command("call copilot_ide#timer(0)")
+            return
         self._last_key = None
         self._diag_signature = None
-        self._start_timer()
         vim.command("call copilot_ide#autocmds(1)")
-        self.moved()
+        self.folder_changed()  # a `:cd` made while the server started (DirChanged from now on)
+        self.moved()  # the selection of now, kept for the CLI's first stream (PROTOCOL.md §5)
+        if self._announce:
+            echo("Copilot IDE: serving %s" % ", ".join(self.server.workspace_folders))
 
+    @one_message()
     def stop(self, quiet: bool = False) -> None:
         """Stop serving: the lock goes first (the server's stop), then the callbacks
-        that stop queued run here, so that every pending diff's tab closes now."""
-        vim.command("call copilot_ide#autocmds(0)")
-        self._stop_timer()
-        if self.server is not None:
-            self.server.stop(timeout=2.0)
-        self.drain()  # the diffs' closing callbacks: their tabs close now
-        for view in list(self.views.values()):
-            view.close()
-        self.views.clear()
+        that stop queued run here, so that every pending diff's tab closes now (one
+        message for them all: a line each would leave Vim at "Press ENTER")."""
+        vim.command("call copilot_ide#autocmds(0) | call copilot_ide#timer(0)")
+        self._starting = False
+        pending = len(self.views)
+        self._quiet = True
+        try:
+            if self.server is not None:
+                self.server.stop(timeout=2.0)
+            self.drain()  # the diffs' closing callbacks: their tabs close now
+            for view in list(self.views.values()):
+                view.close()
+            self.views.clear()
+        finally:
+            self._quiet = False
         self._diagnostics = {}
         if not quiet:
-            echo("Copilot IDE: stopped (lock file removed)")
+            echo("Copilot IDE: stopped (lock file removed%s)"
+                 % ("; %d pending diff%s rejected" % (pending, "" if pending == 1 else "s") if pending else ""))
 
     def leave(self) -> None:
-        """VimLeavePre: stop before Vim exits (the atexit hook would too, later)."""
-        self._stop_timer()
+        """VimLeavePre (the timer is stopped already): stop before Vim exits (the
+        atexit hook would too, later). A start under way is cancelled."""
         if self.server is not None:
             self.server.stop(timeout=2.0)
 
     @staticmethod
-    def vim_version() -> str:
-        v = as_int(vim.eval("v:version"))
-        return "%d.%d.%d" % (v // 100, v % 100, as_int(vim.eval("get(v:, 'versionlong', 0)")) % 10000)
-
-    def _start_timer(self) -> None:
-        if self.timer is None:
-            ms = max(as_int(vim.eval("get(g:, 'copilot_ide_poll_ms', 50)"), 50), 10)
-            self.timer = as_int(vim.eval("timer_start(%d, 'copilot_ide#tick', {'repeat': -1})" % ms))
-
-    def _stop_timer(self) -> None:
-        if self.timer is not None:
-            vim.command("call timer_stop(%d)" % self.timer)
-            self.timer = None
+    def vim_version(settings: Dict[str, Any]) -> str:
+        v = as_int(settings.get("version"))
+        return "%d.%d.%d" % (v // 100, v % 100, as_int(settings.get("versionlong")) % 10000)
 
     # ------------------------------------------------------------- Vim's thread
 
+    @one_message()
     def tick(self, moved: bool = False, look_at_lists: bool = False) -> bool:
         """The timer: everything the server asked of Vim, on Vim's thread; the
         selection when the cursor `moved` since the last tick; the quickfix/location
@@ -134,10 +156,8 @@ class VimIde:
         try:
             if not self.inbox.empty():
                 self.drain()
-            if self.views and vim.eval("mode()") == "n":
-                for view in list(self.views.values()):
-                    if view.state == "waiting":
-                        self._open(view)
+            if self.views:
+                self.check_views()
             if look_at_lists:
                 self.check_diagnostics()
             if self.watches:
@@ -149,6 +169,8 @@ class VimIde:
                 self._failed_once = True
                 error("timer failed: " + traceback.format_exc().strip().splitlines()[-1])
             return False
+        # A start under way is not "pending": its `_started` is queued work, which an
+        # every-fifth tick drains (entering Python meanwhile would contend with the start).
         return bool(self.views or self.watches or not self.inbox.empty())
 
     def drain(self) -> None:
@@ -282,9 +304,11 @@ class VimIde:
                                              (" (%s)" % s["name"]) if s.get("name") else ""))
         lines.append("  pending diffs: %d" % len(self.views))
         for view in self.views.values():
-            lines.append("    %d. %s%s" % (view.number, view.tab_name, "" if view.state == "open" else " (not shown yet)"))
+            lines.append("    %d. %s%s" % (view.number, view.vim_name, {"open": "", "failed": " (Vim could not show it)"}
+                                                 .get(view.state, " (not shown yet)")))
         vim.command("echo " + literal("\n".join(lines)))
 
+    @one_message()
     def answer(self, accept: bool, name: str) -> None:
         view = self._find(name.strip())
         if view is None:
@@ -298,28 +322,31 @@ class VimIde:
     def _find(self, name: str) -> Optional[DiffView]:
         if not name:
             here = vim.eval("get(t:, 'copilot_ide_diff', '')")
-            if here in self.views:
-                return self.views[here]
+            mine = [v for v in self.views.values() if here and v.vim_name == here]
+            if mine:
+                return mine[0]
             if len(self.views) == 1:
                 return next(iter(self.views.values()))
             error("no pending diff" if not self.views else
                   "%d pending diffs: name one (Tab completes)" % len(self.views))
             return None
-        if name in self.views:
-            return self.views[name]
-        found = [v for v in self.views.values() if name == str(v.number)] or \
-                [v for v in self.views.values() if name in v.tab_name]
+        found = [v for v in self.views.values() if name == v.vim_name] or \
+                [v for v in self.views.values() if name == str(v.number)] or \
+                [v for v in self.views.values() if name in v.vim_name]
         if len(found) == 1:
             return found[0]
         error(("no pending diff matches %r" if not found else "%r matches several pending diffs") % name)
         return None
 
     def complete(self, lead: str) -> List[str]:
-        return [name for name in self.views if lead in name]
+        return [v.vim_name for v in self.views.values() if lead in v.vim_name]
 
     def folder_changed(self) -> None:
+        """DirChanged: serve the new folder (a new lock file), when it is a new one."""
         if self.server is not None and self.server.running:
-            self.server.set_workspace_folders([os.path.realpath(vim.eval("getcwd(-1)"))])
+            folder = os.path.realpath(vim.eval("getcwd(-1)"))
+            if [folder] != self.server.workspace_folders:
+                self.server.set_workspace_folders([folder])
 
     # ---------------------------------------------- server callbacks (Vim's thread)
 
@@ -338,31 +365,52 @@ class VimIde:
         try:
             view.open()
         except vim.error as exc:  # Vim is busy (a textlock): tried again at the next tick
-            view.state = "waiting"
             view.failures += 1
             if view.failures == 1:  # said once, not at every tick
                 echo("Copilot IDE: a diff waits: %s" % (exc,), "WarningMsg")
+        except Exception as exc:  # not Vim being busy: trying again would fail again
+            view.state = "failed"
+            error("could not show %s (%s): :CopilotIdeAccept or :CopilotIdeReject %d"
+                  % (view.vim_name, exc, view.number))
+
+    def check_views(self) -> None:
+        """At each tick while diffs are pending: show those that wait (in Normal mode),
+        and take the closing of an open one's tab or proposal window as the user's no."""
+        normal = vim.eval("mode()") == "n"
+        for view in list(self.views.values()):
+            if view.state == "waiting" and normal:
+                self._open(view)
+            elif view.closed_by_user():
+                self._rejected_by_closing(view)
 
     def on_diff_closed(self, diff: Any, answer: Dict[str, Any]) -> None:
         view = self.views.pop(diff.tab_name, None)
         if view is not None and view.diff is diff:
             view.close()
             self._watch(view)
-            echo("Copilot IDE: %s %s (%s)" % (diff.tab_name, answer.get("result"), answer.get("trigger")))
+            if not self._quiet:
+                echo("Copilot IDE: %s %s (%s)" % (diff.tab_name, answer.get("result"), answer.get("trigger")))
         elif view is not None:  # a newer diff of the same tab name: keep it
             self.views[view.tab_name] = view
 
     def proposal_wiped(self, bufnr: int) -> None:
-        """The proposal's buffer was wiped by the user (`:q` in it, `:tabclose`): no."""
+        """The proposal's buffer was wiped by the user (`:bwipeout`): no. (Its window
+        showing another buffer is not a no: the buffer is `bufhidden=hide`.)"""
         for view in list(self.views.values()):
             if view.proposal == bufnr and view.state == "open":
                 view.proposal = None  # gone already
-                self.views.pop(view.tab_name, None)
                 # The rest of its tab goes at the next tick: no window may close in here.
-                self.inbox.put(view.close)
-                self._watch(view)  # and the next tick runs Python
-                self.server.post(view.diff.reject)
-                echo("Copilot IDE: rejected %s (its tab was closed)" % view.tab_name)
+                self._rejected_by_closing(view, later=True)
+
+    def _rejected_by_closing(self, view: DiffView, later: bool = False) -> None:
+        self.views.pop(view.tab_name, None)
+        if later:
+            self.inbox.put(view.close)
+        else:
+            view.close()
+        self._watch(view)  # and the next tick runs Python
+        self.server.post(view.diff.reject)
+        echo("Copilot IDE: rejected %s (its tab was closed)" % view.tab_name)
 
     # ------------------------------------------------- files the CLI writes
 
@@ -387,7 +435,8 @@ class VimIde:
     def reload(self, path: str) -> None:
         """The CLI wrote `path` (the IDE never does): reload its buffer, unless it has
         changes of the user's (then Vim asks, as for any file changed outside)."""
-        bufnr = next((b.number for b in vim.buffers if b.name and os.path.realpath(b.name) == path), 0)
+        buf = buffer_of(path)
+        bufnr = buf.number if buf is not None else 0
         if bufnr <= 0 or not as_int(vim.eval("bufloaded(%d)" % bufnr)):
             return
         if as_int(vim.eval("getbufvar(%d, '&modified')" % bufnr)):

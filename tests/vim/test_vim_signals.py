@@ -1,0 +1,139 @@
+"""Vim with the plugin deletes nothing it did not create, whatever signals reach it while
+it exits.
+
+Vim deletes its own temporary folder at exit (made the first time something asks
+for a temporary name): it cuts the trailing "/" off the folder's name, then deletes
+that folder recursively. Entered twice before it forgets the name (a SIGHUP or
+SIGTERM arriving while Vim exits runs the exit again from the signal handler, maybe
+on another thread), the cut happens twice and Vim deletes the folder *above* its own:
+`$TMPDIR` itself, everything in it. So the plugin must never make Vim create that
+folder, and the threads the plugin and the library start keep asynchronous signals
+blocked, leaving Vim's handlers to Vim's own thread.
+
+Each test gives Vim a `$TMPDIR` of its own, several folders deep inside the test's
+folder (so that even a few cuts stay inside it), with canary files and folders at
+every level and in a sibling folder; none may vanish, and Vim may make no temporary
+folder of its own there while the plugin runs.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from typing import Any, Dict, List
+
+import pytest
+
+from vim_harness import VimSession, locks, wait_until
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="tmux, /proc and POSIX signals: Linux")
+
+VIM_TEMP_FOLDER = re.compile(r"^v[A-Za-z0-9]{6}$")  # what Vim's mkdtemp("vXXXXXX") makes
+
+
+def plant(root: str) -> Dict[str, Any]:
+    """`root/a/b/c/d/tmp` (Vim's `$TMPDIR`) with canaries in it, at every level above
+    it and in a sibling folder; returns the folders and the canaries' paths."""
+    levels = [root] + [os.path.join(root, *"abcd"[:n]) for n in range(1, 5)]
+    tmp = os.path.join(levels[-1], "tmp")
+    sibling = os.path.join(levels[-1], "sibling")
+    canaries: List[str] = []
+    for folder in levels + [tmp, sibling]:
+        os.makedirs(os.path.join(folder, "keep-dir"), exist_ok=True)
+        for path in (os.path.join(folder, "keep.txt"), os.path.join(folder, "keep-dir", "inner.txt")):
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("canary\n")
+            canaries.append(path)
+        canaries.append(os.path.join(folder, "keep-dir"))
+    return {"tmp": tmp, "canaries": canaries}
+
+
+def vanished(canaries: List[str]) -> List[str]:
+    return [path for path in canaries if not os.path.lexists(path)]
+
+
+def vim_temp_folders(tmp: str) -> List[str]:
+    return sorted(name for name in os.listdir(tmp) if VIM_TEMP_FOLDER.match(name)) if os.path.isdir(tmp) else []
+
+
+def signal_while_exiting(vim: VimSession, how: str, delay: float) -> None:
+    """Make Vim exit with signals arriving meanwhile. `qa`: `:qa!`, then SIGHUP and
+    SIGTERM as it exits. `hup`: SIGHUP to an idle Vim (its handler runs Vim's exit),
+    then SIGTERM `delay` seconds later (the second signal runs the exit again). `close`:
+    the harness's own end, tmux's kill-server (SIGHUP, the terminal hung up)."""
+    pid = vim.pid
+    assert pid
+    if how == "close":
+        vim.close()
+        return
+    if how == "qa":
+        vim.ex("qa!")
+    else:
+        os.kill(pid, signal.SIGHUP)
+    time.sleep(delay)
+    for sig in (signal.SIGTERM, signal.SIGHUP) if how == "qa" else (signal.SIGTERM,):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+
+
+@pytest.mark.parametrize("how,delay", [("qa", 0.0), ("qa", 0.05), ("hup", 0.0), ("hup", 0.01), ("close", 0.0)])
+def test_signals_during_the_exit_delete_nothing_the_test_made(vims: Any, tmp_path: Any, copilot_home: str,
+                                                              how: str, delay: float) -> None:
+    planted = plant(str(tmp_path / "canary"))
+    vim = vims(env={"TMPDIR": planted["tmp"]}).start()
+    vim.wait_lock()
+    pid = vim.pid
+    assert pid
+    made = vim_temp_folders(planted["tmp"])  # a temporary folder the plugin made Vim create
+    for name in made:  # (files of the test's own, so that Vim's deletion of it lasts long enough to be hit)
+        for n in range(3000):
+            open(os.path.join(planted["tmp"], name, "f%04d" % n), "w").close()
+    signal_while_exiting(vim, how, delay)
+    if how == "hup":
+        # Vim's second exit, run from the handler of SIGTERM while its first is inside
+        # Python (the plugin's VimLeavePre), may deadlock in Python's finalisation (seen
+        # with Vim 9.0: a stack inside Py_FinalizeEx under the signal handler), with
+        # both signals blocked in the handlers on Vim's thread and in every other
+        # thread. Such a Vim is killed; what matters here is what it deleted. (So this
+        # case may take 10 s.)
+        try:
+            wait_until(vim.gone, timeout=10.0, what="Vim's process gone")
+        except AssertionError:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    wait_until(vim.gone, what="Vim's process gone")
+    assert vanished(planted["canaries"]) == []
+    assert made == []
+    if how != "hup":  # (a second deadly signal may end Vim before it removes the lock: the next start does)
+        assert locks(copilot_home) == []
+
+
+def blocked_signals(pid: int, tid: int) -> int:
+    with open("/proc/%d/task/%d/status" % (pid, tid), encoding="ascii") as f:
+        for line in f:
+            if line.startswith("SigBlk:"):
+                return int(line.split()[1], 16)
+    raise AssertionError("no SigBlk in /proc/%d/task/%d/status" % (pid, tid))
+
+
+def test_the_plugins_threads_leave_signals_to_vims_own_thread(vims: Any) -> None:
+    """Every thread in Vim other than Vim's own (the server's loop thread, and the boot
+    thread while it lives) blocks SIGHUP, SIGTERM and SIGINT, so that Vim's handlers for
+    them run on Vim's thread; Vim's own thread blocks none of them."""
+    vim = vims().start()
+    vim.wait_lock()
+    pid = vim.pid
+    assert pid
+    threads = sorted(int(t) for t in os.listdir("/proc/%d/task" % pid))
+    assert len(threads) >= 2 and pid in threads
+    wanted = (1 << (signal.SIGHUP - 1)) | (1 << (signal.SIGTERM - 1)) | (1 << (signal.SIGINT - 1))
+    assert blocked_signals(pid, pid) & wanted == 0
+    for tid in threads:
+        if tid != pid:
+            assert blocked_signals(pid, tid) & wanted == wanted, tid
+    vim.quit("qa!")
