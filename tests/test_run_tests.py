@@ -96,3 +96,16 @@ def test_single_tests_and_one_job_run_plain_pytest(tmp_path: Any) -> None:
                              universal_newlines=True)
     assert env_ran.returncode == 0 and "run_tests:" not in env_ran.stdout, env_ran.stdout
     assert "1 passed" in env_ran.stdout, env_ran.stdout
+
+
+def test_a_file_longer_than_its_share_is_cut_into_parts(tmp_path: Any) -> None:
+    """The last run's times say test_a.py took far longer than the rest: its tests are
+    shared between the two processes, each part with its own module fixture."""
+    root = suite(tmp_path, {"test_a.py": MODULE_FIXTURE + "".join(
+                                "\ndef test_more_%d(once):\n    pass\n" % n for n in range(8)),
+                            "test_c.py": "def test_c():\n    pass\n"})
+    (tmp_path / "times.json").write_text(json.dumps({"test_a.py": 100.0, "test_c.py": 0.1}))
+    ran = run(root, "--jobs", "2", tmp_path=tmp_path)
+    assert ran.returncode == 0, ran.stdout
+    assert "run_tests: 11 passed, 1 skipped in" in ran.stdout, ran.stdout
+    assert sorted(fixture_log(tmp_path)) == ["setup", "setup", "teardown", "teardown"], ran.stdout

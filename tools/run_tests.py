@@ -5,14 +5,16 @@ starting, a real editor, a peer that is meant to stay silent until a deadline), 
 the CPU, so test files run in N pytest processes side by side (N: twice the CPU count,
 at most 8; `TEST_JOBS=N` or `--jobs N` sets it, `TEST_JOBS=1` runs plain pytest).
 
-How the work is shared: every process collects the same tests, then takes whole test
-files from one queue, the slowest first (their times from the last run, kept in
+How the work is shared: every process collects the same tests, then takes test files
+from one queue, the slowest first (their times from the last run, kept in
 `.pytest_cache/run_tests.json`; on a first run, the longest files first), until none is
-left. A file is claimed by creating `<queue>/<index>` with O_EXCL, which works the same
-on every platform and needs no server. A file's tests run in one process in their usual
-order, so module- and class-scoped fixtures behave as under plain pytest; tests of
-different files must not share state (each test has its own HOME and temporary folders,
-ports are picked by the kernel).
+left; a file that would take more than its share of the run is cut into parts of
+consecutive tests. A queue entry is claimed by creating `<queue>/<index>` with O_EXCL,
+which works the same on every platform and needs no server. The tests of a file (or
+part) run in one process in their usual order, so module- and class-scoped fixtures
+behave as under plain pytest (a cut file's module fixtures are set up once per part);
+tests of different files must not share state (each test has its own HOME and
+temporary folders, ports are picked by the kernel).
 
 What is printed: each process's output goes to a log; at the end come the logs of the
 processes that failed (pytest's own report of the failures), the skip reasons, the
@@ -104,14 +106,23 @@ def jobs_wanted(args: List[str]) -> Tuple[int, List[str]]:
     return min(8, 2 * (os.cpu_count() or 1)), rest
 
 
-def expected_order(files: List[str]) -> List[str]:
-    """Slowest first: last run's seconds per file; files never timed count as the slowest
-    known (something new is best started early), and on a first run the longest go first."""
+def work_units(files: List[str], jobs: int) -> List[Tuple[str, int, int]]:
+    """The queue: (file, part, parts), the slowest first by last run's seconds per file
+    (files never timed count as the slowest known: something new is best started early;
+    on a first run the longest files go first). A file that alone would take more than
+    its share of the run is cut into parts of consecutive tests (at most one per process),
+    so that one long file does not decide the run's end."""
     times = _load_times()
-    if times:
-        most = max(times.values())
-        return sorted(files, key=lambda p: -times.get(p.replace(os.sep, "/"), most))
-    return sorted(files, key=lambda p: -os.path.getsize(p))
+    if not times:
+        return [(p, 0, 1) for p in sorted(files, key=lambda p: -os.path.getsize(p))]
+    most = max(times.values())
+    seconds = {p: times.get(p.replace(os.sep, "/"), most) for p in files}
+    share = max(10.0, sum(seconds.values()) / (2 * jobs))
+    units = []
+    for p in files:
+        parts = max(1, min(jobs, int(seconds[p] // share)))
+        units.extend((p, part, parts) for part in range(parts))
+    return sorted(units, key=lambda u: -seconds[u[0]] / u[2])
 
 
 def _load_times() -> Dict[str, float]:
@@ -127,9 +138,9 @@ def run_parallel(jobs: int, files: List[str], args: List[str]) -> int:
     work = tempfile.mkdtemp(prefix="run-tests-")
     queue = os.path.join(work, "queue")
     os.mkdir(queue)
-    order = expected_order(files)
+    order = work_units(files, jobs)
     with open(os.path.join(work, "files.json"), "w", encoding="utf-8") as f:
-        json.dump([os.path.abspath(p) for p in order], f)
+        json.dump([[os.path.abspath(p), part, parts] for p, part, parts in order], f)
     env = dict(os.environ, **{QUEUE_ENV: work})
     procs = []
     for n in range(min(jobs, len(order))):
@@ -262,11 +273,15 @@ def pytest_runtestloop(session: Any) -> Any:
     if session.testsfailed and not session.config.option.continue_on_collection_errors:
         raise session.Interrupted("%d errors during collection" % session.testsfailed)
     with open(os.path.join(work, "files.json"), encoding="utf-8") as f:
-        files = json.load(f)
+        units = json.load(f)
     by_file: Dict[str, List[Any]] = {}
     for item in session.items:
         by_file.setdefault(os.path.normcase(str(item.path)), []).append(item)
-    groups = [by_file.get(os.path.normcase(p), []) for p in files]
+    groups = []
+    for path, part, parts in units:
+        items = by_file.get(os.path.normcase(path), [])
+        groups.append(items[part * len(items) // parts:(part + 1) * len(items) // parts])
+    firsts = [items[0] for items in by_file.values()]
     while True:
         index = _claim(work, len(groups), 0)
         if index < 0:
@@ -274,7 +289,7 @@ def pytest_runtestloop(session: Any) -> Any:
         current = groups[index]
         if not current:  # every test of the file deselected, or none in it
             continue
-        after = _stand_in(current[0], [g[0] for g in groups if g and g is not current])
+        after = _stand_in(current[0], [i for i in firsts if i.path != current[0].path])
         for i, item in enumerate(current):
             nextitem = current[i + 1] if i + 1 < len(current) else after
             item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
@@ -285,8 +300,8 @@ def pytest_runtestloop(session: Any) -> Any:
 
 
 def _stand_in(item: Any, others: List[Any]) -> Any:
-    """What to give pytest as the item after a file's last test, before it is known
-    which file comes next: pytest then tears down every collector the next item does not
+    """What to give pytest as the item after the last test of a file (or part), before
+    it is known what comes next: pytest then tears down every collector the next item does not
     share. The test of another file that shares the fewest collectors (the session, the
     suite's folder) keeps no more than any real next file would: the module's fixtures
     end, the session's stay. None (no other file) ends everything."""
