@@ -21,8 +21,11 @@ test-deps: $(PY)
 	@$(PY) -c "import pytest, sys; sys.exit(pytest.__version__.split('.')[0] != '8')" 2>/dev/null \
 	  || $(PY) -m pip install --quiet -r tests/requirements.txt
 
+# The suite runs its test files in a few pytest processes at once (tools/run_tests.py:
+# TEST_JOBS=N sets how many, TEST_JOBS=1 runs plain pytest; PYTEST_ARGS are pytest's).
+TEST_JOBS ?=
 test: test-deps
-	$(PY) -m pytest $(PYTEST_ARGS)
+	TEST_JOBS="$(TEST_JOBS)" $(PY) tools/run_tests.py $(PYTEST_ARGS)
 
 # Type checking (development only): mypy, pinned, in its own virtual environment, with the
 # configuration of setup.cfg ([mypy]: ide_protocol and acp as Python 3.8 reads them).
@@ -37,7 +40,7 @@ typecheck:
 
 # The suite under every CPython 3.8-3.13 that pyenv (or PATH) provides.
 test-all:
-	PYTHON_VERSIONS="$(VERSIONS)" bash tools/test_all.sh $(PYTEST_ARGS)
+	TEST_JOBS="$(TEST_JOBS)" PYTHON_VERSIONS="$(VERSIONS)" bash tools/test_all.sh $(PYTEST_ARGS)
 
 # The suite under a Windows CPython 3.12 in Wine (docs/WINDOWS.md): installs what it
 # needs when missing (Debian's wine, a prefix in .wine/, the CPython and pytest in

@@ -1,7 +1,8 @@
 """A hostile /ide server on a real Unix socket, and the programs run against it.
 
 `HostileIde` answers the CLI's handshake as a real server does (server/discover with an
-error, initialize with a session, 202 for notifications, a GET stream, DELETE), and lets
+error, initialize with a session, 202 for notifications, a GET stream that ends when the
+session is deleted, DELETE), and lets
 a test replace the answer to any method with a function that writes whatever bytes it
 likes on the socket: a drip, a flood, junk JSON. Each connection runs in its own
 thread with plain blocking sockets, so the server keeps going whatever the client does.
@@ -85,6 +86,9 @@ class HostileIde:
         self.listener.bind(self.socket_path)
         self.listener.listen(64)
         self.closed = threading.Event()
+        # DELETEs so far: a GET stream ends at the first one after it opened.
+        self.deletes = 0
+        self.deleted = threading.Condition()
         self.conns: List[socket.socket] = []
         self.folder = os.path.join(directory, "ws")
         os.makedirs(self.folder, exist_ok=True)
@@ -133,14 +137,24 @@ class HostileIde:
 
     def _answer(self, conn: socket.socket, head: http11.Request, body: bytes) -> None:
         if head.method == "GET":
+            # The stream stays open until the session is deleted, then ends as a real
+            # server ends it (PROTOCOL.md §2): a client's close waits for that end.
+            with self.deleted:
+                seen = self.deletes
             handler = self.handlers.get("GET")
             if handler is None:
                 conn.sendall(sse_head())
-                self.closed.wait()
             else:
                 handler(conn, {})
+            with self.deleted:
+                self.deleted.wait_for(lambda: self.deletes != seen or self.closed.is_set())
+            if not self.closed.is_set():
+                conn.sendall(b"0\r\n\r\n")
             return
         if head.method == "DELETE":
+            with self.deleted:
+                self.deletes += 1
+                self.deleted.notify_all()
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
             return
         try:
@@ -160,6 +174,8 @@ class HostileIde:
 
     def close(self) -> None:
         self.closed.set()
+        with self.deleted:
+            self.deleted.notify_all()
         self.listener.close()
         for conn in list(self.conns):
             try:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the test suite under each CPython listed in PYTHON_VERSIONS (default 3.8-3.13),
-# each in its own virtual environment .venv-X.Y with pytest installed there.
+# each in its own virtual environment .venv-X.Y with pytest installed there, its test
+# files in a few pytest processes at once (tools/run_tests.py; TEST_JOBS=1 for one).
 # A version that cannot be found is reported and counts as a failure, so CI cannot
 # pass by silently testing fewer interpreters.
 set -u
@@ -34,7 +35,7 @@ for v in $versions; do
   "$venv/bin/python" -c "import pytest, sys; sys.exit(pytest.__version__.split('.')[0] != '8')" 2>/dev/null \
     || "$venv/bin/python" -m pip install --quiet -r tests/requirements.txt
   echo "=== CPython $v ($("$venv/bin/python" -V 2>&1))"
-  if "$venv/bin/python" -m pytest -p no:cacheprovider "$@"; then
+  if "$venv/bin/python" tools/run_tests.py -p no:cacheprovider "$@"; then
     summary="$summary\n  $v: passed"
   else
     summary="$summary\n  $v: FAILED"
