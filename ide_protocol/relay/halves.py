@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-import shutil
 import signal
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple, cast
@@ -29,7 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, cast
 from ..client.connection import open_socket
 from ..common import lock_rules, lockfile
 from ..common.lockfile import LockInfo
-from ..server.sockets import bind_unix
+from ..server.sockets import bind_unix, remove_socket_dir
 from ..server.transport import REQUEST_TIMEOUT
 from .http_relay import serve_cli_connection, serve_ide_connection
 from .link import Link, Stream
@@ -211,7 +210,7 @@ async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[st
             server.close()
         else:
             sock.close()
-        shutil.rmtree(sock_dir, ignore_errors=True)
+        remove_socket_dir(sock_dir)
         await closed(writer)
         await end_child(proc)
     return outcome["code"]

@@ -20,13 +20,12 @@ import errno
 import functools
 import itertools
 import logging
-import shutil
 import socket
 from typing import Any, Callable, Optional, Set
 
 from ..wire import http11
 from .answers import App, Judge
-from .sockets import bind_unix, wait_server_closed
+from .sockets import bind_unix, remove_socket_dir, wait_server_closed
 from .transport import REQUEST_TIMEOUT, HttpConnection
 
 __all__ = ["Listener"]
@@ -251,5 +250,5 @@ class Listener:
 
     def remove_files(self) -> None:
         if self.socket_dir:
-            shutil.rmtree(self.socket_dir, ignore_errors=True)
+            remove_socket_dir(self.socket_dir)
             self.socket_dir = None

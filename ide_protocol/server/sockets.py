@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import socket
 import sys
-import tempfile
 from typing import Any, Callable, Optional, Tuple
 
-__all__ = ["SUN_PATH_MAX", "bind_unix", "check_sun_path", "listen_unix", "wait_server_closed"]
+__all__ = ["SUN_PATH_MAX", "bind_unix", "check_sun_path", "listen_unix", "remove_socket_dir", "wait_server_closed"]
+
+# `tempfile` and `shutil` are imported where a socket is made or removed, not with this
+# module: an editor imports the server on its own thread, and the start (with them)
+# may run on the server's thread (`ThreadedIdeServer.start(wait=False)`).
 
 
 async def wait_server_closed(server: Any, timeout: float = 5.0) -> None:
@@ -45,6 +47,7 @@ def bind_unix(directory: Optional[str] = None) -> Tuple[socket.socket, str, str]
     """A listening, non-blocking Unix socket on `<fresh 0700 dir>/mcp.sock`, socket mode
     0600 (PROTOCOL.md §1); returns (socket, socket directory, socket path). The
     directory is removed again if binding fails."""
+    import tempfile
     parent = directory if directory is not None else tempfile.gettempdir()
     if directory is None and len(os.fsencode(os.path.join(parent, "mcp-XXXXXXXX", "mcp.sock"))) > SUN_PATH_MAX:
         parent = "/tmp"  # e.g. a long $TMPDIR on macOS
@@ -62,7 +65,7 @@ def bind_unix(directory: Optional[str] = None) -> Tuple[socket.socket, str, str]
     except BaseException:
         if sock is not None:
             sock.close()
-        shutil.rmtree(sock_dir, ignore_errors=True)
+        remove_socket_dir(sock_dir)
         raise
     return sock, sock_dir, path
 
@@ -77,6 +80,12 @@ async def listen_unix(protocol_factory: Callable[[], asyncio.BaseProtocol],
         server = await asyncio.get_event_loop().create_unix_server(protocol_factory, sock=sock, backlog=LISTEN_BACKLOG)
     except BaseException:
         sock.close()
-        shutil.rmtree(sock_dir, ignore_errors=True)
+        remove_socket_dir(sock_dir)
         raise
     return server, sock_dir, path
+
+
+def remove_socket_dir(sock_dir: str) -> None:
+    """Remove a directory `bind_unix` made, with what is in it (the socket)."""
+    import shutil
+    shutil.rmtree(sock_dir, ignore_errors=True)
