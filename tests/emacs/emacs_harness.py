@@ -25,7 +25,7 @@ for _path in (os.path.join(TESTS, "interop"), os.path.join(TESTS, "vim")):
         sys.path.insert(0, _path)
 
 from copilot_harness import wait_until  # noqa: E402
-from tmux_driver import Tmux  # noqa: E402
+from tmux_driver import EditorInTmux  # noqa: E402
 from vim_harness import locks, read_lock  # noqa: E402,F401  (the same lock folder rules)
 
 WAIT = 30.0
@@ -67,14 +67,11 @@ def pid_gone(pid: int) -> bool:
         return True
 
 
-class EmacsSession:
+class EmacsSession(EditorInTmux):
     """`emacs -nw -Q FILE...` in tmux with copilot-ide-mode on, started in `workspace`."""
 
     def __init__(self, workspace: str, copilot_home: str, log_dir: str) -> None:
-        self.workspace = workspace
-        self.copilot_home = copilot_home
-        self.log_dir = log_dir
-        self.tmux = Tmux(width=160, height=45, log_dir=log_dir)
+        super().__init__(workspace, copilot_home, log_dir, width=160, height=45)
         # A short folder: a Unix socket path has ~100 bytes at most.
         self.server_dir = tempfile.mkdtemp(prefix="emx")
         self._evals = 0
@@ -83,24 +80,10 @@ class EmacsSession:
         setup = ("(progn (setq server-socket-dir %s) (server-start)"
                  " (require 'copilot-ide) (setq copilot-ide-python %s) (copilot-ide-mode 1))"
                  % (json.dumps(self.server_dir), json.dumps(sys.executable)))
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.copilot_home,
-               "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "xterm-256color",
-               "COPILOT_HOME": self.copilot_home, "PYTHONDONTWRITEBYTECODE": "1"}
-        argv = ["emacs", "-nw", "-Q", "-L", PACKAGE_DIR, "--eval", setup] + list(files)
-        self.tmux.start(argv, cwd=self.workspace, env=env)
+        self.launch(["emacs", "-nw", "-Q", "-L", PACKAGE_DIR, "--eval", setup] + list(files))
         wait_until(lambda: os.path.exists(os.path.join(self.server_dir, "server")), WAIT,
                    message="Emacs's server socket")
         return self
-
-    @property
-    def pid(self) -> Optional[int]:
-        return self.tmux.pane_pid
-
-    def keys(self, *keys: str) -> None:
-        self.tmux.send_keys(*keys)
-
-    def type(self, text: str) -> None:
-        self.tmux.type(text)
 
     def command(self, name: str) -> None:
         """`M-x NAME RET`, as a user runs a command."""
@@ -122,18 +105,9 @@ class EmacsSession:
         with open(out, encoding="utf-8") as f:
             return json.load(f)[0]
 
-    def screen(self) -> str:
-        return self.tmux.screen()
-
-    def wait_screen(self, pattern: str, timeout: float = WAIT) -> Any:
-        return self.tmux.wait_for(pattern, timeout=timeout)
-
     def wait_lock(self, timeout: float = WAIT) -> str:
         return wait_until(lambda: (locks(self.copilot_home) or [None])[-1], timeout, message="a lock file")
 
-    def exited(self) -> bool:
-        return self.tmux.dead() is not None
-
     def close(self) -> None:
-        self.tmux.close()
+        super().close()
         shutil.rmtree(self.server_dir, ignore_errors=True)

@@ -14,7 +14,7 @@ import sys
 import time
 import uuid
 
-__all__ = ["Tmux", "TmuxError", "become_subreaper", "strip_ansi"]
+__all__ = ["EditorInTmux", "Tmux", "TmuxError", "become_subreaper", "strip_ansi"]
 
 TMUX = os.environ.get("INTEROP_TMUX", "/usr/bin/tmux")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -194,6 +194,53 @@ class Tmux(object):
                 return status
             time.sleep(0.2)
         raise TimeoutError("program still running after %.0f s" % timeout)
+
+
+class EditorInTmux(object):
+    """A terminal editor under test (Vim, Emacs) in a tmux of its own, used as a person
+    uses it: keys pressed, the screen read. It runs in ``workspace`` with a minimal
+    environment whose home is the test's ``copilot_home`` (its lock folder under it),
+    never the machine's: UTF-8, a 256-colour terminal, no bytecode written. The editor's
+    own session class (tests/vim/vim_harness.py, tests/emacs/emacs_harness.py) adds how
+    it is started and asked for its state."""
+
+    def __init__(self, workspace, copilot_home, log_dir, width, height):
+        self.workspace = workspace
+        self.copilot_home = copilot_home
+        self.log_dir = log_dir
+        self.tmux = Tmux(width=width, height=height, log_dir=log_dir)
+
+    def launch(self, argv, **env):
+        """Start ``argv`` in the workspace; ``env`` adds to (or replaces in) the minimal
+        environment."""
+        base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.copilot_home,
+                "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "xterm-256color",
+                "COPILOT_HOME": self.copilot_home, "PYTHONDONTWRITEBYTECODE": "1"}
+        base.update(env)
+        self.tmux.start(argv, cwd=self.workspace, env=base)
+
+    @property
+    def pid(self):
+        return self.tmux.pane_pid
+
+    def keys(self, *keys):
+        self.tmux.send_keys(*keys)
+
+    def type(self, text):
+        self.tmux.type(text)
+
+    def screen(self):
+        return self.tmux.screen()
+
+    def wait_screen(self, pattern, timeout=30.0):
+        return self.tmux.wait_for(pattern, timeout=timeout)
+
+    def exited(self):
+        """Whether tmux shows the pane dead: the editor closed its terminal."""
+        return self.tmux.dead() is not None
+
+    def close(self):
+        self.tmux.close()
 
 
 def _alive(pid):

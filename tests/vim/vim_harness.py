@@ -30,7 +30,7 @@ for _path in (TESTS, os.path.join(TESTS, "interop")):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-from tmux_driver import Tmux  # noqa: E402
+from tmux_driver import EditorInTmux  # noqa: E402
 import ide_wire  # noqa: E402
 
 WAIT = 30.0
@@ -90,16 +90,13 @@ def read_lock(path: str) -> Dict[str, Any]:
         return json.load(f)
 
 
-class VimSession:
+class VimSession(EditorInTmux):
     """One Vim in tmux. `start()` runs the issue's command line:
     `vim -N -u NONE -i NONE -c 'set rtp^=PLUGIN' -c 'runtime plugin/copilot_ide.vim' FILE`
     (plus `-n`: no swap files, and a short key-code timeout so Escape is Escape)."""
 
     def __init__(self, workspace: str, copilot_home: str, log_dir: str, env: Optional[Dict[str, str]] = None) -> None:
-        self.workspace = workspace
-        self.copilot_home = copilot_home
-        self.log_dir = log_dir
-        self.tmux = Tmux(width=140, height=40, log_dir=log_dir)
+        super().__init__(workspace, copilot_home, log_dir, width=140, height=40)
         self.env = dict(env or {})
         self.out = os.path.join(log_dir, "vim-eval.json")
         self._evals = 0
@@ -121,22 +118,8 @@ class VimSession:
         # whatever Vim deletes there at exit stays among the test's files.
         tmp = os.path.join(self.log_dir, "tmp")
         os.makedirs(tmp, exist_ok=True)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.copilot_home,
-               "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TERM": "xterm-256color",
-               "COPILOT_HOME": self.copilot_home, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": tmp}
-        env.update(self.env)
-        self.tmux.start(self.argv(list(files), **kw), cwd=self.workspace, env=env)
+        self.launch(self.argv(list(files), **kw), **dict({"TMPDIR": tmp}, **self.env))
         return self
-
-    @property
-    def pid(self) -> Optional[int]:
-        return self.tmux.pane_pid
-
-    def keys(self, *keys: str) -> None:
-        self.tmux.send_keys(*keys)
-
-    def type(self, text: str) -> None:
-        self.tmux.type(text)
 
     def ex(self, command: str) -> None:
         """An Ex command typed as a user types it (from Normal mode)."""
@@ -153,19 +136,10 @@ class VimSession:
         with open(marker, encoding="utf-8") as f:
             return json.loads(f.read())
 
-    def screen(self) -> str:
-        return self.tmux.screen()
-
-    def wait_screen(self, pattern: str, timeout: float = WAIT) -> Any:
-        return self.tmux.wait_for(pattern, timeout=timeout)
-
     def wait_lock(self, timeout: float = WAIT) -> str:
         return wait_until(lambda: (locks(self.copilot_home) or [None])[-1], timeout, "a lock file")
 
-    def exited(self) -> bool:
-        """Whether tmux shows the pane dead: Vim closed its terminal. Vim may still be
-        a zombie then (see `gone`)."""
-        return self.tmux.dead() is not None
+    # (`exited()`: the pane is dead; Vim may still be a zombie then, see `gone`.)
 
     def gone(self) -> bool:
         """Whether Vim's pid is gone, reaped by its parent (the tmux server).
@@ -194,9 +168,6 @@ class VimSession:
     def quit(self, command: str = "qa", timeout: float = WAIT) -> None:
         self.ex(command)
         wait_until(self.exited, timeout, "Vim exiting after :" + command)
-
-    def close(self) -> None:
-        self.tmux.close()
 
 
 class StreamClient:
