@@ -152,6 +152,16 @@ def socket_accepts(path, timeout=1.0):
 MCP_CLIENT_VERSION = CLI_VERSION if at_least(REAL_CLIENT_VERSION_SINCE) else "1.0.0"
 
 
+def propose_edit(fake_model, tui, path, new_str, after="Edit done."):
+    """Ask the CLI to fix `path` (a workspace's hello.py holding `return x`): its model
+    proposes `new_str` in its place, which the CLI shows the IDE with `open_diff`, then
+    says `after` once the edit is answered."""
+    from fake_model import Turn  # (beside this module in tests/interop)
+    fake_model.script(Turn.tool("edit", {"path": path, "old_str": "return x", "new_str": new_str}),
+                      Turn.say(after))
+    tui.prompt("Fix hello.py")
+
+
 def wait_until(predicate, timeout=30.0, interval=0.1, message="condition"):
     """Poll ``predicate()`` until it returns a true value (returned)."""
     deadline = time.monotonic() + timeout

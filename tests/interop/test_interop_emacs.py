@@ -76,12 +76,6 @@ def hello_text(emacs):
     return emacs.eval_json('(with-current-buffer "hello.py" (buffer-string))')
 
 
-def propose(fake_model, tui, path, new_str, after="Edit done."):
-    fake_model.script(Turn.tool("edit", {"path": path, "old_str": "return x", "new_str": new_str}),
-                      Turn.say(after))
-    tui.prompt("Fix hello.py")
-
-
 def test_cli_connects_and_reads_the_region_and_diagnostics(ide, workspace, copilot_home, fake_model):
     emacs, tui = ide
     (lock_path,) = E.locks(copilot_home)
@@ -138,7 +132,7 @@ def test_cli_connects_and_reads_the_region_and_diagnostics(ide, workspace, copil
 def test_edit_shown_in_emacs_and_accepted_there(ide, workspace, fake_model):
     emacs, tui = ide
     path = os.path.join(workspace, "hello.py")
-    propose(fake_model, tui, path, "return 42", after="Accepted edit done.")
+    H.propose_edit(fake_model, tui, path, "return 42", after="Accepted edit done.")
     wait_diff_buffer(emacs)
     assert "+    return 42" in emacs.eval_json('(with-current-buffer "%s" (buffer-string))' % DIFF_BUFFER)
     tui.wait_screen(tui.PERMISSION)               # the terminal asks too
@@ -155,7 +149,7 @@ def test_edit_rejected_in_emacs_leaves_the_file(ide, workspace, fake_model):
     emacs, tui = ide
     path = os.path.join(workspace, "hello.py")
     before = H.read(path)
-    propose(fake_model, tui, path, "return 0")
+    H.propose_edit(fake_model, tui, path, "return 0")
     wait_diff_buffer(emacs)
     emacs.keys("C-x", "o", "C-c", "C-k")
     tui.wait_screen(r"rejected this tool call|Operation cancelled by user")
@@ -169,7 +163,7 @@ def test_edit_rejected_in_emacs_leaves_the_file(ide, workspace, fake_model):
 def test_edit_answered_in_the_terminal_closes_the_diff_buffer(ide, workspace, fake_model):
     emacs, tui = ide
     path = os.path.join(workspace, "hello.py")
-    propose(fake_model, tui, path, "return 7", after="Terminal answer handled.")
+    H.propose_edit(fake_model, tui, path, "return 7", after="Terminal answer handled.")
     wait_diff_buffer(emacs)
     tui.answer_permission(1)
     H.wait_until(lambda: not diff_buffer(emacs), message="the diff buffer killed by close_diff")

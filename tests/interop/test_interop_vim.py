@@ -53,12 +53,6 @@ def wait_diff_tab(vim, timeout=60):
                         timeout, "Vim's diff tab")[0]
 
 
-def propose(fake_model, tui, path, new_str, after="Edit done."):
-    fake_model.script(Turn.tool("edit", {"path": path, "old_str": "return x", "new_str": new_str}),
-                      Turn.say(after))
-    tui.prompt("Fix hello.py")
-
-
 def test_cli_connects_at_startup_and_reads_vims_selection(ide, workspace, copilot_home, fake_model):
     vim, tui = ide
     (lock_path,) = V.locks(copilot_home)
@@ -90,7 +84,7 @@ def test_cli_connects_at_startup_and_reads_vims_selection(ide, workspace, copilo
 def test_edit_opens_in_vim_and_accept_lets_the_cli_write_it(ide, workspace, fake_model):
     vim, tui = ide
     path = os.path.join(workspace, "hello.py")
-    propose(fake_model, tui, path, "return 42", after="Accepted edit done.")
+    H.propose_edit(fake_model, tui, path, "return 42", after="Accepted edit done.")
     tab = wait_diff_tab(vim)
     assert vim.eval("getbufline(winbufnr(2), 1, '$')") == ["def hello():", "    return 42"]
     assert vim.eval("bufname(winbufnr(2))") == tab
@@ -108,7 +102,7 @@ def test_reject_in_vim_leaves_the_file(ide, workspace, fake_model):
     vim, tui = ide
     path = os.path.join(workspace, "hello.py")
     before = H.read(path)
-    propose(fake_model, tui, path, "return 0")
+    H.propose_edit(fake_model, tui, path, "return 0")
     wait_diff_tab(vim)
     vim.ex("CopilotIdeReject")
     tui.wait_screen(r"rejected this tool call|Operation cancelled by user")
@@ -124,7 +118,7 @@ def test_answer_in_the_cli_closes_vims_diff_tab(ide, workspace, fake_model, answ
     vim, tui = ide
     path = os.path.join(workspace, "hello.py")
     before = H.read(path)
-    propose(fake_model, tui, path, "return 7", after="Terminal answer handled.")
+    H.propose_edit(fake_model, tui, path, "return 7", after="Terminal answer handled.")
     wait_diff_tab(vim)
     tui.answer_permission(1 if answer == "yes" else 3)
     V.wait_until(lambda: diff_tabs(vim) == [""], what="Vim's diff tab closed by close_diff")
