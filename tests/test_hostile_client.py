@@ -166,8 +166,9 @@ async def main():
     def on_push(push):
         if push.params.get("n") == int(sys.argv[2]) - 1:
             last.set()
-    async with IdeClient.from_lock_file(sys.argv[1], timeout=30, on_push=on_push) as client:
-        queue = client.subscribe()  # never read until every push came
+    client = IdeClient.from_lock_file(sys.argv[1], timeout=30, on_push=on_push)
+    queue = client.subscribe()  # before the stream opens; never read until every push came
+    async with client:
         await asyncio.wait_for(last.wait(), 60)
         kept = []
         while not queue.empty():
