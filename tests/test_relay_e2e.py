@@ -4,6 +4,7 @@ IdeClient on the CLI's side finding the relay's lock and seeing its own paths.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import glob
 import json
 import re
@@ -12,7 +13,7 @@ import signal
 import stat
 import subprocess
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -74,6 +75,22 @@ async def stop_relay(relay: "subprocess.Popen[str]", lock: Optional[Any] = None)
     code = await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30)
     assert code == 0, relay.stderr.read() if relay.stderr else ""
     assert lock is None or not os.path.exists(os.path.dirname(lock["socketPath"]))
+
+
+@contextlib.asynccontextmanager
+async def relayed_ide(tmp: Any, *extra: str) -> AsyncIterator[Tuple[IdeServer, Any]]:
+    """An IdeServer serving `tmp/project` and a relay in front of it (`extra`: the CLI
+    half's options); yields the server and the relay's lock. At the end the relay must
+    stop cleanly (`stop_relay`) and leave no lock."""
+    async with IdeServer([str(tmp / "project")], lock_dir=str(tmp / "ide"), ide_name="Test IDE") as server:
+        relay = start_relay(tmp, *extra)
+        lock: Any = None
+        try:
+            lock = await relay_lock(tmp, relay)
+            yield server, lock
+        finally:
+            await stop_relay(relay, lock)
+        assert relay_locks(tmp) == []
 
 
 def setup(tmp: Any) -> None:
@@ -317,32 +334,24 @@ def test_a_peer_that_drips_a_request_gets_408_and_other_connections_keep_working
     setup(tmp_path)
 
     async def scenario() -> None:
-        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"),
-                             ide_name="Test IDE") as server:
-            relay = start_relay(tmp_path, "--request-timeout", str(SHORT_DEADLINE))
-            lock: Any = None
-            try:
-                lock = await relay_lock(tmp_path, relay)
-                reader, writer = await asyncio.open_unix_connection(lock["socketPath"])
-                answer = asyncio.ensure_future(reader.read())  # everything until the relay closes
-                request = b"POST /mcp HTTP/1.1\r\nHost: x\r\n" + b"X-Drip: " + b"a" * 100000
-                sent = 0
-                while not answer.done() and sent < len(request):
-                    writer.write(request[sent:sent + 1])
-                    sent += 1
-                    await asyncio.sleep(0.1)
-                data = await asyncio.wait_for(answer, 30)
-                assert data.startswith(b"HTTP/1.1 408 "), data
-                assert sent < len(request)
-                writer.close()
-                # the relay itself goes on
-                client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=20)
-                async with client:
-                    server.set_selection(Selection(str(tmp_path / "project" / "a.py"), "print", (0, 0), (0, 5)))
-                    assert (await client.get_selection())["filePath"] == str(tmp_path / "cliview" / "a.py")
-            finally:
-                await stop_relay(relay, lock)
-            assert relay_locks(tmp_path) == []
+        async with relayed_ide(tmp_path, "--request-timeout", str(SHORT_DEADLINE)) as (server, lock):
+            reader, writer = await asyncio.open_unix_connection(lock["socketPath"])
+            answer = asyncio.ensure_future(reader.read())  # everything until the relay closes
+            request = b"POST /mcp HTTP/1.1\r\nHost: x\r\n" + b"X-Drip: " + b"a" * 100000
+            sent = 0
+            while not answer.done() and sent < len(request):
+                writer.write(request[sent:sent + 1])
+                sent += 1
+                await asyncio.sleep(0.1)
+            data = await asyncio.wait_for(answer, 30)
+            assert data.startswith(b"HTTP/1.1 408 "), data
+            assert sent < len(request)
+            writer.close()
+            # the relay itself goes on
+            client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=20)
+            async with client:
+                server.set_selection(Selection(str(tmp_path / "project" / "a.py"), "print", (0, 0), (0, 5)))
+                assert (await client.get_selection())["filePath"] == str(tmp_path / "cliview" / "a.py")
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))
 
@@ -368,41 +377,33 @@ def test_a_cli_that_stops_reading_its_stream_is_cut_off_and_others_keep_working(
     ide_path = str(tmp_path / "project" / "a.py")
 
     async def scenario() -> None:
-        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"),
-                             ide_name="Test IDE") as server:
-            relay = start_relay(tmp_path, "--request-timeout", str(SHORT_DEADLINE))
-            lock: Any = None
-            try:
-                lock = await relay_lock(tmp_path, relay)
-                headers = dict(lock["headers"])
-                init = await _post(lock["socketPath"], headers, {
-                    "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                        "protocolVersion": "2025-06-18", "capabilities": {},
-                        "clientInfo": {"name": "stalled reader", "version": "1"}}})
-                session = re.search(rb"(?im)^mcp-session-id: *(\S+)", init)
-                assert session, init
-                headers["Mcp-Session-Id"] = session.group(1).decode()
-                await _post(lock["socketPath"], headers, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-                reader, writer = await asyncio.open_unix_connection(lock["socketPath"])
-                writer.write(("GET /mcp HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n%s\r\n"
-                              % "".join("%s: %s\r\n" % item for item in headers.items())).encode())
-                await wait_for(lambda: server.stats()["streams"] == 1, "the GET stream at the IDE")
-                # pushes far larger than every buffer on the way, and nobody reading them
-                for n in range(8):
-                    server.set_selection(Selection(ide_path, str(n) * (1 << 20), (0, 0), (0, 1)))
-                    server.flush_pushes()
-                    await asyncio.sleep(0.05)
-                await wait_for(lambda: server.stats()["streams"] == 0, "the relay to cut the stalled stream")
-                # what was buffered, then the end: the stream did not go on
-                data = await asyncio.wait_for(reader.read(-1), 30)
-                assert data.startswith(b"HTTP/1.1 200 ") and len(data) < 8 << 20
-                writer.close()
-                client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=20)
-                async with client:
-                    assert (await client.get_selection())["filePath"] == str(tmp_path / "cliview" / "a.py")
-            finally:
-                await stop_relay(relay, lock)
-            assert relay_locks(tmp_path) == []
+        async with relayed_ide(tmp_path, "--request-timeout", str(SHORT_DEADLINE)) as (server, lock):
+            headers = dict(lock["headers"])
+            init = await _post(lock["socketPath"], headers, {
+                "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "stalled reader", "version": "1"}}})
+            session = re.search(rb"(?im)^mcp-session-id: *(\S+)", init)
+            assert session, init
+            headers["Mcp-Session-Id"] = session.group(1).decode()
+            await _post(lock["socketPath"], headers, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            reader, writer = await asyncio.open_unix_connection(lock["socketPath"])
+            writer.write(("GET /mcp HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n%s\r\n"
+                          % "".join("%s: %s\r\n" % item for item in headers.items())).encode())
+            await wait_for(lambda: server.stats()["streams"] == 1, "the GET stream at the IDE")
+            # pushes far larger than every buffer on the way, and nobody reading them
+            for n in range(8):
+                server.set_selection(Selection(ide_path, str(n) * (1 << 20), (0, 0), (0, 1)))
+                server.flush_pushes()
+                await asyncio.sleep(0.05)
+            await wait_for(lambda: server.stats()["streams"] == 0, "the relay to cut the stalled stream")
+            # what was buffered, then the end: the stream did not go on
+            data = await asyncio.wait_for(reader.read(-1), 30)
+            assert data.startswith(b"HTTP/1.1 200 ") and len(data) < 8 << 20
+            writer.close()
+            client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=20)
+            async with client:
+                assert (await client.get_selection())["filePath"] == str(tmp_path / "cliview" / "a.py")
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))
 
@@ -415,21 +416,13 @@ def test_a_megabyte_push_on_the_stream_while_the_client_posts(tmp_path: Any) -> 
     ide_path = str(tmp_path / "project" / "a.py")
 
     async def scenario() -> None:
-        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"),
-                             ide_name="Test IDE") as server:
-            relay = start_relay(tmp_path)
-            lock: Any = None
-            try:
-                lock = await relay_lock(tmp_path, relay)
-                server.set_selection(Selection(ide_path, "x" * (1 << 20), (0, 0), (0, 1)))
-                client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=30)
-                async with client:  # the GET stream carries the megabyte while the client POSTs
-                    for _ in range(3):
-                        selection = await client.get_selection()
-                        assert len(selection["text"]) == 1 << 20
-                        assert selection["filePath"] == str(tmp_path / "cliview" / "a.py")
-            finally:
-                await stop_relay(relay, lock)
-            assert relay_locks(tmp_path) == []
+        async with relayed_ide(tmp_path) as (server, lock):
+            server.set_selection(Selection(ide_path, "x" * (1 << 20), (0, 0), (0, 1)))
+            client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=30)
+            async with client:  # the GET stream carries the megabyte while the client POSTs
+                for _ in range(3):
+                    selection = await client.get_selection()
+                    assert len(selection["text"]) == 1 << 20
+                    assert selection["filePath"] == str(tmp_path / "cliview" / "a.py")
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))
