@@ -42,6 +42,7 @@ nothing unless the runner set `RUN_TESTS_QUEUE`.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -133,7 +134,7 @@ def work_units(files: List[str], jobs: int) -> List[Tuple[str, int, int]]:
     share = max(10.0, sum(seconds.values()) / (2 * jobs))
     units = []
     for p in files:
-        parts = max(1, min(jobs, int(seconds[p] // share)))
+        parts = max(1, min(jobs, math.ceil(seconds[p] / share)))  # (each part at most a share)
         units.extend((p, part, parts) for part in range(parts))
     return sorted(units, key=lambda u: -seconds[u[0]] / u[2])
 
