@@ -8,13 +8,12 @@ written on the server's thread.
 
 Vim's thread must not enter Python while that thread works: the import holds Python's
 lock (the GIL) and Vim's thread would wait for it, for milliseconds at each try, more
-on a loaded machine. So the thread says it is done the one way Vim sees without
-Python: it creates the file "done" in `settings["done_dir"]`, a 0700 folder the plugin
-made for it with Vim's `mkdir()` (autoload/copilot_ide.vim says why not `tempname()`),
-which Vim's timer looks for with `filereadable()`; only then does Vim ask `state()`.
-The file is created exclusively and never through a symbolic link; Vim removes it, then
-the empty folder. After `leave()` the thread creates nothing, so Vim's removal at exit
-is the last word.
+on a loaded machine. So the thread makes the plugin's doorbell first (bell.py: a 0700
+folder, `settings["bell"]`, named by Vim), and Vim's timer looks only for its ring
+(`filereadable()`), entering Python once it is there: rung by the server's callback
+once the server is up (its `_started` waits in the queue), or by this thread when the
+start failed. The bell then belongs to the plugin (`VimIde`), which removes it when
+Vim quits; after `leave()` the thread makes and rings nothing.
 
 The thread blocks the asynchronous signals for itself first thing (the library's
 `leave_signals_to_host`), so that Vim's SIGHUP/SIGTERM handlers, which run Vim's exit,
@@ -42,6 +41,7 @@ class Boot:
     def __init__(self, settings: "Dict[str, Any]") -> None:
         self.settings = settings
         self.ide: "Any" = None  # the plugin (VimIde), once its server is starting
+        self.bell: "Any" = None  # the doorbell (bell.Bell), made first thing by the thread
         self.error: "Optional[str]" = None
         self.done = False
         self._lock = _thread.allocate_lock()
@@ -51,8 +51,14 @@ class Boot:
     def _run(self) -> None:
         try:
             from . import loader
+            from .bell import Bell
 
             loader.guest_threads().leave_signals_to_host()  # before the long import below
+            with self._lock:
+                if self._quitting:
+                    return
+                self.bell = Bell(self.settings.get("bell"))
+                self.bell.make()
             from . import plugin  # the plugin and, through it, the library
 
             ide = plugin.instance()
@@ -62,28 +68,17 @@ class Boot:
                 import __main__  # where Vim's `:py3` commands run: the forwarders' `_copilot_ide`
 
                 __main__._copilot_ide = ide  # type: ignore[attr-defined]
-                ide.serve(self.settings)  # returns at once: the server starts on its own thread
+                # Returns at once: the server starts on its own thread, and its `_started`,
+                # queued for Vim's thread, rings the bell.
+                ide.serve(self.settings, bell=self.bell)
                 self.ide = ide
         except BaseException as exc:  # reported on Vim's thread by the timer
             self.error = "%s: %s" % (type(exc).__name__, exc)
         finally:
             self.done = True
             with self._lock:
-                if not self._quitting:
-                    self._say_done()
-
-    def _say_done(self) -> None:
-        """Create the file Vim's timer looks for (see the module's docstring)."""
-        import os
-
-        folder = self.settings.get("done_dir")
-        if not folder:
-            return  # no folder of the plugin's: Vim asks `state()` at its ticks
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        try:
-            os.close(os.open(os.path.join(folder, "done"), flags, 0o600))
-        except (OSError, TypeError, ValueError):  # Vim's timer asks `state()` every 40th tick all the same
-            pass
+                if self.ide is None and not self._quitting and self.bell is not None:
+                    self.bell.ring()  # failed: Vim's timer asks `state()`
 
     def state(self) -> str:
         """For Vim's timer: "" while the thread works, "ok" once done, else the error."""
@@ -92,9 +87,12 @@ class Boot:
         return self.error or ("ok" if self.ide is not None else "stopped")
 
     def leave(self) -> None:
-        """Vim quits: nothing is started from now on; a server started is stopped."""
+        """Vim quits: nothing is started from now on; a server started is stopped, the
+        bell removed."""
         with self._lock:
             self._quitting = True
-            ide = self.ide
+            ide, bell = self.ide, self.bell
         if ide is not None:
-            ide.leave()
+            ide.leave()  # the bell is the plugin's now
+        elif bell is not None:
+            bell.close()
