@@ -2,7 +2,7 @@
 "
 " The start never holds Vim's thread for the server: copilot_ide#start() reads what
 " only Vim's thread may read (the working folder, $COPILOT_HOME, the options), starts
-" Python (its first :py3) and hands those to a Python thread (copilot_ide_vim/boot.py)
+" Python (its first :py3) and hands those to a Python thread (copilot_ide_vim/__init__.py)
 " that imports the plugin and the library and starts the server. The timer below
 " enters Python only once the plugin's doorbell rang (copilot_ide_vim/bell.py).
 let s:python3 = expand('<sfile>:p:h:h') . '/python3'
@@ -14,7 +14,7 @@ let s:bell = ''     " the doorbell's folder (its name; Python makes it)
 let s:ring = ''     " the file that rings in it, or '' when there is no bell
 let s:lists = []    " the quickfix/location lists' ids and change ticks, as last seen
 
-" What the server needs from Vim, read on Vim's thread (see boot.py).
+" What the server needs from Vim, read on Vim's thread (see copilot_ide_vim/__init__.py).
 function! copilot_ide#settings() abort
   return {'folder': getcwd(-1), 'copilot_home': $COPILOT_HOME, 'bell': s:bell_folder(),
         \ 'file': [bufnr(''), expand('%:p'), &buftype],
@@ -50,8 +50,8 @@ endfunction
 " Python's start, and the boot thread started (nothing else happens on Vim's thread).
 function! s:boot() abort
   try
-    call s:python('import copilot_ide_vim.boot; '
-          \ . '_copilot_ide_boot = copilot_ide_vim.boot.Boot(vim.eval("copilot_ide#settings()"))')
+    call s:python('import copilot_ide_vim; '
+          \ . '_copilot_ide_boot = copilot_ide_vim.Boot(vim.eval("copilot_ide#settings()"))')
   catch
     echohl ErrorMsg | echomsg 'copilot_ide: ' . v:exception | echohl None
     return

@@ -23,7 +23,7 @@ bell before its long import.
 import os
 import _thread
 
-# The annotations are strings (no `from __future__`, no `typing`: see boot.py).
+# The annotations are strings (no `from __future__`, no `typing`: see __init__.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Optional

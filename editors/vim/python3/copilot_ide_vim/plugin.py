@@ -3,7 +3,7 @@ with it.
 
 Threads (the rule that shapes this file): Vim's API may be used only on Vim's thread.
 The start is the one exception to "everything here runs there": `serve()` uses no
-Vim API, so the boot thread (boot.py) imports this module and calls it, and Vim's
+Vim API, so the boot thread (`Boot` in __init__.py) imports this module and calls it, and Vim's
 thread never waits for the import or the server's start; `_started` comes back through
 the queue below.
 The server's protocol work stays on its loop thread; its callbacks (`on_diff`,
@@ -80,7 +80,7 @@ class VimIde:
     def serve(self, settings: Dict[str, Any], announce: bool = False, bell: Optional[Bell] = None) -> None:
         """Start serving `settings` (`copilot_ide#settings()`, read on Vim's thread)
         without waiting for the server: `_started` runs on Vim's thread once it is up.
-        Uses no Vim API, so the boot thread (boot.py) may call it, with the `bell` it
+        Uses no Vim API, so the boot thread (__init__.py) may call it, with the `bell` it
         made; else the first start makes one."""
         if bell is not None:
             self.bell = bell
