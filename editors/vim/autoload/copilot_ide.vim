@@ -226,10 +226,14 @@ function! copilot_ide#tick(timer) abort
 endfunction
 
 " Whether the cursor or the Visual area is elsewhere than at the last look (an
-" autocommand fired without a move, or moved it back: Python need not look).
+" autocommand fired without a move, or moved it back: Python need not look). Of the
+" mode, only which Visual mode counts: Insert or Command-line mode (an Ex command
+" typed) selects what Normal mode does.
 let s:cursor = []
+let s:VISUAL = ['v', 'V', "\<C-V>"]
 function! s:cursor_changed() abort
-  let l:cursor = [bufnr(''), mode(), line('v'), col('v'), line('.'), col('.')]
+  let l:mode = mode()
+  let l:cursor = [bufnr(''), index(s:VISUAL, l:mode) < 0 ? '' : l:mode, line('v'), col('v'), line('.'), col('.')]
   if l:cursor == s:cursor
     return 0
   endif
@@ -255,8 +259,8 @@ function! copilot_ide#pending() abort
   let s:busy = 1
 endfunction
 
-" The server is up (on Vim's thread, from Python, which has just handed over the
-" selection): its autocommands, the cursor as handed over, the lists to be looked at
+" The server is up (on Vim's thread, from Python, which hands over the selection of
+" now next): its autocommands, the cursor as handed over, the lists to be looked at
 " anew, and whether the timer has a bell to look for (else it asks Python).
 function! copilot_ide#started(bell) abort
   call copilot_ide#autocmds(1)

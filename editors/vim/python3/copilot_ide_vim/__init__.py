@@ -11,11 +11,12 @@ thread loads at start-up (each module loaded there costs it a few tenths of a
 millisecond): it imports nothing but `_thread` (a built-in); the boot thread imports
 the rest.
 
-The start is split so that Vim's thread never waits for it. Vim's thread does only what must happen there: it reads Vim's state (`settings`: the
-working folder, `$COPILOT_HOME`, the options) and makes a `Boot`, which starts a thread
-of its own. That thread imports the plugin and the library and starts the server
-without waiting for it (`ThreadedIdeServer.start(wait=False)`); the lock file is
-written on the server's thread.
+The start is split so that Vim's thread never waits for it. Vim's thread does only what
+must happen there: it reads Vim's state (`settings`: the working folder,
+`$COPILOT_HOME`, the options) and makes a `Boot`, which starts a thread of its own. That
+thread imports the plugin and the library and starts the server without waiting for it
+(`ThreadedIdeServer.start(wait=False)`); the lock file is written on the server's
+thread.
 
 Vim's thread must not enter Python while that thread works: the import holds Python's
 lock (the GIL) and Vim's thread would wait for it, for milliseconds at each try, more

@@ -3,9 +3,9 @@ with it.
 
 Threads (the rule that shapes this file): Vim's API may be used only on Vim's thread.
 The start is the one exception to "everything here runs there": `serve()` uses no
-Vim API, so the boot thread (`Boot` in __init__.py) imports this module and calls it, and Vim's
-thread never waits for the import or the server's start; `_started` comes back through
-the queue below.
+Vim API, so the boot thread (`Boot` in __init__.py) imports this module and calls it,
+and Vim's thread never waits for the import or the server's start; `_started` comes
+back through the queue below.
 The server's protocol work stays on its loop thread; its callbacks (`on_diff`,
 `on_diff_closed`, `on_session`) are handed to `call_in_editor`, which here only puts
 them on a queue (`inbox.put`: never waits) and ring the plugin's doorbell (bell.py).
@@ -133,10 +133,11 @@ class VimIde:
             vim.command("call copilot_ide#timer(0)")
             return
         self._last_key = None
+        # The autocommands, the lists looked at anew, whether the timer has a bell, and
+        # the cursor of now, which moved() below hands over.
+        vim.command("call copilot_ide#started(%d)" % (self.bell is not None and self.bell.made))
         self.folder_changed()  # a `:cd` made while the server started (DirChanged from now on)
         self.moved()  # the selection of now, kept for the CLI's first stream (PROTOCOL.md §5)
-        # The autocommands, the lists looked at anew, and whether the timer has a bell.
-        vim.command("call copilot_ide#started(%d)" % (self.bell is not None and self.bell.made))
         if self._announce:
             echo("Copilot IDE: serving %s" % ", ".join(self.server.workspace_folders))
 
