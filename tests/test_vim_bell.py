@@ -78,6 +78,19 @@ def test_a_ring_is_never_created_through_a_symbolic_link(tmp_path) -> None:
     assert not victim.exists()
 
 
+def test_a_folder_removed_by_someone_else_is_made_again_at_the_next_ring(tmp_path) -> None:
+    folder = str(tmp_path / "bell")
+    bell = Bell(folder)
+    assert bell.make()
+    os.rmdir(folder)  # as a cleaner of old files in /tmp does, after days
+    bell.ring()
+    assert os.listdir(folder) == ["ring"]
+    if os.name == "posix":
+        assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    bell.close()
+    assert not os.path.exists(folder)
+
+
 def test_what_is_not_its_own_keeps_the_folder(tmp_path) -> None:
     folder = tmp_path / "bell"
     bell = Bell(str(folder))

@@ -16,6 +16,8 @@ Vim's timer asks Python at its every fifth tick instead). The file is created
 exclusively and never through a symbolic link. Only what this object made is ever
 removed: its "ring" file, then the folder with `rmdir` (only when empty: never
 recursive), at `close()` (Vim quits). A Vim killed outright leaves the empty folder.
+A folder removed by someone else (a cleaner of old files in /tmp, after days of
+idling) is made again at the next ring.
 
 Uses `os` only (imported by Python's own start already): the boot thread makes the
 bell before its long import.
@@ -61,7 +63,13 @@ class Bell:
                 return
             try:
                 os.close(os.open(self.ring_path, _RING_FLAGS, 0o600))
-            except OSError:  # rung already (or the folder is gone: Vim's timer looks at its fifth ticks)
+            except FileNotFoundError:  # the folder went (a cleaner of old files in /tmp): made again
+                try:
+                    os.mkdir(self.folder, 0o700)
+                    os.close(os.open(self.ring_path, _RING_FLAGS, 0o600))
+                except OSError:  # (its name taken meanwhile: no ring; Python's next tick drains all the same)
+                    pass
+            except OSError:  # rung already
                 pass
 
     def answer(self) -> None:
