@@ -38,8 +38,9 @@ On Vim's thread while it runs (each a list of per-event times):
   three timed together; 10 ms between moves (Vim sleeping, as between keys), in which
   the server's thread takes the hand-over and pushes.
 * idle tick: the timer callback with nothing to do (every 50 ms while Vim runs); it
-  enters Python at one tick in five only, so its mean is what idling costs Vim per
-  tick, its p99 the cost of a tick that enters Python.
+  does not enter Python (one tick in five looks for the plugin's doorbell and compares
+  the quickfix/location lists), so its mean is what idling costs Vim per tick, its
+  p99 the cost of a tick that looks.
 * floor: `py3 pass` with the same pauses: what entering Vim's Python costs at all on
   this machine now (cold caches after a pause weigh heavily on a loaded machine).
 
