@@ -186,3 +186,19 @@ def test_a_cd_during_the_start_moves_the_lock_once_it_is_up(vims: Any, tmp_path:
                what="one lock, for the folder Vim is in now")
     vim.quit("qa!")
     assert locks(copilot_home) == []
+
+
+def test_a_start_that_fails_before_it_serves_says_so_and_leaves_no_folder(vims: Any, tmp_path: Any,
+                                                                          copilot_home: str) -> None:
+    """The boot thread cannot import the plugin (Vim's Python is told, before the plugin
+    loads, that the module is missing): the error is shown, and the doorbell folder the
+    thread made is gone once Vim has seen it (not only when Vim quits)."""
+    tmp = str(tmp_path / "tmp")
+    os.makedirs(tmp)
+    hook = "py3 import sys; sys.modules['copilot_ide_vim.plugin'] = None"
+    vim = vims(env={"TMPDIR": tmp}).start(before=[hook])
+    vim.wait_screen(r"could not start: ModuleNotFoundError")
+    wait_until(lambda: plugin_folders(tmp) == [], what="the doorbell folder removed")
+    assert locks(copilot_home) == []
+    vim.quit("qa!")
+    assert plugin_folders(tmp) == [] and locks(copilot_home) == []

@@ -78,8 +78,11 @@ function! s:ready(...) abort
     let s:booting = 0
     if l:state ==# 'ok'
       let s:loaded = 1
-    elseif l:state !=# 'stopped'
-      echohl ErrorMsg | echomsg 'copilot_ide: could not start: ' . l:state | echohl None
+    else  " stopped, or failed before it served: nothing to wait for (the bell goes)
+      py3 _copilot_ide_boot.leave()
+      if l:state !=# 'stopped'
+        echohl ErrorMsg | echomsg 'copilot_ide: could not start: ' . l:state | echohl None
+      endif
     endif
   endif
   return s:loaded
