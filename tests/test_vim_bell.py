@@ -91,6 +91,22 @@ def test_a_folder_removed_by_someone_else_is_made_again_at_the_next_ring(tmp_pat
     assert not os.path.exists(folder)
 
 
+def test_a_folder_of_that_name_made_by_someone_else_after_ours_went_is_left_alone(tmp_path) -> None:
+    folder = tmp_path / "bell"
+    bell = Bell(str(folder))
+    assert bell.make()
+    os.rmdir(str(folder))
+    folder.mkdir()  # someone else's now, with what they keep in it
+    (folder / "ring").write_text("theirs\n")
+    bell.answer()
+    bell.ring()
+    bell.close()
+    assert os.listdir(str(folder)) == ["ring"] and (folder / "ring").read_text() == "theirs\n"
+    (folder / "ring").unlink()
+    bell.close()  # and when it is empty, not removed either
+    assert folder.is_dir()
+
+
 def test_what_is_not_its_own_keeps_the_folder(tmp_path) -> None:
     folder = tmp_path / "bell"
     bell = Bell(str(folder))
