@@ -228,34 +228,35 @@ class McpApp:
             obj = jsonrpc.loads(body)
         except jsonrpc.JsonRpcError as exc:
             return _json_error(400, exc.code, exc.message)
-        if isinstance(obj, list):
-            return _json_error(400, jsonrpc.INVALID_REQUEST, "Batches are not supported")
-        msg = jsonrpc.parse_message(obj)
-        if isinstance(msg, jsonrpc.Invalid):
+        msg: Any = jsonrpc.parse_message(obj)
+        kind = type(msg)  # (exactly one of the classes `parse_message` gives)
+        if kind is jsonrpc.Invalid:
+            if isinstance(obj, list):
+                return _json_error(400, jsonrpc.INVALID_REQUEST, "Batches are not supported")
             return _json_error(400, msg.error.code, msg.error.message, msg.id)
         if self.on_exchange is not None:
             self.on_exchange("in", obj)
-        if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
+        if kind is jsonrpc.Request and msg.method == "initialize":
             return self._initialize(request, msg, connection)
         session = self._session_for(request, connection)
         if not isinstance(session, Session):
-            if isinstance(msg, jsonrpc.Request) and msg.method == "server/discover":
+            if kind is jsonrpc.Request and msg.method == "server/discover":
                 # PROTOCOL.md §3: an error makes the CLI fall back to initialize at once.
                 # -32601 says the truth: we implement the stateful protocol only.
                 return self._reply(None, jsonrpc.error_response(
                     msg.id, jsonrpc.JsonRpcError(jsonrpc.METHOD_NOT_FOUND, "Method not found: server/discover")))
             return session
+        if kind is jsonrpc.Request:
+            response = self.dispatcher.dispatch_now(msg, CallContext(session, msg.id, request.headers))
+            if type(response) is rpc.Deferred:
+                return self._answer_when_done(session, msg, response)
+            return self._reply(session, response)
         context = CallContext(session, getattr(msg, "id", None), request.headers)
-        if not isinstance(msg, jsonrpc.Request):
-            if isinstance(msg, jsonrpc.Notification):
-                waiting = self.dispatcher.dispatch_now(msg, context)
-                if isinstance(waiting, rpc.Deferred):
-                    return PendingReply(lambda: self._accepted_after(waiting), waiting.drop)
-            return ACCEPTED
-        response = self.dispatcher.dispatch_now(msg, context)
-        if isinstance(response, rpc.Deferred):
-            return self._answer_when_done(session, msg, response)
-        return self._reply(session, response)
+        if kind is jsonrpc.Notification:
+            waiting = self.dispatcher.dispatch_now(msg, context)
+            if type(waiting) is rpc.Deferred:
+                return PendingReply(lambda: self._accepted_after(waiting), waiting.drop)
+        return ACCEPTED
 
     async def _accepted_after(self, waiting: rpc.Deferred) -> Reply:
         await waiting.run()
