@@ -26,10 +26,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import secrets
 import signal
 import sys
-import uuid
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from .. import rpc
@@ -91,6 +89,9 @@ class IdeServer:
         self.idle_timeout = idle_timeout
         self.max_body = max_body
         self.write_lock_file = write_lock
+        # (Imported here, where a server is made: importing the class needs neither.)
+        import secrets
+        import uuid
         self.nonce = secrets.token_hex(16)  # 128 bits from the OS CSPRNG (PROTOCOL.md §1)
         self.instance_id = str(uuid.uuid4())
         self.lock_path: Optional[str] = None

@@ -23,7 +23,6 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-import uuid
 from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Set, Union
 
 from .. import rpc
@@ -320,6 +319,7 @@ class McpApp:
                 self.end_session(old, "replaced")
             session_id = client_sid
         if session_id is None:
+            import uuid  # (here, once per session: importing the server needs no `uuid`)
             session_id = str(uuid.uuid4())
         if not self._make_room():
             return _json_error(503, jsonrpc.INTERNAL_ERROR, "Service Unavailable: too many sessions (limit %d), "
