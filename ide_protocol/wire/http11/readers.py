@@ -47,7 +47,7 @@ class _RequestHead(NamedTuple):
     method: str
     target: str
     http_version: str
-    fields: Tuple[Tuple[str, str], ...]
+    fields: List[Tuple[str, str]]  # (never changed: each request gets a copy)
     field_index: Dict[str, List[str]]  # (not `index`: that would hide tuple.index)
     framing: Framing
     keep_alive: bool
@@ -60,7 +60,7 @@ def _parse_request_head(lines: List[bytes]) -> _RequestHead:
     headers = parse_fields(lines[1:])
     check_request_fields(line.http_version, headers)
     framing = body_framing(headers)
-    return _RequestHead(line.method, line.target, line.http_version, tuple(headers.raw), headers.index(),
+    return _RequestHead(line.method, line.target, line.http_version, headers.raw, headers.index(),
                         framing, keep_alive(line.http_version, headers.tokens("connection")), body_follows(framing))
 
 
