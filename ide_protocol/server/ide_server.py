@@ -114,7 +114,7 @@ class IdeServer:
                           on_session_start=self._session_started, on_session_end=self._session_ended,
                           on_stream_open=self._stream_opened, on_exchange=on_exchange,
                           streams_early=self.tools.blocks)
-        self.listener = Listener(self.app, max_body, request_timeout, judge=self.app.judge_head)
+        self.listener = Listener(self.app.answer, max_body, request_timeout, judge=self.app.judge_head)
         self.listener.on_connection_closed = self._connection_closed
         #: Seconds a session outlives the last connection that carried it (PROTOCOL.md
         #: §3, "When a session ends"): a client that vanished without DELETE.

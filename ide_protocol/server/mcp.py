@@ -10,7 +10,7 @@ and the request.
 
 The way of one `tools/call`: `judge_head` checks what every request's head must pass
 (Origin, nonce, path, method: a pure function of the head, which the transport calls
-exactly once for every request, as soon as the head arrives; `__call__` is given only
+exactly once for every request, as soon as the head arrives; `answer` is given only
 the requests it passed), `_session_for` the session and its protocol version (for every
 request that names a session, in that one place); `_post` decodes
 the JSON-RPC message and gives it to the dispatcher, which calls the tool; its response
@@ -131,9 +131,11 @@ class McpApp:
 
     # ---------------------------------------------------------------- the HTTP entry
 
-    def __call__(self, request: http11.Request, body: bytes, connection: int = 0) -> Answer:
+    def answer(self, request: http11.Request, body: bytes, connection: int = 0) -> Answer:
         """The answer to one request whose head `judge_head` passed (`answers.App`: the
-        transport gives the application only those)."""
+        transport gives the application only those). The object itself is the same
+        application (`app(request, body, connection)`); an owner hands the listener
+        this method beside `judge_head`."""
         self.requests_served += 1
         method = request.method
         if method == "POST":
@@ -141,6 +143,8 @@ class McpApp:
         if method == "GET":
             return self._get(request, connection)
         return self._delete(request)  # (the only other method judge_head passes)
+
+    __call__ = answer
 
     def judge_head(self, request: http11.Request) -> Optional[Reply]:
         """The refusal of a request judged by its head alone, or None (`answers.Judge`).
