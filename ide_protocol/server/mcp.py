@@ -251,13 +251,13 @@ class McpApp:
             return session
         if kind is jsonrpc.Request:
             response = self.dispatcher.dispatch_now(msg, CallContext(session, msg.id, request.headers))
-            if type(response) is rpc.Deferred:
+            if isinstance(response, rpc.Deferred):
                 return self._answer_when_done(session, msg, response)
             return self._reply(session, response)
         context = CallContext(session, getattr(msg, "id", None), request.headers)
         if kind is jsonrpc.Notification:
             waiting = self.dispatcher.dispatch_now(msg, context)
-            if type(waiting) is rpc.Deferred:
+            if isinstance(waiting, rpc.Deferred):
                 return PendingReply(lambda: self._accepted_after(waiting), waiting.drop)
         return ACCEPTED
 
