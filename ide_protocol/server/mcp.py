@@ -301,7 +301,7 @@ class McpApp:
                 self.on_exchange("out", response)
             return Reply(200, (("Content-Type", "application/json"),) + sid, jsonrpc.dumps(response))
         event = self._event(response) if response is not None else b""
-        return Reply(200, session.sse_headers if session is not None else SSE_HEADERS, event, True)  # (chunked)
+        return Reply(200, session.sse_headers if session is not None else SSE_HEADERS, event, chunked=True)
 
     # ------------------------------------------------------------------- initialize
 

@@ -196,24 +196,10 @@ class HttpConnection(asyncio.BufferedProtocol):
                 refusal, self._refusal = self._refusal, None
                 body = self._body if type(self._body) is bytes else bytes(self._body)
                 self._body = b""
-                if request is None:
-                    continue
-                # A complete request: answered now when nothing is ahead of it, else queued.
-                if not request.keep_alive:
-                    # PROTOCOL.md §2: keep-alive is the rule; a request that says
-                    # `Connection: close` is the last one read.
-                    self._input_done = True
-                if self._task is not None or self._queue or self._writing_paused:
-                    self._queue.append((request, body, refusal))
-                    continue
-                # (`refusal`: its judge's answer, given instead of the application's.)
-                keep_open = self._answer(request, body) if refusal is None else self._write_reply(request, refusal)
-                if keep_open is None:
-                    self._start_handler()
-                elif not keep_open:
-                    self.close()
-                if self.closed:
-                    return  # its answer closed the connection (the only event that answers)
+                if request is not None:
+                    self._received(request, body, refusal)
+                    if self.closed:
+                        return  # its answer closed the connection (the only event that answers)
             elif kind is http11.ParseError:
                 self._receiving = self._refusal = None
                 self._body = b""
@@ -256,6 +242,22 @@ class HttpConnection(asyncio.BufferedProtocol):
             self._writable.set()
 
     # ------------------------------------------------------------- incoming requests
+
+    def _received(self, request: http11.Request, body: bytes, refusal: Optional[Reply] = None) -> None:
+        """A complete request: answered now when nothing is ahead of it, else queued.
+        `refusal`: its judge's answer, given instead of the application's."""
+        if not request.keep_alive:
+            # PROTOCOL.md §2: keep-alive is the rule; a request that says
+            # `Connection: close` is the last one read.
+            self._input_done = True
+        if self._task is not None or self._queue or self._writing_paused:
+            self._queue.append((request, body, refusal))
+            return
+        keep_open = self._answer(request, body) if refusal is None else self._write_reply(request, refusal)
+        if keep_open is None:
+            self._start_handler()
+        elif not keep_open:
+            self.close()
 
     def _refuse(self, request: http11.Request, refusal: Reply) -> None:
         """A request refused by its head (no nonce, an Origin, a wrong path or method):

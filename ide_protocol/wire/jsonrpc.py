@@ -200,8 +200,7 @@ class Invalid(Message):
 def _valid_id(value: Any) -> bool:
     # Ids are strings or integers (numbers with fractions are discouraged by JSON-RPC;
     # we accept integral numbers only). bool is an int subclass in Python: refuse it.
-    kind = type(value)
-    return kind is int or kind is str or (isinstance(value, (str, int)) and kind is not bool)
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
 
 
 def parse_message(obj: Any) -> Message:
@@ -223,7 +222,7 @@ def parse_message(obj: Any) -> Message:
         return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Request: no method, result or error"))
     # A message with a `method`: a request (it has an id) or a notification.
     method = obj["method"]
-    if type(method) is not str and not isinstance(method, str):
+    if not isinstance(method, str):
         return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Request: method must be a string"))
     params = obj.get("params")
     if params is None and "params" in obj or params is not None and not isinstance(params, (dict, list)):
