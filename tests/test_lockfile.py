@@ -263,6 +263,17 @@ def make_info(folder: str = "/home/user/project", pid: int = 0, socket_path: str
     )
 
 
+def test_lock_info_is_equal_by_content_wherever_it_lives() -> None:
+    a, b = make_info(), make_info()
+    b.path = "/elsewhere/x.lock"
+    assert a == b and not a != b  # (the path is not compared)
+    assert a != make_info(pid=1) and a != make_info(folder="/other") and a != a.to_json()
+    assert repr(b).startswith("LockInfo(socket_path='/tmp/x/mcp.sock', scheme='unix', ") and repr(b).endswith(
+        "is_trusted=False, path='/elsewhere/x.lock')")
+    with pytest.raises(TypeError):
+        hash(a)  # mutable, compared by content
+
+
 def test_write_lock_content_and_name(tmp_path) -> None:
     d = str(tmp_path / "ide")
     info = make_info()

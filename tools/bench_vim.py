@@ -16,9 +16,10 @@ Start-up and quit (`--starts` runs each way, medians):
 
 Python caches bytecode as it does for a user (a warm-up start comes first).
 * plugin functions: Vim's `:profile` of separate starts, the self time of every
-  function defined in the plugin's scripts, from launch until the lock is there (plus
-  0.3 s of ticks): the time Vim's thread spent in the plugin, Python's own start
-  included (the plugin's first `:py3`).
+  function defined in the plugin's scripts over the first second after launch (or
+  until 0.3 s after the lock, if that is later): the time Vim's thread spent in the
+  plugin during its start, work put off to the timer's first ticks included, and
+  Python's own start too (the plugin's first `:py3`; "the rest" is the plugin's own).
 * quit: `:qa!` with the server up: the plugin's VimLeavePre (stopping the server,
   removing the lock) timed inside Vim, and the wall time until Vim's process is gone
   (tmux's latency included); a lock left behind is reported.
@@ -37,8 +38,9 @@ On Vim's thread while it runs (each a list of per-event times):
   three timed together; 10 ms between moves (Vim sleeping, as between keys), in which
   the server's thread takes the hand-over and pushes.
 * idle tick: the timer callback with nothing to do (every 50 ms while Vim runs); it
-  enters Python at one tick in five only, so its mean is what idling costs Vim per
-  tick, its p99 the cost of a tick that enters Python.
+  does not enter Python (one tick in five looks for the plugin's doorbell and compares
+  the quickfix/location lists), so its mean is what idling costs Vim per tick, its
+  p99 the cost of a tick that looks.
 * floor: `py3 pass` with the same pauses: what entering Vim's Python costs at all on
   this machine now (cold caches after a pause weigh heavily on a loaded machine).
 
@@ -157,7 +159,7 @@ def one_start(root: str, n: int, plugin: bool, profile: bool) -> Dict[str, Any]:
             V.wait_until(lambda: V.locks(home), what="the lock", interval=0.002)
             out["lock_ms"] = (time.monotonic() - launched) * 1000.0
         if profile:
-            time.sleep(0.3)
+            time.sleep(max(launched + 1.0, time.monotonic() + 0.3) - time.monotonic())
             vim.ex("profile pause")
         time.sleep(0.2)
         pid = vim.pid

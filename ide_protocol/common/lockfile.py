@@ -27,9 +27,6 @@ import json
 import os
 import sys
 import time
-import uuid
-from dataclasses import dataclass
-from dataclasses import field as dc_field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union
 
 from . import lock_cleanup, lock_rules
@@ -87,24 +84,42 @@ def lock_dir(env: Optional[Mapping[str, str]] = None, home: Optional[str] = None
     return os.path.join(home, ".copilot", "ide")
 
 
-@dataclass
 class LockInfo:
     """One lock file's content (PROTOCOL.md §1), with Python names.
 
     ``timestamp`` is milliseconds since the epoch (an ``int`` when written here; a
     float read from another writer is kept as is so it round-trips). ``path`` is where
-    the lock lives on disk, ``None`` for one not written or read yet.
+    the lock lives on disk, ``None`` for one not written or read yet. Two locks are
+    equal when their content is, wherever they live (``path`` is not compared).
     """
 
-    socket_path: str
-    scheme: str
-    headers: Dict[str, str]
-    pid: int
-    ide_name: str
-    timestamp: Union[int, float]
-    workspace_folders: List[str]
-    is_trusted: bool = False
-    path: Optional[str] = dc_field(default=None, compare=False)
+    def __init__(self, socket_path: str, scheme: str, headers: Dict[str, str], pid: int, ide_name: str,
+                 timestamp: Union[int, float], workspace_folders: List[str], is_trusted: bool = False,
+                 path: Optional[str] = None) -> None:
+        self.socket_path = socket_path
+        self.scheme = scheme
+        self.headers = headers
+        self.pid = pid
+        self.ide_name = ide_name
+        self.timestamp = timestamp
+        self.workspace_folders = workspace_folders
+        self.is_trusted = is_trusted
+        self.path = path
+
+    def _content(self) -> Tuple[Any, ...]:
+        return (self.socket_path, self.scheme, self.headers, self.pid, self.ide_name, self.timestamp,
+                self.workspace_folders, self.is_trusted)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._content() == other._content()  # type: ignore[attr-defined]
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable, compared by content)
+
+    def __repr__(self) -> str:
+        return ("%s(socket_path=%r, scheme=%r, headers=%r, pid=%r, ide_name=%r, timestamp=%r, workspace_folders=%r, "
+                "is_trusted=%r, path=%r)" % ((type(self).__qualname__,) + self._content() + (self.path,)))
 
     @classmethod
     def new(
@@ -247,6 +262,7 @@ def write_lock(info: LockInfo, directory: Optional[str] = None) -> str:
         # makedirs' mode is filtered by the umask; make it exactly 0700.
         os.chmod(directory, 0o700)
     data = _encode_lock(info)
+    import uuid  # (here: a lock is written once per server; importing this module needs none)
     name = str(uuid.uuid4())
     final = os.path.join(directory, name + LOCK_SUFFIX)
     tmp = os.path.join(directory, "." + name + LOCK_SUFFIX + ".tmp")

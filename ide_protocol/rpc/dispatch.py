@@ -196,7 +196,7 @@ class Dispatcher:
                 result = self._call(msg.method, msg.params, context, msg)
             except JsonRpcError as exc:
                 return error_answer(msg, exc)
-            if isinstance(result, Deferred):
+            if type(result) is Deferred:
                 return result
             return result_response(msg.id, result) if isinstance(msg, Request) else None
         if isinstance(msg, Invalid):

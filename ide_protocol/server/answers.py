@@ -68,7 +68,7 @@ class Reply:
 
     def closing(self) -> "Reply":
         """The same answer, closing the connection after it."""
-        return self if self.close else Reply(self.status, self.headers, self.body, self.chunked, True)
+        return self if self.close else Reply(self.status, self.headers, self.body, self.chunked, close=True)
 
     def __repr__(self) -> str:
         return "Reply(%d, %r, <%d bytes>%s%s)" % (self.status, self.headers, len(self.body),

@@ -26,10 +26,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import secrets
 import signal
 import sys
-import uuid
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from .. import rpc
@@ -91,6 +89,9 @@ class IdeServer:
         self.idle_timeout = idle_timeout
         self.max_body = max_body
         self.write_lock_file = write_lock
+        # (Imported here, where a server is made: importing the class needs neither.)
+        import secrets
+        import uuid
         self.nonce = secrets.token_hex(16)  # 128 bits from the OS CSPRNG (PROTOCOL.md §1)
         self.instance_id = str(uuid.uuid4())
         self.lock_path: Optional[str] = None
@@ -113,7 +114,7 @@ class IdeServer:
                           on_session_start=self._session_started, on_session_end=self._session_ended,
                           on_stream_open=self._stream_opened, on_exchange=on_exchange,
                           streams_early=self.tools.blocks)
-        self.listener = Listener(self.app, max_body, request_timeout, judge=self.app.judge_head)
+        self.listener = Listener(self.app.answer, max_body, request_timeout, judge=self.app.judge_head)
         self.listener.on_connection_closed = self._connection_closed
         #: Seconds a session outlives the last connection that carried it (PROTOCOL.md
         #: §3, "When a session ends"): a client that vanished without DELETE.

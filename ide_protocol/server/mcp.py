@@ -10,7 +10,7 @@ and the request.
 
 The way of one `tools/call`: `judge_head` checks what every request's head must pass
 (Origin, nonce, path, method: a pure function of the head, which the transport calls
-exactly once for every request, as soon as the head arrives; `__call__` is given only
+exactly once for every request, as soon as the head arrives; `answer` is given only
 the requests it passed), `_session_for` the session and its protocol version (for every
 request that names a session, in that one place); `_post` decodes
 the JSON-RPC message and gives it to the dispatcher, which calls the tool; its response
@@ -23,7 +23,6 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-import uuid
 from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Set, Union
 
 from .. import rpc
@@ -132,9 +131,11 @@ class McpApp:
 
     # ---------------------------------------------------------------- the HTTP entry
 
-    def __call__(self, request: http11.Request, body: bytes, connection: int = 0) -> Answer:
+    def answer(self, request: http11.Request, body: bytes, connection: int = 0) -> Answer:
         """The answer to one request whose head `judge_head` passed (`answers.App`: the
-        transport gives the application only those)."""
+        transport gives the application only those). The object itself is the same
+        application (`app(request, body, connection)`); an owner hands the listener
+        this method beside `judge_head`."""
         self.requests_served += 1
         method = request.method
         if method == "POST":
@@ -142,6 +143,8 @@ class McpApp:
         if method == "GET":
             return self._get(request, connection)
         return self._delete(request)  # (the only other method judge_head passes)
+
+    __call__ = answer
 
     def judge_head(self, request: http11.Request) -> Optional[Reply]:
         """The refusal of a request judged by its head alone, or None (`answers.Judge`).
@@ -228,34 +231,35 @@ class McpApp:
             obj = jsonrpc.loads(body)
         except jsonrpc.JsonRpcError as exc:
             return _json_error(400, exc.code, exc.message)
-        if isinstance(obj, list):
-            return _json_error(400, jsonrpc.INVALID_REQUEST, "Batches are not supported")
-        msg = jsonrpc.parse_message(obj)
-        if isinstance(msg, jsonrpc.Invalid):
+        msg: Any = jsonrpc.parse_message(obj)
+        kind = type(msg)  # (exactly one of the classes `parse_message` gives)
+        if kind is jsonrpc.Invalid:
+            if isinstance(obj, list):
+                return _json_error(400, jsonrpc.INVALID_REQUEST, "Batches are not supported")
             return _json_error(400, msg.error.code, msg.error.message, msg.id)
         if self.on_exchange is not None:
             self.on_exchange("in", obj)
-        if isinstance(msg, jsonrpc.Request) and msg.method == "initialize":
+        if kind is jsonrpc.Request and msg.method == "initialize":
             return self._initialize(request, msg, connection)
         session = self._session_for(request, connection)
         if not isinstance(session, Session):
-            if isinstance(msg, jsonrpc.Request) and msg.method == "server/discover":
+            if kind is jsonrpc.Request and msg.method == "server/discover":
                 # PROTOCOL.md §3: an error makes the CLI fall back to initialize at once.
                 # -32601 says the truth: we implement the stateful protocol only.
                 return self._reply(None, jsonrpc.error_response(
                     msg.id, jsonrpc.JsonRpcError(jsonrpc.METHOD_NOT_FOUND, "Method not found: server/discover")))
             return session
+        if kind is jsonrpc.Request:
+            response = self.dispatcher.dispatch_now(msg, CallContext(session, msg.id, request.headers))
+            if isinstance(response, rpc.Deferred):
+                return self._answer_when_done(session, msg, response)
+            return self._reply(session, response)
         context = CallContext(session, getattr(msg, "id", None), request.headers)
-        if not isinstance(msg, jsonrpc.Request):
-            if isinstance(msg, jsonrpc.Notification):
-                waiting = self.dispatcher.dispatch_now(msg, context)
-                if isinstance(waiting, rpc.Deferred):
-                    return PendingReply(lambda: self._accepted_after(waiting), waiting.drop)
-            return ACCEPTED
-        response = self.dispatcher.dispatch_now(msg, context)
-        if isinstance(response, rpc.Deferred):
-            return self._answer_when_done(session, msg, response)
-        return self._reply(session, response)
+        if kind is jsonrpc.Notification:
+            waiting = self.dispatcher.dispatch_now(msg, context)
+            if isinstance(waiting, rpc.Deferred):
+                return PendingReply(lambda: self._accepted_after(waiting), waiting.drop)
+        return ACCEPTED
 
     async def _accepted_after(self, waiting: rpc.Deferred) -> Reply:
         await waiting.run()
@@ -319,6 +323,7 @@ class McpApp:
                 self.end_session(old, "replaced")
             session_id = client_sid
         if session_id is None:
+            import uuid  # (here, once per session: importing the server needs no `uuid`)
             session_id = str(uuid.uuid4())
         if not self._make_room():
             return _json_error(503, jsonrpc.INTERNAL_ERROR, "Service Unavailable: too many sessions (limit %d), "

@@ -93,9 +93,9 @@ class IdeTools:
     def call(self, params: Any, ctx: CallContext) -> Any:
         """The `tools/call` handler: the tool's result at once, or, for a tool that
         waits, a coroutine giving it (the dispatcher runs that in the request's task)."""
-        if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+        name = params.get("name") if isinstance(params, dict) else None
+        if not isinstance(name, str):
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: tools/call needs a tool name")
-        name = params["name"]
         arguments = params.get("arguments")
         if arguments is None:
             arguments = {}

@@ -200,7 +200,7 @@ class Invalid(Message):
 def _valid_id(value: Any) -> bool:
     # Ids are strings or integers (numbers with fractions are discouraged by JSON-RPC;
     # we accept integral numbers only). bool is an int subclass in Python: refuse it.
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
 
 
 def parse_message(obj: Any) -> Message:
@@ -216,26 +216,22 @@ def parse_message(obj: Any) -> Message:
     msg_id = raw_id if _valid_id(raw_id) else None
     if obj.get("jsonrpc") != "2.0":
         return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"'))
-    if "method" in obj:
-        return _parse_call(obj, raw_id, msg_id)
-    if "result" in obj or "error" in obj:
-        return _parse_answer(obj, raw_id, msg_id)
-    return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Request: no method, result or error"))
-
-
-def _parse_call(obj: Dict[str, Any], raw_id: Any, msg_id: Optional[Id]) -> Message:
-    """A message with a `method`: a request (it has an id) or a notification."""
+    if "method" not in obj:
+        if "result" in obj or "error" in obj:
+            return _parse_answer(obj, raw_id, msg_id)
+        return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Request: no method, result or error"))
+    # A message with a `method`: a request (it has an id) or a notification.
     method = obj["method"]
     if not isinstance(method, str):
         return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Request: method must be a string"))
     params = obj.get("params")
-    if "params" in obj and not isinstance(params, (dict, list)):
+    if params is None and "params" in obj or params is not None and not isinstance(params, (dict, list)):
         return Invalid(obj, msg_id, JsonRpcError(INVALID_REQUEST, "Invalid Request: params must be an object or array"))
-    if "id" not in obj:
-        return Notification(obj, method, params)
-    # `"id": null` does not make a notification (a notification has no id member); MCP
-    # and ACP forbid null ids, so it is answered as invalid.
     if raw_id is None:
+        if "id" not in obj:
+            return Notification(obj, method, params)
+        # `"id": null` does not make a notification (a notification has no id member);
+        # MCP and ACP forbid null ids, so it is answered as invalid.
         return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Request: id must not be null"))
     if msg_id is None:
         return Invalid(obj, None, JsonRpcError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer"))

@@ -232,10 +232,13 @@ def test_quickfix_and_location_lists_reach_get_diagnostics(vim: VimSession, clie
 def test_grep_results_are_not_diagnostics(vim: VimSession, client: StreamClient, workspace: str) -> None:
     vim.ex("silent vimgrep /second/j hello.txt")
     assert vim.eval("len(getqflist())") == 1
-    # The plugin has looked at the lists as they are now (and handed over what it found).
-    wait_until(lambda: vim.eval("py3eval('_copilot_ide._diag_signature == copilot_ide_vim.quickfix.signature()')"),
-               what="the plugin looking at the grep's list")
-    assert diagnostics(client) == {}
+    # Then a location list of diagnostics: once its entry is there, the plugin has looked
+    # at every list as it is now (the grep's too) and handed over what it found.
+    vim.ex("call setloclist(0, [{'filename': 'hello.txt', 'lnum': 1, 'text': 'a real one', 'type': 'E'}])")
+    got = wait_until(lambda: diagnostics(client).get(os.path.join(workspace, "hello.txt")),
+                     what="the location list's entry")
+    assert [d["message"] for d in got] == ["a real one"]
+    assert list(diagnostics(client)) == [os.path.join(workspace, "hello.txt")]
 
 
 def test_stop_with_a_pending_diff_answers_it_and_closes_its_tab(vim: VimSession, client: StreamClient,

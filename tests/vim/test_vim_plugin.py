@@ -248,3 +248,41 @@ def test_a_block_across_a_wide_character(vim: VimSession, client: StreamClient) 
     # Screen cells 12-15 of line 1: a space, the emoji (two cells), a space.
     vim.keys("g", "g", "0", "w", "w", "h", "C-v", "l", "l")
     client.wait_selection(lambda p: sel(p) == (" 😀 ", (0, 11), (0, 15)))
+
+
+# ------------------------------------------------------------------ the timer
+
+COUNT_TICKS = ("py3 _ticks = []; _tick = _copilot_ide.tick; "
+               "_copilot_ide.tick = lambda *a: (_ticks.append([int(x) for x in a]), _tick(*a))[1]")
+
+
+def test_an_idle_vim_never_enters_python_and_a_ring_a_list_or_a_move_does(vim: VimSession, client: StreamClient,
+                                                                         workspace: str) -> None:
+    """Each tick of the plugin's timer that enters Python is counted (`_copilot_ide.tick`
+    wrapped). Idle (nothing moves, nothing queued, the lists as they were: the Ex
+    commands that read Vim's state only pass through Command-line mode), none does; a
+    diff the server queued rings the bell, a new quickfix list and a cursor move each
+    make one tick enter Python, with what it has to do. (A second of idling: ~1 s.)"""
+    wait_until(lambda: vim.eval("exists('#copilot_ide#CursorMoved')"), what="the server's start taken up")
+    vim.ex(COUNT_TICKS)
+    time.sleep(1.0)  # twenty ticks, four of them fifth ones
+    assert vim.eval("py3eval('_ticks')") == []
+    vim.ex("call setqflist([{'filename': 'hello.txt', 'lnum': 1, 'text': 'bad', 'type': 'E'}])")
+    wait_until(lambda: vim.eval("py3eval('_ticks')"), what="a tick for the new list")
+    assert vim.eval("py3eval('_ticks')") == [[0, 1, 0]]  # (moved, lists changed, rung)
+    wait_until(lambda: diagnostics_of(client), what="the list's diagnostics")
+    pending = client.open_diff(hello(workspace), "new text\n", "rung")
+    vim.wait_screen(r"Copilot proposes an edit of hello\.txt")
+    assert [0, 0, 1] in vim.eval("py3eval('_ticks')")
+    vim.ex("CopilotIdeReject")
+    assert pending.result(V.WAIT)["result"] == "REJECTED"
+    vim.ex("tabonly | py3 _ticks.clear()")
+    time.sleep(1.0)  # what the diff left pending is done
+    vim.ex("py3 _ticks.clear()")
+    vim.keys("j")
+    wait_until(lambda: [1, 0, 0] in vim.eval("py3eval('_ticks')"), what="a tick for the move")
+    vim.quit("qa!")
+
+
+def diagnostics_of(client: StreamClient) -> Any:
+    return client.tool_json("get_diagnostics")

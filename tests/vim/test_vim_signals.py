@@ -111,6 +111,8 @@ def test_signals_during_the_exit_delete_nothing_the_test_made(vims: Any, tmp_pat
     assert made == []
     if how != "hup":  # (a second deadly signal may end Vim before it removes the lock: the next start does)
         assert locks(copilot_home) == []
+        # and the plugin's doorbell folder (removed on VimLeavePre, as the lock is)
+        assert [n for n in os.listdir(planted["tmp"]) if n.startswith("copilot-ide-vim-")] == []
 
 
 def blocked_signals(pid: int, tid: int) -> int:

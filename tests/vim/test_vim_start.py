@@ -60,7 +60,7 @@ def starting(vim: VimSession) -> None:
 
 
 def plugin_folders(tmp: str) -> List[str]:
-    """What the plugin and Vim made in Vim's $TMPDIR: the boot thread's "done" folder,
+    """What the plugin and Vim made in Vim's $TMPDIR: the plugin's doorbell folder,
     a Vim temporary folder (there must never be one: see test_vim_signals.py)."""
     return sorted(name for name in os.listdir(tmp) if name.startswith("copilot-ide-vim-")
                   or re.match(r"^v[A-Za-z0-9]{6}$", name))
@@ -73,7 +73,9 @@ def test_the_lock_appears_without_vim_waiting_and_an_early_selection_reaches_the
     vim, open_gate = gated(vims, tmp_path, env={"TMPDIR": tmp})
     vim.wait_screen(r"hello\.txt")
     starting(vim)
-    wait_until(lambda: plugin_folders(tmp) == [], what="the boot thread's folder removed once Vim saw it done")
+    (bell,) = plugin_folders(tmp)  # the doorbell, made by the boot thread, private
+    assert bell.startswith("copilot-ide-vim-%d-" % vim.pid)
+    assert os.stat(os.path.join(tmp, bell)).st_mode & 0o777 == 0o700
     # The server's start is under way (and held): Vim answers keys all the same.
     vim.keys("j", "l", "l")
     assert vim.eval("[line('.'), col('.')]") == [2, 3]
@@ -92,7 +94,7 @@ def test_the_lock_appears_without_vim_waiting_and_an_early_selection_reaches_the
         client.close()
     vim.keys("Escape")
     vim.quit("qa!")
-    assert locks(copilot_home) == []
+    assert locks(copilot_home) == [] and plugin_folders(tmp) == []
 
 
 def test_qa_bang_during_the_start_leaves_no_lock_and_no_process(vims: Any, tmp_path: Any,
@@ -129,14 +131,24 @@ def test_qa_bang_right_after_start_leaves_no_lock_and_no_process(vims: Any, tmp_
         assert left == [] and plugin_folders(tmp) == []
 
 
-def test_without_a_folder_of_its_own_the_start_still_ends(vims: Any, tmp_path: Any, copilot_home: str) -> None:
-    """Vim's $TMPDIR does not exist, so the plugin cannot make the boot thread's folder
-    (mkdir() fails, as it does when the name exists already): the timer asks Python
-    at its ticks instead, and nothing is created where $TMPDIR points."""
+def test_without_a_folder_of_its_own_the_start_still_ends(vims: Any, tmp_path: Any, copilot_home: str,
+                                                          workspace: str) -> None:
+    """Vim's $TMPDIR does not exist, so the plugin cannot make its doorbell's folder
+    (mkdir fails, as it does when the name exists already): the timer asks Python at
+    its ticks instead (the boot's end, then every fifth tick: a diff still opens while
+    Vim idles), and nothing is created where $TMPDIR points."""
     missing = str(tmp_path / "missing")
     vim = vims(env={"TMPDIR": missing}).start()
-    vim.wait_lock()
-    assert vim.eval("py3eval(\"_copilot_ide_boot.settings['done_dir']\")") == ""
+    client = StreamClient(vim.wait_lock())
+    try:
+        wait_until(lambda: vim.eval("exists('#copilot_ide#CursorMoved')"), what="the server's start taken up")
+        assert vim.eval("py3eval('_copilot_ide.bell.made')") in (0, False)
+        pending = client.open_diff(os.path.join(workspace, "hello.txt"), "new text\n", "bell-less")
+        vim.wait_screen(r"Copilot proposes an edit of hello\.txt")
+        vim.ex("CopilotIdeReject")
+        assert pending.result(WAIT)["result"] == "REJECTED"
+    finally:
+        client.close()
     vim.quit("qa!")
     assert locks(copilot_home) == [] and not os.path.exists(missing)
 
@@ -174,3 +186,19 @@ def test_a_cd_during_the_start_moves_the_lock_once_it_is_up(vims: Any, tmp_path:
                what="one lock, for the folder Vim is in now")
     vim.quit("qa!")
     assert locks(copilot_home) == []
+
+
+def test_a_start_that_fails_before_it_serves_says_so_and_leaves_no_folder(vims: Any, tmp_path: Any,
+                                                                          copilot_home: str) -> None:
+    """The boot thread cannot import the plugin (Vim's Python is told, before the plugin
+    loads, that the module is missing): the error is shown, and the doorbell folder the
+    thread made is gone once Vim has seen it (not only when Vim quits)."""
+    tmp = str(tmp_path / "tmp")
+    os.makedirs(tmp)
+    hook = "py3 import sys; sys.modules['copilot_ide_vim.plugin'] = None"
+    vim = vims(env={"TMPDIR": tmp}).start(before=[hook])
+    vim.wait_screen(r"could not start: ModuleNotFoundError")
+    wait_until(lambda: plugin_folders(tmp) == [], what="the doorbell folder removed")
+    assert locks(copilot_home) == []
+    vim.quit("qa!")
+    assert plugin_folders(tmp) == [] and locks(copilot_home) == []

@@ -26,11 +26,12 @@ class Headers:
         self._table_len = 0  # len(raw) when it was built
 
     @classmethod
-    def parsed(cls, fields: Tuple[Tuple[str, str], ...], index: Dict[str, List[str]]) -> "Headers":
+    def parsed(cls, fields: List[Tuple[str, str]], index: Dict[str, List[str]]) -> "Headers":
         """Fields as a parser read them, with their lower-cased index already built (a
-        parser gives the requests of one repeated head one shared, read-only index)."""
+        parser gives the requests of one repeated head one shared, read-only index;
+        `fields` is copied, the index is not)."""
         headers = cls.__new__(cls)
-        headers.raw = list(fields)
+        headers.raw = fields[:]
         headers._table = index
         headers._table_len = len(fields)
         return headers

@@ -47,7 +47,7 @@ class _RequestHead(NamedTuple):
     method: str
     target: str
     http_version: str
-    fields: Tuple[Tuple[str, str], ...]
+    fields: List[Tuple[str, str]]  # (never changed: each request gets a copy)
     field_index: Dict[str, List[str]]  # (not `index`: that would hide tuple.index)
     framing: Framing
     keep_alive: bool
@@ -60,7 +60,7 @@ def _parse_request_head(lines: List[bytes]) -> _RequestHead:
     headers = parse_fields(lines[1:])
     check_request_fields(line.http_version, headers)
     framing = body_framing(headers)
-    return _RequestHead(line.method, line.target, line.http_version, tuple(headers.raw), headers.index(),
+    return _RequestHead(line.method, line.target, line.http_version, headers.raw, headers.index(),
                         framing, keep_alive(line.http_version, headers.tokens("connection")), body_follows(framing))
 
 
@@ -174,8 +174,12 @@ class _Reader:
             # The bytes of the head before: the head ends where that one ended.
             self._pos = self._scan = pos + len(last)
             self._start_message(events, last, len(last))
-            if self._state == "CHUNK_SIZE" and self._pos < len(buf):
-                return self._read_chunked(events)  # (its body, in the same step)
+            if self._pos < len(buf):  # (its body, in the same step)
+                state = self._state
+                if state == "LENGTH":
+                    return self._read_length(events)
+                if state == "CHUNK_SIZE":
+                    return self._read_chunked(events)
             return True
         found = self._section_end(pos, "header block")
         if found is None:
@@ -217,12 +221,15 @@ class _Reader:
             self._end_message(events, NO_TRAILERS)
 
     def _read_length(self, events: List[ParserEvent]) -> bool:
+        buf = self._buf
         pos = self._pos
-        n = min(len(self._buf) - pos, self._remaining)
-        events.append(Data(self._take(pos, pos + n)))
-        self._pos = pos + n
-        self._remaining -= n
-        if self._remaining == 0:
+        end = pos + self._remaining
+        if end > len(buf):
+            end = len(buf)
+        events.append(Data(buf[pos:end] if type(buf) is bytes else bytes(buf[pos:end])))
+        self._pos = end
+        self._remaining -= end - pos
+        if not self._remaining:
             self._end_message(events, NO_TRAILERS)
         return True
 

@@ -3,18 +3,19 @@ with it.
 
 Threads (the rule that shapes this file): Vim's API may be used only on Vim's thread.
 The start is the one exception to "everything here runs there": `serve()` uses no
-Vim API, so the boot thread (boot.py) imports this module and calls it, and Vim's
-thread never waits for the import or the server's start; `_started` comes back through
-the queue below.
+Vim API, so the boot thread (`Boot` in __init__.py) imports this module and calls it,
+and Vim's thread never waits for the import or the server's start; `_started` comes
+back through the queue below.
 The server's protocol work stays on its loop thread; its callbacks (`on_diff`,
 `on_diff_closed`, `on_session`) are handed to `call_in_editor`, which here only puts
-them on a queue (`inbox.put`: never waits). A repeating Vim timer (every
-`g:copilot_ide_poll_ms`, 50 ms by default) calls `tick`, which drains that queue on
-Vim's thread, shows waiting diff tabs, notices changed quickfix/location lists and
-files the CLI wrote. Entering Python is what a tick costs Vim most, so the timer's
-Vim-script side calls `tick` only when the cursor moved, while `tick` said something
-is pending, and on every fifth tick (autoload/copilot_ide.vim): work queued while
-Vim idles waits 250 ms at most.
+them on a queue (`inbox.put`: never waits) and ring the plugin's doorbell (bell.py).
+A repeating Vim timer (every `g:copilot_ide_poll_ms`, 50 ms by default) calls `tick`,
+which drains that queue on Vim's thread, shows waiting diff tabs, collects changed
+quickfix/location lists and reloads files the CLI wrote. Entering Python is what a
+tick costs Vim most, so the timer's Vim-script side calls `tick` only when the cursor
+moved, while `tick` said something is pending, and when one of its every fifth ticks
+finds the bell rung or the lists changed (autoload/copilot_ide.vim): an idle Vim
+never enters Python, and work queued meanwhile waits 250 ms at most.
 Cursor moves go the other way: an autocommand only notes that the cursor moved, and
 the next tick reads the selection and hands it over with `set_selection(...,
 wait=False)`, never waiting for the loop. So a move costs Vim's thread a Vim variable
@@ -30,6 +31,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import vim  # type: ignore
 
 from . import loader, positions, quickfix
+from .bell import Bell
 from .diffview import DiffView, buffer_of, file_state
 from .vimtext import as_int, echo, error, literal, one_message
 
@@ -45,12 +47,13 @@ class VimIde:
         self.lib: Optional[loader.Library] = None
         self.server: Any = None
         self.inbox: "queue.SimpleQueue[Callable[[], None]]" = queue.SimpleQueue()
+        self.bell: Optional[Bell] = None  # rung when work is queued for Vim's thread
         self.views: Dict[str, DiffView] = {}  # tab name -> pending diff's view
         self.diff_count = 0
         self.watches: List[Tuple[str, Optional[Tuple[int, int]], float]] = []  # path, state, until
         self._last_key: Any = None
         self._files: Dict[int, Tuple[str, Optional[str]]] = {}  # bufnr -> (name, real path or None)
-        self._diag_signature: Any = None
+        self._cwd: Optional[str] = None  # Vim's working folder as last read (getcwd(-1))
         self._diagnostics: Dict[str, List[Any]] = {}
         self._failed_once = False
         self._starting = False  # a start() whose `_started` has not run yet
@@ -74,18 +77,26 @@ class VimIde:
             return
         vim.command("call copilot_ide#timer(1)")
 
-    def serve(self, settings: Dict[str, Any], announce: bool = False) -> None:
+    def serve(self, settings: Dict[str, Any], announce: bool = False, bell: Optional[Bell] = None) -> None:
         """Start serving `settings` (`copilot_ide#settings()`, read on Vim's thread)
         without waiting for the server: `_started` runs on Vim's thread once it is up.
-        Uses no Vim API, so the boot thread (boot.py) may call it."""
+        Uses no Vim API, so the boot thread (__init__.py) may call it, with the `bell` it
+        made; else the first start makes one."""
+        if bell is not None:
+            self.bell = bell
+        elif self.bell is None:
+            self.bell = Bell(settings.get("bell"))
+        self.bell.make()  # (again after a stop during the start removed it)
         if self.lib is None:
             self.lib = loader.load()
-        folder = os.path.realpath(settings["folder"])
+        self._cwd = settings["folder"]
+        folder = os.path.realpath(self._cwd)
+        self._know_file(settings.get("file"))
         lock_dir = self.lib.lockfile.lock_dir({"COPILOT_HOME": settings.get("copilot_home") or ""})
         trusted = bool(as_int(settings.get("trusted")))
         if self.server is None:
             self.server = self.lib.ThreadedIdeServer(
-                [folder], ide_name="Vim", lock_dir=lock_dir, is_trusted=trusted, call_in_editor=self.inbox.put,
+                [folder], ide_name="Vim", lock_dir=lock_dir, is_trusted=trusted, call_in_editor=self.call_in_editor,
                 on_diff=self.on_diff, on_diff_closed=self.on_diff_closed,
                 ide_info={"version": self.vim_version(settings)})
         else:  # :CopilotIdeStop then :CopilotIdeStart: the same server, maybe a new folder
@@ -96,6 +107,24 @@ class VimIde:
         self._starting = True
         self.server.start(wait=False, on_started=self._started)
 
+    def call_in_editor(self, work: Callable[[], None]) -> None:
+        """The server's hook (on its thread): queue `work` for Vim's thread, then ring
+        (in this order: Vim's tick takes the ring away before it drains the queue)."""
+        self.inbox.put(work)
+        if self.bell is not None:
+            self.bell.ring()
+
+    def _know_file(self, current: Any) -> None:
+        """The real path of the buffer Vim showed at the start (`[bufnr, full name,
+        buftype]`), found here, off Vim's thread when the boot thread serves: the first
+        selection's look then finds it known (`_file_of` checks the name)."""
+        try:
+            number, name, buftype = int(current[0]), str(current[1]), str(current[2])
+        except (TypeError, ValueError, IndexError):
+            return
+        if name and buftype == "" and number not in self._files:
+            self._files[number] = (name, os.path.realpath(name))
+
     def _started(self, failure: Optional[BaseException]) -> None:
         """The server's start ended (on Vim's thread, from the timer's tick)."""
         self._starting = False
@@ -104,8 +133,9 @@ class VimIde:
             vim.command("call copilot_ide#timer(0)")
             return
         self._last_key = None
-        self._diag_signature = None
-        vim.command("call copilot_ide#autocmds(1)")
+        # The autocommands, the lists looked at anew, whether the timer has a bell, and
+        # the cursor of now, which moved() below hands over.
+        vim.command("call copilot_ide#started(%d)" % (self.bell is not None and self.bell.made))
         self.folder_changed()  # a `:cd` made while the server started (DirChanged from now on)
         self.moved()  # the selection of now, kept for the CLI's first stream (PROTOCOL.md §5)
         if self._announce:
@@ -136,9 +166,12 @@ class VimIde:
 
     def leave(self) -> None:
         """VimLeavePre (the timer is stopped already): stop before Vim exits (the
-        atexit hook would too, later). A start under way is cancelled."""
+        atexit hook would too, later). A start under way is cancelled. Then the bell
+        goes (after the stop: no callback rings from then on)."""
         if self.server is not None:
             self.server.stop(timeout=2.0)
+        if self.bell is not None:
+            self.bell.close()
 
     @staticmethod
     def vim_version(settings: Dict[str, Any]) -> str:
@@ -148,17 +181,20 @@ class VimIde:
     # ------------------------------------------------------------- Vim's thread
 
     @one_message()
-    def tick(self, moved: bool = False, look_at_lists: bool = False) -> bool:
-        """The timer: everything the server asked of Vim, on Vim's thread; the
-        selection when the cursor `moved` since the last tick; the quickfix/location
-        lists when `look_at_lists`. Returns whether something is pending, so that the
-        next tick calls again (True) or an idle one may skip Python (False)."""
+    def tick(self, moved: bool = False, lists_changed: bool = False, rung: bool = False) -> bool:
+        """The timer: everything the server asked of Vim, on Vim's thread (`rung`: the
+        timer saw the bell); the selection when the cursor `moved` since the last tick;
+        the quickfix/location lists when they changed. Returns whether something is
+        pending, so that the next tick calls again (True) or an idle one may skip
+        Python (False)."""
         try:
+            if rung and self.bell is not None:
+                self.bell.answer()  # before the queue is drained: what comes later rings again
             if not self.inbox.empty():
                 self.drain()
             if self.views:
                 self.check_views()
-            if look_at_lists:
+            if lists_changed:
                 self.check_diagnostics()
             if self.watches:
                 self.check_reloads()
@@ -169,8 +205,8 @@ class VimIde:
                 self._failed_once = True
                 error("timer failed: " + traceback.format_exc().strip().splitlines()[-1])
             return False
-        # A start under way is not "pending": its `_started` is queued work, which an
-        # every-fifth tick drains (entering Python meanwhile would contend with the start).
+        # A start under way is not "pending": its `_started` is queued work, which rings
+        # (entering Python meanwhile would contend with the start).
         return bool(self.views or self.watches or not self.inbox.empty())
 
     def drain(self) -> None:
@@ -344,7 +380,11 @@ class VimIde:
     def folder_changed(self) -> None:
         """DirChanged: serve the new folder (a new lock file), when it is a new one."""
         if self.server is not None and self.server.running:
-            folder = os.path.realpath(vim.eval("getcwd(-1)"))
+            cwd = vim.eval("getcwd(-1)")
+            if cwd == self._cwd:
+                return  # the same as at the last look: no need to resolve it again
+            self._cwd = cwd
+            folder = os.path.realpath(cwd)
             if [folder] != self.server.workspace_folders:
                 self.server.set_workspace_folders([folder])
 
@@ -448,10 +488,10 @@ class VimIde:
     # ------------------------------------------------------------- diagnostics
 
     def check_diagnostics(self) -> None:
-        signature = quickfix.signature()
-        if signature == self._diag_signature or self.server is None:
+        """The lists changed (the timer compares their ids and change ticks): hand
+        over the diagnostics that changed."""
+        if self.server is None:
             return
-        self._diag_signature = signature
         new = quickfix.collect(self.lib.Diagnostic)
         for path, diags in quickfix.diff_sets(self._diagnostics, new):
             self.server.set_diagnostics(path, diags, wait=False)

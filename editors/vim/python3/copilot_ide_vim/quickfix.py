@@ -1,7 +1,7 @@
 """Diagnostics from Vim's quickfix list and every window's location list.
 
-`signature()` is cheap (one `vim.eval` of the lists' ids and change ticks), so the
-plugin's timer calls it often and `collect()` runs only when a list changed. Lists of
+The plugin's timer compares the lists' ids and change ticks in Vim script (cheap:
+autoload/copilot_ide.vim), and `collect()` runs only when a list changed. Lists of
 search results (`:grep`, `:vimgrep`, `:helpgrep` and their location-list forms) are no
 diagnostics and are left out.
 """
@@ -34,17 +34,10 @@ def is_search(title: str) -> bool:
     name = words[0].split("/", 1)[0].rstrip("!")
     return any(full.startswith(name) and len(name) >= len(short) for short, full in SEARCHES)
 
-_SIGNATURE = ("[getqflist({'id': 0, 'changedtick': 0})] + "
-              "map(getwininfo(), {_, w -> getloclist(w.winid, {'id': 0, 'changedtick': 0})})")
-
 _LISTS = ("[extend(getqflist({'title': 0}), {'items': getqflist(), 'kind': 'quickfix'})] + "
           "map(filter(getwininfo(), {_, w -> getloclist(w.winid, {'id': 0}).id != 0}), "
           "{_, w -> extend(getloclist(w.winid, {'title': 0}), "
           "{'items': getloclist(w.winid), 'kind': 'location list'})})")
-
-
-def signature() -> Any:
-    return vim.eval(_SIGNATURE)
 
 
 def collect(make_diagnostic: Any) -> Dict[str, List[Any]]:
