@@ -52,32 +52,32 @@ def assert_clean_failure(ran: Any) -> None:
 
 def _drip_head(sock: socket.socket, request: Dict[str, Any]) -> None:
     sock.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
-    for _ in range(600):  # one byte of a header every 0.4 s: the head never ends
+    for _ in range(600):  # one byte of a header every 0.15 s: the head never ends
         sock.sendall(b"a")
-        threading.Event().wait(0.4)
+        threading.Event().wait(0.15)
 
 
 def _drip_body(sock: socket.socket, request: Dict[str, Any]) -> None:
     sock.sendall(sse_head())
     for _ in range(600):
         sock.sendall(chunk(b":"))  # one comment byte at a time: never an event
-        threading.Event().wait(0.3)
+        threading.Event().wait(0.1)
 
 
 def _notify_forever(sock: socket.socket, request: Dict[str, Any]) -> None:
     sock.sendall(sse_head())
     for _ in range(600):
         sock.sendall(event({"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}))
-        threading.Event().wait(0.5)
+        threading.Event().wait(0.2)
 
 
 @pytest.mark.parametrize("drip", [_drip_head, _drip_body, _notify_forever], ids=["head", "body", "notifications"])
 def test_timeout_bounds_the_whole_request_whatever_the_server_drips(hostile: Any, drip: Any) -> None:
-    """`--timeout 2` ends the call: before, each byte or notification restarted the wait."""
+    """`--timeout 1` ends the call: before, each byte or notification restarted the wait."""
     ide = hostile(tools__call=drip)
-    ran = client(ide, "--timeout", "2", "call", "get_selection", limit=60)
+    ran = client(ide, "--timeout", "1", "call", "get_selection", limit=60)
     assert_clean_failure(ran)
-    assert "within 2.0 s" in ran.err, ran
+    assert "within 1.0 s" in ran.err, ran
 
 
 # --------------------------------------------------------------------- memory

@@ -325,7 +325,7 @@ def test_a_32_mb_open_diff_crosses_whole_while_another_connection_keeps_answerin
 
 #: --request-timeout for the deadline tests: short, yet long enough that our own client's
 #: requests on a loaded machine never come near it (they share the relay).
-SHORT_DEADLINE = 5
+SHORT_DEADLINE = 2
 
 
 def test_a_peer_that_drips_a_request_gets_408_and_other_connections_keep_working(tmp_path: Any) -> None:

@@ -109,3 +109,29 @@ def test_a_file_longer_than_its_share_is_cut_into_parts(tmp_path: Any) -> None:
     assert ran.returncode == 0, ran.stdout
     assert "run_tests: 11 passed, 1 skipped in" in ran.stdout, ran.stdout
     assert sorted(fixture_log(tmp_path)) == ["setup", "setup", "teardown", "teardown"], ran.stdout
+
+
+def test_compiled_modules_are_kept_in_the_cache_folder_when_none_would_be_kept(tmp_path: Any,
+                                                                               monkeypatch: Any) -> None:
+    """With PYTHONDONTWRITEBYTECODE set every process of the suite would compile (and
+    rewrite the asserts of) every module again: the runner's processes keep them in
+    `.pytest_cache/pycache` instead, and what it kept for temporary files goes after."""
+    from tools import run_tests
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    env = run_tests.process_env()
+    assert "PYTHONDONTWRITEBYTECODE" not in env and env["PYTHONPYCACHEPREFIX"] == run_tests.PYCACHE
+    probe = subprocess.run([sys.executable, "-c", "import sys; print(sys.pycache_prefix, sys.dont_write_bytecode)"],
+                           env=env, stdout=subprocess.PIPE, universal_newlines=True, timeout=60)
+    assert probe.stdout.split() == [run_tests.PYCACHE, "False"]
+    mirrored = os.path.splitdrive(os.path.realpath(str(tmp_path)))[1].lstrip(os.sep)  # (as Python mirrors it)
+    kept = os.path.join(run_tests.PYCACHE, mirrored, "__pycache__")
+    os.makedirs(kept)
+    run_tests.forget_temporary_modules(env)
+    assert not os.path.exists(kept)
+    # Bytecode written beside the sources, or a prefix of the caller's own, is left alone.
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE")
+    assert "PYTHONPYCACHEPREFIX" not in run_tests.process_env()
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "mine"))
+    assert run_tests.process_env()["PYTHONPYCACHEPREFIX"] == str(tmp_path / "mine")

@@ -16,6 +16,16 @@ behave as under plain pytest (a cut file's module fixtures are set up once per p
 tests of different files must not share state (each test has its own HOME and
 temporary folders, ports are picked by the kernel).
 
+Compiled modules: the suite starts hundreds of Python processes (each program under test,
+fake agents and peers), and each compiles every module it imports whose `.pyc` is
+missing or older than its source. Where PYTHONDONTWRITEBYTECODE is set (no `.pyc` beside
+the sources), nothing is ever kept, so every process compiles again, and every pytest
+process rewrites the asserts of every test module again. So the runner's processes (and
+what they start) keep their compiled modules in `.pytest_cache/pycache/` instead
+(PYTHONPYCACHEPREFIX, the standard library's own switch): still nothing beside the
+sources, and the compiling is done once. What is kept there for files under the
+temporary folder (copies of the package that tests make) is removed after each run.
+
 What is printed: each process's output goes to a log; at the end come the logs of the
 processes that failed (pytest's own report of the failures), the skip reasons, the
 slowest tests, and one line of totals. The exit status is pytest's: 0 when every process
@@ -32,7 +42,9 @@ nothing unless the runner set `RUN_TESTS_QUEUE`.
 from __future__ import annotations
 
 import json
+import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -57,6 +69,8 @@ VALUE_OPTIONS = ("-c", "-k", "-m", "-p", "-o", "-W", "-r", "--config-file", "--r
                  "--log-level", "--import-mode", "--pythonwarnings", "--capture", "--assert")
 
 QUEUE_ENV = "RUN_TESTS_QUEUE"
+#: Where compiled modules are kept when PYTHONDONTWRITEBYTECODE is set (see above).
+PYCACHE = os.path.join(REPO, ".pytest_cache", "pycache")
 
 
 # ---------------------------------------------------------------- the runner
@@ -120,7 +134,7 @@ def work_units(files: List[str], jobs: int) -> List[Tuple[str, int, int]]:
     share = max(10.0, sum(seconds.values()) / (2 * jobs))
     units = []
     for p in files:
-        parts = max(1, min(jobs, int(seconds[p] // share)))
+        parts = max(1, min(jobs, math.ceil(seconds[p] / share)))  # (each part at most a share)
         units.extend((p, part, parts) for part in range(parts))
     return sorted(units, key=lambda u: -seconds[u[0]] / u[2])
 
@@ -133,6 +147,28 @@ def _load_times() -> Dict[str, float]:
         return {}
 
 
+def process_env() -> Dict[str, str]:
+    """The environment of the pytest processes: the caller's, with compiled modules kept
+    in PYCACHE when PYTHONDONTWRITEBYTECODE would keep none."""
+    env = dict(os.environ)
+    if env.get("PYTHONDONTWRITEBYTECODE") and not env.get("PYTHONPYCACHEPREFIX"):
+        del env["PYTHONDONTWRITEBYTECODE"]
+        env["PYTHONPYCACHEPREFIX"] = PYCACHE
+    return env
+
+
+def forget_temporary_modules(env: Dict[str, str]) -> None:
+    """Remove what PYCACHE holds for files under the temporary folder (when this run
+    chose PYCACHE): those files are gone after the run, and their paths are never the
+    same twice."""
+    if env.get("PYTHONPYCACHEPREFIX") != PYCACHE or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    temp = os.path.realpath(tempfile.gettempdir())
+    mirrored = os.path.join(PYCACHE, os.path.splitdrive(temp)[1].lstrip(os.sep))
+    if os.path.isdir(mirrored) and os.path.realpath(mirrored).startswith(os.path.realpath(PYCACHE) + os.sep):
+        shutil.rmtree(mirrored, ignore_errors=True)
+
+
 def run_parallel(jobs: int, files: List[str], args: List[str]) -> int:
     started = time.monotonic()
     work = tempfile.mkdtemp(prefix="run-tests-")
@@ -141,7 +177,7 @@ def run_parallel(jobs: int, files: List[str], args: List[str]) -> int:
     order = work_units(files, jobs)
     with open(os.path.join(work, "files.json"), "w", encoding="utf-8") as f:
         json.dump([[os.path.abspath(p), part, parts] for p, part, parts in order], f)
-    env = dict(os.environ, **{QUEUE_ENV: work})
+    env = dict(process_env(), **{QUEUE_ENV: work})
     procs = []
     for n in range(min(jobs, len(order))):
         log = open(os.path.join(work, "log-%d.txt" % n), "wb")
@@ -162,6 +198,7 @@ def run_parallel(jobs: int, files: List[str], args: List[str]) -> int:
             log.close()
     except KeyboardInterrupt:  # the processes got the same ^C: let them end, then report
         codes = [proc.wait() for n, log, proc in procs]
+    forget_temporary_modules(env)
     return report(work, len(procs), codes, time.monotonic() - started)
 
 
@@ -247,7 +284,11 @@ def main(argv: List[str]) -> int:
     serial = (jobs == 1 or files is None or len(files) < 2
               or any(a in SERIAL_OPTIONS or a.startswith("--pdbcls") for a in args))
     if serial:
-        return subprocess.call([sys.executable, "-m", "pytest"] + args, cwd=REPO)
+        env = process_env()
+        try:
+            return subprocess.call([sys.executable, "-m", "pytest"] + args, cwd=REPO, env=env)
+        finally:
+            forget_temporary_modules(env)
     assert files is not None
     return run_parallel(jobs, files, args)
 
