@@ -39,6 +39,8 @@ NOT_ACP_MAX_LINES = 100
 # Once the agent process is gone, how long its output may still take to drain (a
 # grandchild can hold the pipe open for ever).
 EXIT_DRAIN = 0.5
+#: Seconds `close` waits for its end of a socket to close (its buffered bytes sent).
+SOCKET_CLOSE_WAIT = 1.0
 
 
 class _UseDefault:
@@ -451,6 +453,26 @@ class AgentConnection:
             if still and self._transport is not None:
                 self._transport.close()  # our pipe ends close: the read loop sees EOF
 
+    async def _socket_closed(self) -> None:
+        """Over a socket (TCP, `from_streams`): wait, briefly, until our end is closed,
+        and take the outcome asyncio keeps for that (a reset's error, already reported
+        by the read loop). Left untaken, it is printed as "Future exception was never
+        retrieved" whenever the garbage collector happens to finalise it before the
+        stream's protocol (they are in one reference cycle): a stray traceback on the
+        user's terminal after a clean one-line error. A peer that does not read what
+        is still buffered is not waited for: the socket is aborted."""
+        wait_closed = getattr(self._writer, "wait_closed", None)
+        if wait_closed is None:
+            return
+        try:
+            await asyncio.wait_for(wait_closed(), SOCKET_CLOSE_WAIT)
+        except asyncio.TimeoutError:
+            transport = getattr(self._writer, "transport", None)
+            if transport is not None:
+                transport.abort()
+        except Exception:  # (the reset, or a broken pipe: the read loop's to report)
+            pass
+
     def _signal(self, sig: int) -> None:
         assert self.process is not None
         try:
@@ -482,7 +504,9 @@ class AgentConnection:
             except (OSError, RuntimeError):
                 pass
         proc = self.process
-        if proc is not None:
+        if proc is None:
+            await self._socket_closed()
+        else:
             if not await self._wait_process(grace):
                 log.info("the agent did not exit after stdin EOF; sending SIGTERM")
                 self._signal(signal.SIGTERM)
