@@ -11,5 +11,9 @@ export PYTHONDONTWRITEBYTECODE=1
 # -rfEs: every failure, error and skip (with its reason) in the summary (this replaces
 # setup.cfg's -ra); no cache folder. -X utf8: pytest's own report in UTF-8 (a flag its
 # subprocesses do not inherit, so the programs under test still meet the code page).
+# faulthandler_timeout: a stack dump only for a test stuck far beyond the longest one's
+# own guard (2000 sessions in test_server_leaks take about two minutes under Wine, and
+# guard themselves at 600 s): the dump itself, from its watchdog thread, can crash Wine 8
+# ("Unhandled page fault"), which ends the whole run.
 [ $# -gt 0 ] || set -- tests
-wine_run "$WIN_PYTHON" -X utf8 -m pytest -p no:cacheprovider -o faulthandler_timeout=120 -rfEs "$@"
+wine_run "$WIN_PYTHON" -X utf8 -m pytest -p no:cacheprovider -o faulthandler_timeout=900 -rfEs "$@"
