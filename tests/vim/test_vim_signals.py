@@ -115,6 +115,24 @@ def test_signals_during_the_exit_delete_nothing_the_test_made(vims: Any, tmp_pat
         assert [n for n in os.listdir(planted["tmp"]) if n.startswith("copilot-ide-vim-")] == []
 
 
+def test_the_bell_is_gone_before_the_stop_waits_for_the_server(vims: Any, tmp_path: Any) -> None:
+    """Vim quitting: a deadly signal that arrives while VimLeavePre waits for the
+    server's stop ends Vim there (seen in CI: `:qa!` with SIGTERM and SIGHUP on its
+    heels left the doorbell's folder). So the folder goes before the stop begins; the
+    test records, from inside the stop, whether it is still there."""
+    report = str(tmp_path / "at-stop.txt")
+    vim = vims().start()
+    vim.wait_lock()
+    assert vim.eval("py3eval('_copilot_ide.bell is not None and _copilot_ide.bell.made')") == 1
+    vim.ex("py3 import os; _s = _copilot_ide.server; _stop = _s.stop")
+    vim.ex("py3 _s.stop = lambda *a, **k: (open(%r, 'w').write(repr(os.path.isdir(_copilot_ide.bell.folder))), "
+           "_stop(*a, **k))[1]" % report)
+    vim.ex("qa!")
+    wait_until(vim.gone, what="Vim's process gone")
+    with open(report, encoding="utf-8") as f:
+        assert f.read() == "False"
+
+
 def blocked_signals(pid: int, tid: int) -> int:
     with open("/proc/%d/task/%d/status" % (pid, tid), encoding="ascii") as f:
         for line in f:

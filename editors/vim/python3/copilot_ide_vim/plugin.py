@@ -166,12 +166,14 @@ class VimIde:
 
     def leave(self) -> None:
         """VimLeavePre (the timer is stopped already): stop before Vim exits (the
-        atexit hook would too, later). A start under way is cancelled. Then the bell
-        goes (after the stop: no callback rings from then on)."""
-        if self.server is not None:
-            self.server.stop(timeout=2.0)
+        atexit hook would too, later). A start under way is cancelled. The bell goes
+        first: a deadly signal that arrives while the stop waits for the server's
+        thread (Vim takes it then, and exits at once) leaves no folder behind, and a
+        ring after `close` does nothing."""
         if self.bell is not None:
             self.bell.close()
+        if self.server is not None:
+            self.server.stop(timeout=2.0)
 
     @staticmethod
     def vim_version(settings: Dict[str, Any]) -> str:
