@@ -92,6 +92,11 @@ def test_a_folder_removed_by_someone_else_is_made_again_at_the_next_ring(tmp_pat
 
 
 def test_a_folder_of_that_name_made_by_someone_else_after_ours_went_is_left_alone(tmp_path) -> None:
+    if sys.platform == "win32":
+        # Without a folder held open, ours is told from a later one by its file id.
+        pytest.skip("Windows: the folder's file id tells ours from a later one; NTFS changes an id's "
+                    "sequence number when it is used again, but Wine gives the Linux inode, which "
+                    "comes back at once, so real Windows is untested here")
     folder = tmp_path / "bell"
     bell = Bell(str(folder))
     assert bell.make()

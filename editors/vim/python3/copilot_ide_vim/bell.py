@@ -24,6 +24,7 @@ Uses `os` only (imported by Python's own start already): the boot thread makes t
 bell before its long import.
 """
 import os
+import stat
 import _thread
 
 # The annotations are strings (no `from __future__`, no `typing`: see __init__.py).
@@ -41,6 +42,13 @@ _DIR_FLAGS = (os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOL
 _HOLD = hasattr(os, "O_DIRECTORY") and os.open in os.supports_dir_fd and os.unlink in os.supports_dir_fd
 
 
+def _identity(st: "os.stat_result") -> "tuple":
+    """What tells the folder this object made from another made later at its name,
+    where it cannot be held open (Windows): its file id (NTFS's carries a sequence
+    number that changes when an id is used again)."""
+    return (st.st_dev, st.st_ino)
+
+
 class Bell:
     """The folder `folder` and its "ring" file. `make()` on any thread, `ring()` on
     any (the server's), `answer()` and `close()` on Vim's; one lock orders them, so
@@ -49,13 +57,15 @@ class Bell:
     The folder is held open while it is this object's: the ring is made and removed
     in it (never in a folder someone else made at its name after ours went), and the
     name is removed only while it is still that folder (held open, its inode cannot be
-    another's)."""
+    another's). Windows cannot hold a folder so: there the folder's file id, noted when
+    it was made, tells it apart, and the ring is made and removed by name."""
 
     def __init__(self, folder: "Optional[str]") -> None:
         self.folder = folder or ""
         self.ring_path = os.path.join(self.folder, "ring") if self.folder else ""
         self.made = False  # the folder is this object's (made by it, not removed yet)
         self._fd = -1  # the folder, held open (where the system can)
+        self._made_as = None  # else its identity when made (`_identity`)
         self._lock = _thread.allocate_lock()
 
     def make(self) -> bool:
@@ -110,6 +120,8 @@ class Bell:
             os.mkdir(self.folder, 0o700)
             if _HOLD:
                 self._fd = os.open(self.folder, _DIR_FLAGS)
+            else:
+                self._made_as = _identity(os.lstat(self.folder))
         except (OSError, ValueError):
             return False
         return True
@@ -117,7 +129,11 @@ class Bell:
     def _ours(self) -> bool:
         """The folder at the name is the one this object made and holds."""
         if self._fd < 0:
-            return os.path.isdir(self.folder) and not os.path.islink(self.folder)
+            try:
+                named = os.lstat(self.folder)
+            except OSError:
+                return False
+            return stat.S_ISDIR(named.st_mode) and _identity(named) == self._made_as
         try:
             held, named = os.fstat(self._fd), os.lstat(self.folder)
         except OSError:
@@ -127,14 +143,16 @@ class Bell:
     def _create_ring(self) -> None:
         if self._fd >= 0:
             os.close(os.open("ring", _RING_FLAGS, 0o600, dir_fd=self._fd))
-        else:
+        elif self._ours():
             os.close(os.open(self.ring_path, _RING_FLAGS, 0o600))
+        else:  # (ours went; the name may be another's now: `ring` makes it again, or not)
+            raise FileNotFoundError(self.folder)
 
     def _remove_ring(self) -> None:
         try:
             if self._fd >= 0:
                 os.unlink("ring", dir_fd=self._fd)
-            else:
+            elif self._ours():
                 os.unlink(self.ring_path)
         except OSError:
             pass
