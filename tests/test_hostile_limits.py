@@ -148,6 +148,25 @@ def ide_wire_selection(server: Any) -> Any:
 # ------------------------------------------------------------- connection limit
 
 
+def test_equally_idle_connections_go_in_the_order_they_were_opened(tmp_path: Any) -> None:
+    """Under Windows's clock (15.6 ms steps) connections opened together are equally
+    idle; the first opened must go first (it was whichever a set gave, under Wine)."""
+    async def main() -> None:
+        async with make_server(tmp_path, max_connections=4) as server:
+            idle = [await raw(server.socket_path) for _ in range(4)]
+            await ide_wire.until(lambda: server.stats()["connections"] == 4, what="four connections")
+            for conn in server.listener.connections:
+                conn.last_active = 1.0  # one tick of a coarse clock for all
+            cli = cli_for(server)
+            await cli.handshake(probes=0)
+            assert await closed_by_server(idle[0][0])
+            cli.close()
+            for _, w in idle:
+                w.close()
+
+    run(main(), timeout=90)
+
+
 def test_connection_limit_evicts_the_longest_idle_then_refuses(tmp_path: Any) -> None:
     async def main() -> None:
         async with make_server(tmp_path, max_connections=4) as server:
