@@ -43,9 +43,10 @@ _HOLD = hasattr(os, "O_DIRECTORY") and os.open in os.supports_dir_fd and os.unli
 
 
 def _identity(st: "os.stat_result") -> "tuple":
-    """What tells the folder this object made from another made later at its name,
-    where it cannot be held open (Windows): its file id (NTFS's carries a sequence
-    number that changes when an id is used again)."""
+    """What tells the folder this object made from another at its name: its file id
+    (compared with the held folder's, or where it cannot be held open, Windows, with
+    the one noted when it was made: NTFS's carries a sequence number that changes
+    when an id is used again)."""
     return (st.st_dev, st.st_ino)
 
 
@@ -138,7 +139,7 @@ class Bell:
             held, named = os.fstat(self._fd), os.lstat(self.folder)
         except OSError:
             return False
-        return held.st_nlink > 0 and (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+        return held.st_nlink > 0 and _identity(held) == _identity(named)
 
     def _create_ring(self) -> None:
         if self._fd >= 0:
