@@ -84,7 +84,7 @@ bench-node:
 	bash tools/bench_node/install.sh
 
 bench:
-	$(PYTHON) -m tools.bench
+	$(PYTHON) -m tools.bench $(BENCH_ARGS)
 
 wire-doc:
 	$(PYTHON) tools/make_wire_doc.py

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # a type checker reads the top-level package (the same code either way)
     from ide_protocol import __version__, rpc
+    from ide_protocol.common.stream_close import close_stream
     from ide_protocol.common.terminal_text import safe_text
     from ide_protocol.wire import jsonrpc, ndjson
 else:
@@ -17,9 +18,11 @@ else:
         from ..ide_protocol import __version__, rpc
         from ..ide_protocol.wire import jsonrpc, ndjson
         from ..ide_protocol.common.terminal_text import safe_text
+        from ..ide_protocol.common.stream_close import close_stream
     except (ImportError, ValueError):  # top level (installed, or run from the checkout)
         from ide_protocol import __version__, rpc
         from ide_protocol.wire import jsonrpc, ndjson
         from ide_protocol.common.terminal_text import safe_text
+        from ide_protocol.common.stream_close import close_stream
 
-__all__ = ["__version__", "jsonrpc", "ndjson", "rpc", "safe_text"]  # one version for both packages
+__all__ = ["__version__", "close_stream", "jsonrpc", "ndjson", "rpc", "safe_text"]  # one version for both packages

@@ -19,7 +19,7 @@ import signal
 import sys
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Union
 
-from ._core import jsonrpc, ndjson, rpc
+from ._core import close_stream, jsonrpc, ndjson, rpc
 from .endpoints import DEFAULT_AGENT, Address, Argv, keep_alive, parse_address, split_command
 from .errors import (AgentConnectError, AgentExited, AgentNotAcp, AgentStartError, LineTooLong,
                      RequestTimeout)
@@ -453,26 +453,6 @@ class AgentConnection:
             if still and self._transport is not None:
                 self._transport.close()  # our pipe ends close: the read loop sees EOF
 
-    async def _socket_closed(self) -> None:
-        """Over a socket (TCP, `from_streams`): wait, briefly, until our end is closed,
-        and take the outcome asyncio keeps for that (a reset's error, already reported
-        by the read loop). Left untaken, it is printed as "Future exception was never
-        retrieved" whenever the garbage collector happens to finalise it before the
-        stream's protocol (they are in one reference cycle): a stray traceback on the
-        user's terminal after a clean one-line error. A peer that does not read what
-        is still buffered is not waited for: the socket is aborted."""
-        wait_closed = getattr(self._writer, "wait_closed", None)
-        if wait_closed is None:
-            return
-        try:
-            await asyncio.wait_for(wait_closed(), SOCKET_CLOSE_WAIT)
-        except asyncio.TimeoutError:
-            transport = getattr(self._writer, "transport", None)
-            if transport is not None:
-                transport.abort()
-        except Exception:  # (the reset, or a broken pipe: the read loop's to report)
-            pass
-
     def _signal(self, sig: int) -> None:
         assert self.process is not None
         try:
@@ -498,15 +478,18 @@ class AgentConnection:
             await self._done.wait()
             return self.returncode
         self._closing = True
-        if self._writer is not None:
-            try:
-                self._writer.close()
-            except (OSError, RuntimeError):
-                pass
         proc = self.process
         if proc is None:
-            await self._socket_closed()
+            # Over a socket: closed, and the outcome asyncio keeps for it taken (a reset's
+            # error, reported by the read loop), so that nothing is left to print.
+            if self._writer is not None:
+                await close_stream(self._writer, SOCKET_CLOSE_WAIT)
         else:
+            if self._writer is not None:
+                try:
+                    self._writer.close()
+                except (OSError, RuntimeError):
+                    pass
             if not await self._wait_process(grace):
                 log.info("the agent did not exit after stdin EOF; sending SIGTERM")
                 self._signal(signal.SIGTERM)

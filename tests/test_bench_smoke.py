@@ -66,3 +66,22 @@ def test_bench_quick_writes_json(tmp_path):
     assert set(statuses.values()) <= {"PASS", "MISS", "N/A"}
     assert data["table"] and "targets" in data["table"]
     assert "targets" in proc.stdout.decode()
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="the load client is Node.js: node not found")
+def test_bench_measures_an_older_checkout_in_the_same_rounds(tmp_path):
+    # `--before-root`: our server from another checkout (here a vendored copy of the
+    # package) runs in the same rounds; ours is given against it, and that server
+    # really imported the copy.
+    before = tmp_path / "before"
+    shutil.copytree(os.path.join(ROOT, "ide_protocol"), str(before / "ide_protocol"))
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "tools.bench", "--quick", "--only", "throughput", "--servers",
+                           "ours,before", "--before-root", str(before), "--scale", "0.01", "--json", str(out)],
+                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    tp = json.loads(out.read_text())["throughput"]
+    assert set(tp["servers"]) == {"ours", "before"}
+    assert tp["before"]["root"] == os.path.realpath(str(before))
+    assert tp["before"]["c1"] > 0 and tp["before"]["c16"] > 0 and tp["before"]["cpu"] > 0
+    assert "ours / ours from %s" % tp["before"]["root"] in proc.stdout.decode()

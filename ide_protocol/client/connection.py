@@ -17,6 +17,7 @@ import socket
 from typing import Any, AsyncIterator, Callable, Deque, List, Optional, Tuple
 
 from ..common import lockfile
+from ..common.stream_close import close_stream
 from ..wire import http11, jsonrpc, sse
 from .errors import IdeTimeout, ProtocolViolation, ServerGone
 
@@ -321,7 +322,7 @@ class ClientConnection:
             self.writer.write(data)
             await self.writer.drain()
         except (ConnectionError, OSError, RuntimeError) as exc:
-            self.close()
+            await self.aclose()
             raise ServerGone("the IDE server closed connection #%d while we were sending: %s"
                              % (self.number, exc)) from None
 
@@ -374,9 +375,8 @@ class ClientConnection:
                 raise IdeTimeout("no complete answer from the IDE server in time while waiting for %s "
                                  "(connection #%d)" % (what, self.number)) from None
             except (ConnectionError, OSError) as exc:
-                data = b""
                 self._eof = True
-                self.close()
+                await self.aclose()
                 raise ServerGone("connection #%d to the IDE server failed while waiting for %s: %s"
                                  % (self.number, what, exc)) from None
             if data:
@@ -413,6 +413,13 @@ class ClientConnection:
             self.writer.close()
         except (ConnectionError, OSError, RuntimeError):
             pass
+
+    async def aclose(self) -> None:
+        """`close`, then wait briefly for the socket's end to close and take what
+        asyncio kept for it (a reset's error), so that nothing is left for the garbage
+        collector to print (`common.stream_close`). For every owner that can wait."""
+        self.closed = True
+        await close_stream(self.writer)
 
     def __repr__(self) -> str:
         return "<ClientConnection #%d %s%s>" % (self.number, self.path, " closed" if self.closed else "")

@@ -114,7 +114,7 @@ class IdeClient:
             conn = self._idle.pop()
             if conn.reusable:
                 return conn, True
-            conn.close()
+            await conn.aclose()  # (the server may have reset it while it waited)
         conn = await ClientConnection.open(self.lock.socket_path, self.connect_timeout, self.on_wire)
         self.connections_opened += 1
         self._all.append(conn)
@@ -428,10 +428,10 @@ class IdeClient:
         finally:
             self._closed = True
             await self._feed.close()
-            for conn in self._all + self._idle:
-                conn.close()
-            self._idle = []
-            self._all = []
+            conns, self._all, self._idle = self._all + self._idle, [], []
+            for conn in conns:
+                conn.close()  # all closed at once, even if this close is cancelled in the wait below
+            await asyncio.gather(*(conn.aclose() for conn in conns))
 
     async def __aenter__(self) -> "IdeClient":
         try:

@@ -23,7 +23,8 @@ import os
 import posixpath
 import re
 from typing import Optional, Tuple
-from urllib.parse import quote, unquote, unquote_to_bytes
+# (`urllib.parse` is imported in the functions that convert: with `ipaddress` it adds
+# about 3 ms to importing the server, which converts nothing until an editor reports.)
 
 __all__ = [
     "wire_file_path",
@@ -57,6 +58,7 @@ def _quote_path(data: bytes) -> str:
     ``#``, ``?``, ``%``, spaces and every non-ASCII byte get encoded, matching VS Code's
     ``Uri.toString()`` closely enough for the CLI (PROTOCOL.md §6).
     """
+    from urllib.parse import quote
     return quote(data, safe="/")
 
 
@@ -118,6 +120,7 @@ def _windows_path_to_uri(path: str) -> str:
         host, sep, rest = p[2:].partition("\\")
         if not host:
             raise ValueError("UNC path without a server name: %r" % (path,))
+        from urllib.parse import quote
         host_enc = quote(host.encode("utf-8", "surrogatepass"), safe="")
         data = ("/" + rest.replace("\\", "/")).encode("utf-8", "surrogatepass")
         return "file://" + host_enc + _quote_path(data)
@@ -146,6 +149,7 @@ def _split_file_uri(uri: str) -> Tuple[str, str]:
             host, path = rest[:slash], rest[slash:]
     else:
         host, path = "", rest
+    from urllib.parse import unquote
     return unquote(host), path
 
 
@@ -169,6 +173,7 @@ def uri_to_path(uri: str, windows: Optional[bool] = None) -> str:
         if m:
             enc_path = "/" + m.group(1) + ":" + enc_path
             host = ""
+    from urllib.parse import unquote_to_bytes
     raw = unquote_to_bytes(enc_path)
     if b"\x00" in raw:
         raise ValueError("file URI contains an encoded NUL: %r" % (uri,))

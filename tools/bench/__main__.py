@@ -36,6 +36,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="skip the Node.js peers (the load client still needs Node.js)")
     parser.add_argument("--ours-root", default=None, metavar="DIR",
                         help="import our server from another checkout (e.g. a `git worktree` of an older commit)")
+    parser.add_argument("--before-root", default=None, metavar="DIR",
+                        help="throughput: also run our server from this checkout (e.g. a `git worktree` of an older "
+                             "commit) in the same rounds, and give ours against it")
     parser.add_argument("--servers", default="", metavar="LIST",
                         help="throughput: only these servers, of %s" % ", ".join(PEERS))
     parser.add_argument("--rounds", type=int, default=None, help="throughput: rounds (default 3; quick 1)")
@@ -54,6 +57,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     if args.ours_root:
         os.environ["BENCH_OURS_ROOT"] = os.path.abspath(args.ours_root)  # read by `serve.py ours`
+    if args.before_root:
+        args.before_root = os.path.abspath(args.before_root)
     groups = [g.strip() for g in args.only.split(",") if g.strip()]
     for g in groups:
         if g not in GROUPS:

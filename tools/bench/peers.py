@@ -2,6 +2,9 @@
 of the side-by-side yardstick, each in a process of its own on a Unix socket.
 
 * `ours`: `IdeServer` (serve.py), from this checkout or `--ours-root`;
+* `before`: the same, from the checkout `--before-root` names (an older commit, say, in
+  a `git worktree`): measured only when asked for, so that "the speed back" is a ratio
+  taken in one run, like the others;
 * `node`: a bare `node:http` handler (tools/bench_node/bare_http.js): the runtime and
   HTTP stack VS Code uses, with no framework;
 * `vscode`: a replica of VS Code's `/ide` server (tools/bench_node/vscode_stack.js):
@@ -22,8 +25,8 @@ from typing import Optional, Tuple
 from .common import NODE_DIR, NODE_MODULES, SDK_PYTHON, SELECTION
 from .serve import ServerProc
 
-PEERS = ("ours", "node", "vscode", "sdk")
-LABELS = {"ours": "ours (IdeServer)", "node": "bare node:http", "vscode": "VS Code stack (Express 5 + MCP TS SDK)",
+PEERS = ("ours", "before", "node", "vscode", "sdk")
+LABELS = {"ours": "ours (IdeServer)", "before": "ours from --before-root", "node": "bare node:http", "vscode": "VS Code stack (Express 5 + MCP TS SDK)",
           "sdk": "MCP Python SDK (uvicorn)"}
 
 
@@ -31,10 +34,15 @@ def node() -> Optional[str]:
     return shutil.which("node")
 
 
-def start(name: str, use_sdk: bool = True, use_node: bool = True) -> Tuple[Optional[ServerProc], str]:
+def start(name: str, use_sdk: bool = True, use_node: bool = True,
+          before_root: Optional[str] = None) -> Tuple[Optional[ServerProc], str]:
     """The peer's process, or None and why it is skipped."""
     if name == "ours":
         return ServerProc("ours"), ""
+    if name == "before":
+        if not before_root:
+            return None, "not asked for (--before-root DIR)"
+        return ServerProc("ours", env=dict(os.environ, BENCH_OURS_ROOT=before_root)), ""
     if name == "sdk":
         if not use_sdk:
             return None, "skipped (--no-sdk)"

@@ -145,6 +145,10 @@ def render(results: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _times(ratio: Optional[float]) -> str:
+    return "%.2fx" % ratio if ratio else "n/a"
+
+
 def _throughput_lines(tp: Dict[str, Any]) -> List[str]:
     lines = ["1. throughput side by side: tools/call get_selection over a Unix socket, one Node.js keep-alive load "
              "client for all, %d round(s), servers alternating (calls per run x%g)" % (tp["rounds"], tp["scale"]),
@@ -174,6 +178,11 @@ def _throughput_lines(tp: Dict[str, Any]) -> List[str]:
     cpu = tp.get("ours_cpu_us_per_req")
     if cpu is not None:
         lines.append("   our server's CPU per request: %.1f us (all its threads, all its runs)" % cpu)
+    before = tp.get("before")
+    if before:
+        lines.append("   ours / ours from %s: req/s c=1 %s, c=16 %s; CPU per request %s (%s us there)" % (
+            before["root"], _times(before["c1"]), _times(before["c16"]), _times(before["cpu"]),
+            "%.1f" % before["cpu_us_per_req"] if before["cpu_us_per_req"] else "?"))
     lines.append("   versions: %s" % json.dumps(tp.get("versions", {}), sort_keys=True))
     lines.append("   (server us: the server's CPU time per request, median of the rounds, from /proc)")
     lines.append("")

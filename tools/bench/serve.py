@@ -127,7 +127,9 @@ async def _serve_ours(directory: str, emit: Callable[[Any], None], stop: asyncio
     await server.start()
     server.set_selection(Selection(SELECTION["filePath"], SELECTION_TEXT, (10, 0), (12, 0)))
     server.flush_pushes()
-    emit({"socket": server.socket_path, "auth": "Nonce " + server.nonce, "pid": os.getpid()})
+    import ide_protocol
+    emit({"socket": server.socket_path, "auth": "Nonce " + server.nonce, "pid": os.getpid(),
+          "root": os.path.dirname(os.path.dirname(os.path.abspath(ide_protocol.__file__)))})
     await stop.wait()
     await server.stop()
 

@@ -7,7 +7,8 @@ slower peers, so that a round takes about as long for each), times `--scale`.
 
 The four ratios it reports are ours against VS Code's stack at c=1 and c=16, against
 the MCP Python SDK at c=1 and against the bare node:http handler at c=16; and our
-server's CPU time per request (all its threads, from /proc).
+server's CPU time per request (all its threads, from /proc). With `--before-root`, an
+older checkout of our server runs in the same rounds, and ours is given against it too.
 """
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from . import load, peers
 from .common import median, proc_status
 from .serve import ServerProc
 
-ORDER = ("ours", "node", "sdk", "vscode")  # the yardstick's order within a round
-CALLS = {"ours": (3000, 8000), "node": (3000, 8000), "sdk": (800, 1600), "vscode": (1500, 3000)}  # (c=1, c=16)
+ORDER = ("ours", "before", "node", "sdk", "vscode")  # the yardstick's order within a round ("before" ours)
+CALLS = {"ours": (3000, 8000), "before": (3000, 8000), "node": (3000, 8000), "sdk": (800, 1600), "vscode": (1500, 3000)}  # (c=1, c=16)
 #: The four ratios: (peer, concurrency).
 RATIOS = (("vscode", "c1"), ("vscode", "c16"), ("sdk", "c1"), ("node", "c16"))
 
@@ -34,17 +35,19 @@ def calls(name: str, concurrency: int, scale: float) -> int:
 def group_throughput(args: argparse.Namespace, log: Callable[[str], None]) -> Dict[str, Any]:
     result: Dict[str, Any] = {"servers": {}, "skipped": {}, "versions": {}, "rounds": args.rounds,
                               "scale": args.scale, "load_client": "tools/bench_node/load_client.js"}
-    wanted = [name for name in ORDER if not args.servers or name in args.servers.split(",")]
+    wanted = [name for name in ORDER if (not args.servers or name in args.servers.split(","))
+              and (name != "before" or args.before_root)]
     if not peers.node():
         result["skipped"] = {name: "node not found: the load client is Node.js" for name in wanted}
         log("  throughput: node not found; skipped")
         return result
     procs: Dict[str, ServerProc] = {}
+    procs_root: Dict[str, str] = {}  # where each of our servers imported ide_protocol from
     runs: Dict[Tuple[str, int], List[Dict[str, Any]]] = {}
     try:
         for name in wanted:
             try:
-                proc, why = peers.start(name, use_sdk=args.sdk, use_node=args.node)
+                proc, why = peers.start(name, use_sdk=args.sdk, use_node=args.node, before_root=args.before_root)
             except Exception as exc:  # report, do not fail the whole run
                 proc, why = None, "failed to start: %s" % exc
             if proc is None:
@@ -52,13 +55,15 @@ def group_throughput(args: argparse.Namespace, log: Callable[[str], None]) -> Di
                 log("  throughput: %s %s" % (name, why))
                 continue
             procs[name] = proc
+            if proc.info.get("root"):
+                procs_root[name] = proc.info["root"]
             if proc.info.get("versions"):
                 result["versions"][name] = proc.info["versions"]
         result["versions"]["load_client_node"] = subprocess.run(
             [peers.node() or "node", "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()
         for round_number in range(args.rounds):
             for name in list(procs):
-                _profile(procs[name], args.profile, round_number, start=True)
+                _profile(name, procs[name], args.profile, round_number, start=True)
                 try:
                     for concurrency in (1, 16):
                         runs.setdefault((name, concurrency), []).append(
@@ -68,7 +73,7 @@ def group_throughput(args: argparse.Namespace, log: Callable[[str], None]) -> Di
                     log("  throughput: %s failed: %s" % (name, exc))
                     procs.pop(name).close()
                     continue
-                _profile(procs[name], args.profile, round_number, start=False)
+                _profile(name, procs[name], args.profile, round_number, start=False)
             log("  throughput round %d/%d: %s" % (round_number + 1, args.rounds, ", ".join(
                 "%s %d/%d" % (n, runs[(n, 1)][-1]["rps"], runs[(n, 16)][-1]["rps"]) for n in procs)))
         for name in procs:
@@ -80,10 +85,21 @@ def group_throughput(args: argparse.Namespace, log: Callable[[str], None]) -> Di
     ours = result["servers"].get("ours")
     if ours:
         result["ratios"] = {"%s %s" % (peer, c): _ratio(ours, result["servers"].get(peer), c) for peer, c in RATIOS}
-        every = runs[("ours", 1)] + runs[("ours", 16)]
-        total = sum(r["n"] for r in every)
-        result["ours_cpu_us_per_req"] = sum(r["server_cpu_s"] for r in every) / total * 1e6 if total else None
+        result["ours_cpu_us_per_req"] = _cpu_per_request(runs, "ours")
+        before = result["servers"].get("before")
+        if before:
+            cpu = _cpu_per_request(runs, "before")
+            result["before"] = {"root": procs_root.get("before"), "cpu_us_per_req": cpu,
+                                "c1": _ratio(ours, before, "c1"), "c16": _ratio(ours, before, "c16"),
+                                "cpu": result["ours_cpu_us_per_req"] / cpu if cpu else None}
     return result
+
+
+def _cpu_per_request(runs: Dict[Tuple[str, int], List[Dict[str, Any]]], name: str) -> Optional[float]:
+    """A server's CPU time per request over all its runs, c=1 and c=16."""
+    every = runs[(name, 1)] + runs[(name, 16)]
+    total = sum(r["n"] for r in every)
+    return sum(r["server_cpu_s"] for r in every) / total * 1e6 if total else None
 
 
 def _summary(rs: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -101,9 +117,9 @@ def _ratio(ours: Dict[str, Any], peer: Optional[Dict[str, Any]], c: str) -> Opti
     return float(ours[c]["rps"]) / peer[c]["rps"]
 
 
-def _profile(proc: ServerProc, directory: Optional[str], round_number: int, start: bool) -> None:
+def _profile(name: str, proc: ServerProc, directory: Optional[str], round_number: int, start: bool) -> None:
     """`--profile DIR`: cProfile our server (CPU time) over its runs of the first round."""
-    if not directory or proc.kind != "ours" or round_number != 0:
+    if not directory or name != "ours" or round_number != 0:
         return
     if start:
         proc.command("profile_start")
