@@ -45,6 +45,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 
 MODES = ["https://agentclientprotocol.com/protocol/session-modes#" + m
          for m in ("agent", "plan", "autopilot")]
@@ -85,7 +86,7 @@ class Strand(threading.Thread):
     def __init__(self, fn, *args):
         super().__init__(daemon=True)
         self.fn, self.args = fn, args
-        self.parked = False
+        self.parked = False  # set when it first waits, or ends
 
     def run(self):
         with LOCK:
@@ -119,11 +120,6 @@ def pause(seconds=None, until=None):
         if left is not None and left <= 0:
             return False
         LOCK.wait(left)
-
-
-def new_uuid():
-    import uuid  # (only session/new and edits need one)
-    return uuid.uuid4()
 
 
 class Reply:
@@ -319,7 +315,7 @@ class Agent:
             raise Failure({"code": -32602, "message": "Invalid params: cwd is required"})
         if not os.path.isdir(cwd):
             raise Failure({"code": -32603, "message": "Directory does not exist or cannot be accessed: %s" % cwd})
-        sid = str(new_uuid())
+        sid = str(uuid.uuid4())
         session = {"id": sid, "cwd": cwd, "closed": False, "title": None, "mode": MODES[0],
                    "allow_all": "off", "history": [], "tokens": 0, "updatedAt": "2026-01-01T00:00:00Z"}
         self.sessions[sid] = session
@@ -462,7 +458,7 @@ class Agent:
     def turn_edit(self, session, rest):
         sid = session["id"]
         path = os.path.join(session["cwd"], rest or "hello.txt")
-        call_id = "call_%s" % new_uuid().hex[:12]
+        call_id = "call_%s" % uuid.uuid4().hex[:12]
         old, new = "line two", "line two (edited)"
         self.chunk(sid, "I will edit it.")
         diff = [{"type": "diff", "path": path, "oldText": old, "newText": new}]
