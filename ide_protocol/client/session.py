@@ -54,7 +54,7 @@ class IdeClient:
                  pid: Optional[int] = None, parent_pid: Optional[int] = None) -> None:
         self.lock = lock
         #: X-Copilot-Session-Id: the CLI's own session UUID (PROTOCOL.md §2).
-        if session_id is None:
+        if not session_id:
             import uuid  # (here: slow to import, and serve, bridge, relay load this module but seldom open a session)
             session_id = str(uuid.uuid4())
         self.client_session_id = session_id
