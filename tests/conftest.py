@@ -12,6 +12,7 @@ environment themselves; they keep HOME.
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Any, Iterator
 
 import pytest
@@ -24,12 +25,19 @@ NOT_INHERITED = ("COPILOT_HOME", "COPILOT_ALLOW_ALL", "ACP_AGENT", "NO_COLOR", "
 KEEP_HOME = ("interop", "vim")
 
 
+@pytest.fixture(scope="session")
+def home_root(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The folder that holds each test's HOME. (Not `tmp_path_factory.mktemp` per test:
+    to number a folder it reads every name in the session's temporary folder, so with a
+    HOME beside each test's own folder the suite spent seconds listing them.)"""
+    return str(tmp_path_factory.mktemp("homes"))
+
+
 @pytest.fixture(autouse=True)
-def clean_environment(request: Any, monkeypatch: pytest.MonkeyPatch,
-                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def clean_environment(request: Any, monkeypatch: pytest.MonkeyPatch, home_root: str) -> Iterator[None]:
     for name in NOT_INHERITED:
         monkeypatch.delenv(name, raising=False)
     parts = os.path.normpath(str(request.node.fspath)).split(os.sep)
     if not any(part in KEEP_HOME for part in parts[-3:-1]):
-        monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
+        monkeypatch.setenv("HOME", tempfile.mkdtemp(prefix="home", dir=home_root))
     yield

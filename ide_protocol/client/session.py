@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import uuid
 from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
 
 from ..common import lock_rules, tools
@@ -55,7 +54,10 @@ class IdeClient:
                  pid: Optional[int] = None, parent_pid: Optional[int] = None) -> None:
         self.lock = lock
         #: X-Copilot-Session-Id: the CLI's own session UUID (PROTOCOL.md §2).
-        self.client_session_id = session_id or str(uuid.uuid4())
+        if not session_id:
+            import uuid  # (here: slow to import, and serve, bridge, relay load this module but seldom open a session)
+            session_id = str(uuid.uuid4())
+        self.client_session_id = session_id
         self.client_name = client_name
         self.client_version = client_version
         self.protocol_version = protocol_version

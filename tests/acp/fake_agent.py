@@ -28,17 +28,23 @@ the running prompt with a forged string id first; BADUTF8 sends a request that i
 UTF-8 and reports the client's answer; ERRDATA fails the prompt with an error whose
 `data` holds the reason (and control characters, and bulk); BIGANSWER answers the
 prompt with one over-long line.
+
+How it runs: plain threads, no event loop (this is a test double; a Python that starts
+an agent some 200 times per suite run pays for `import asyncio` each time). Each request
+is answered on a thread of its own, but only one thread runs the agent's code at a time:
+it holds `LOCK` and lets the others run only where it waits (`pause`), as a coroutine
+would at an `await`. A new request's thread runs until its first wait before the next
+line is read, so answers begin in the order requests came. A turn cancelled while it
+waits stops there (`Cancelled`).
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
-import socket
-import struct
-import subprocess
 import sys
+import threading
+import time
 import uuid
 
 MODES = ["https://agentclientprotocol.com/protocol/session-modes#" + m
@@ -50,6 +56,87 @@ OPTIONS = [{"optionId": "allow_once", "kind": "allow_once", "name": "Allow once"
            {"optionId": "allow_always", "kind": "allow_always", "name": "Always allow"},
            {"optionId": "reject_once", "kind": "reject_once", "name": "Deny"}]
 LOG = os.environ.get("FAKE_ACP_LOG")
+
+#: Held by the one thread that runs the agent's code (see the module's docstring).
+LOCK = threading.Condition()
+#: The running thread's `Strand` and `Turn` (None on the reading thread).
+CURRENT = threading.local()
+
+
+class Cancelled(Exception):
+    """The turn this thread runs was cancelled while it waited."""
+
+
+class Turn:
+    """One prompt's turn: cancelled by session/cancel, a newer prompt or session/close."""
+
+    def __init__(self):
+        self.cancelled = False
+        self.done = False
+
+    def cancel(self):
+        self.cancelled = True
+        LOCK.notify_all()
+
+
+class Strand(threading.Thread):
+    """A thread that runs `fn(*args)` holding LOCK; `start_now` returns once it first
+    waits or ends (so strands begin in the order they are started)."""
+
+    def __init__(self, fn, *args):
+        super().__init__(daemon=True)
+        self.fn, self.args = fn, args
+        self.parked = False  # set when it first waits, or ends
+
+    def run(self):
+        with LOCK:
+            CURRENT.strand = self
+            try:
+                self.fn(*self.args)
+            finally:
+                self.parked = True
+                LOCK.notify_all()
+
+    def start_now(self):
+        self.start()
+        LOCK.wait_for(lambda: self.parked)
+
+
+def pause(seconds=None, until=None):
+    """Wait, letting other strands run, until `until()` is true (True) or `seconds`
+    pass (False); in a cancelled turn, raise Cancelled. Called holding LOCK."""
+    strand = getattr(CURRENT, "strand", None)
+    if strand is not None and not strand.parked:
+        strand.parked = True
+        LOCK.notify_all()
+    turn = getattr(CURRENT, "turn", None)
+    deadline = None if seconds is None else time.monotonic() + seconds
+    while True:
+        if turn is not None and turn.cancelled:
+            raise Cancelled()
+        if until is not None and until():
+            return True
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            return False
+        LOCK.wait(left)
+
+
+class Reply:
+    """An answer awaited from the client."""
+
+    def __init__(self):
+        self.message = None
+
+    def set(self, message):
+        if self.message is None:
+            self.message = message
+            LOCK.notify_all()
+
+    def wait(self, seconds=None):
+        """The answer (None after `seconds` without one)."""
+        pause(seconds, until=lambda: self.message is not None)
+        return self.message
 
 
 def log(direction, data):
@@ -108,7 +195,7 @@ class Agent:
         self.sessions = STORE.sessions
         self.mine = set()  # the sessions this connection opened or loaded
         self.turns = {}
-        self.tasks = set()
+        self.soon = []  # run right after the current answer is written
 
     def connection_lost(self, cancel_turns=True):
         for sid in self.mine:
@@ -127,13 +214,12 @@ class Agent:
     def send(self, obj):
         self.write_line(json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
 
-    async def request(self, method, params):
+    def request(self, method, params):
         msg_id = self.next_id
         self.next_id += 1
-        future = asyncio.get_event_loop().create_future()
-        self.waiting[msg_id] = future
+        reply = self.waiting[msg_id] = Reply()
         self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
-        return await future
+        return reply.wait()
 
     def update(self, sid, update):
         self.send({"jsonrpc": "2.0", "method": "session/update",
@@ -154,9 +240,9 @@ class Agent:
         if not isinstance(msg, dict):
             return  # batches, strings and numbers: dropped too
         if "method" not in msg:
-            future = self.waiting.pop(msg.get("id"), None)
-            if future is not None and not future.done():
-                future.set_result(msg)
+            reply = self.waiting.pop(msg.get("id"), None)
+            if reply is not None:
+                reply.set(msg)
             return
         if msg.get("jsonrpc") != "2.0":
             if "id" in msg:
@@ -164,16 +250,14 @@ class Agent:
                     "code": -32600, "message": 'Invalid request: "jsonrpc" must be "2.0"'}})
             return
         if "id" in msg:
-            task = asyncio.ensure_future(self.answer(msg))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            Strand(self.answer, msg).start_now()
         elif msg["method"] == "session/cancel" and not os.environ.get("FAKE_ACP_IGNORE_CANCEL"):
             params = msg.get("params") or {}
             turn = self.turns.get(params.get("sessionId"))
-            if turn is not None and not turn.done():
+            if turn is not None and not turn.done:
                 turn.cancel()
 
-    async def answer(self, msg):
+    def answer(self, msg):
         method, params = msg["method"], msg.get("params") or {}
         handler = getattr(self, "do_" + method.replace("/", "_"), None)
         if handler is None:
@@ -183,7 +267,7 @@ class Agent:
         if method == "session/prompt":
             self.prompt_id = msg["id"]
         try:
-            result = await handler(params)
+            result = handler(params)
         except Ignore:
             return
         except Failure as exc:
@@ -192,6 +276,9 @@ class Agent:
         finally:
             STORE.save()
         self.send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+        soon, self.soon = self.soon, []
+        for fn in soon:
+            fn()
 
     def session(self, params, open_only=True):
         sid = params.get("sessionId")
@@ -202,7 +289,7 @@ class Agent:
 
     # ------------------------------------------------------------------ methods
 
-    async def do_initialize(self, params):
+    def do_initialize(self, params):
         self.client_capabilities = params.get("clientCapabilities")
         if os.environ.get("FAKE_ACP_CAPS") == "bare":
             return {"protocolVersion": 1, "agentCapabilities": {},
@@ -217,12 +304,12 @@ class Agent:
                 "_echo": {"clientCapabilities": params.get("clientCapabilities"),
                           "clientInfo": params.get("clientInfo")}}
 
-    async def do_authenticate(self, params):
+    def do_authenticate(self, params):
         if params.get("methodId") != "fake-login":
             raise Failure({"code": -32602, "message": "unknown auth method"})
         return {}
 
-    async def do_session_new(self, params):
+    def do_session_new(self, params):
         cwd = params.get("cwd")
         if not isinstance(cwd, str):
             raise Failure({"code": -32602, "message": "Invalid params: cwd is required"})
@@ -234,15 +321,17 @@ class Agent:
         self.sessions[sid] = session
         self.mine.add(sid)
         late = os.environ.get("FAKE_ACP_LATE_COMMANDS")
+        commands = {"sessionUpdate": "available_commands_update", "availableCommands": COMMANDS}
         if late:  # some agents send the list a moment after the answer
-            asyncio.get_event_loop().call_later(
-                float(late), self.update, sid, {"sessionUpdate": "available_commands_update",
-                                                "availableCommands": COMMANDS})
+            def later():
+                time.sleep(float(late))
+                with LOCK:
+                    self.update(sid, commands)
+            threading.Thread(target=later, daemon=True).start()
             return self.session_result(session)
         # ACP.md §2: the commands list names the session before session/new answers.
-        self.update(sid, {"sessionUpdate": "available_commands_update", "availableCommands": COMMANDS})
-        asyncio.get_event_loop().call_soon(
-            self.update, sid, {"sessionUpdate": "available_commands_update", "availableCommands": COMMANDS})
+        self.update(sid, commands)
+        self.soon.append(lambda: self.update(sid, commands))
         return self.session_result(session)
 
     def session_result(self, session):
@@ -250,7 +339,7 @@ class Agent:
                 "modes": {"availableModes": [{"id": m, "name": m.rsplit("#", 1)[1].title()} for m in MODES],
                           "currentModeId": session["mode"]}}
 
-    async def do_session_load(self, params):
+    def do_session_load(self, params):
         sid = params.get("sessionId")
         session = self.sessions.get(sid)
         if session is None:
@@ -270,21 +359,21 @@ class Agent:
         del result["sessionId"]
         return result
 
-    async def do_session_list(self, params):
+    def do_session_list(self, params):
         cwd = params.get("cwd")
         return {"sessions": [{"sessionId": s["id"], "cwd": s["cwd"], "title": s["title"],
                               "updatedAt": s["updatedAt"]}
                              for s in self.sessions.values() if cwd is None or s["cwd"] == cwd]}
 
-    async def do_session_close(self, params):
+    def do_session_close(self, params):
         session = self.session(params)
         session["closed"] = True
         turn = self.turns.get(session["id"])
-        if turn is not None and not turn.done():
+        if turn is not None and not turn.done:
             turn.cancel()
         return {}
 
-    async def do_session_set_mode(self, params):
+    def do_session_set_mode(self, params):
         session = self.session(params)
         if params.get("modeId") not in MODES:
             raise Failure({"code": -32602, "message": "Invalid mode '%s'." % params.get("modeId")})
@@ -292,7 +381,7 @@ class Agent:
         self.update(session["id"], {"sessionUpdate": "current_mode_update", "currentModeId": session["mode"]})
         return {}
 
-    async def do_session_set_config_option(self, params):
+    def do_session_set_config_option(self, params):
         session = self.session(params)
         key, value = params.get("configId"), params.get("value")
         if key == "allow_all" and value in ("on", "off"):
@@ -305,7 +394,7 @@ class Agent:
                                     "configOptions": config_options(session)})
         return {"configOptions": config_options(session)}
 
-    async def do_session_prompt(self, params):
+    def do_session_prompt(self, params):
         session = self.session(params)
         sid = session["id"]
         blocks = params.get("prompt")
@@ -313,20 +402,22 @@ class Agent:
         if isinstance(blocks, list):
             text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict))
         previous = self.turns.get(sid)
-        if previous is not None and not previous.done():
+        if previous is not None and not previous.done:
             previous.cancel()  # ACP.md §3.4: a second prompt cancels the first
-        turn = asyncio.ensure_future(self.turn(session, text))
-        self.turns[sid] = turn
+        turn = CURRENT.turn = self.turns[sid] = Turn()
         try:
-            return await turn
-        except asyncio.CancelledError:  # session/cancel, a newer prompt, or session/close
+            return self.turn(session, text)
+        except Cancelled:  # session/cancel, a newer prompt, or session/close
             return {"stopReason": "cancelled"}
+        finally:
+            turn.done = True
+            CURRENT.turn = None
 
-    async def do__fake_echo(self, params):
-        await asyncio.sleep(float(params.get("delay", 0)))
+    def do__fake_echo(self, params):
+        pause(float(params.get("delay", 0)))
         return {"value": params.get("value")}
 
-    async def do__fake_ignore(self, params):
+    def do__fake_ignore(self, params):
         raise Ignore()
 
     # ------------------------------------------------------------------ turns
@@ -336,7 +427,7 @@ class Agent:
         n = session["tokens"]
         return {"inputTokens": n, "outputTokens": n // 10, "totalTokens": n + n // 10}
 
-    async def turn(self, session, text):
+    def turn(self, session, text):
         sid = session["id"]
         words = text.split()
         word = words[0].upper() if words else ""
@@ -352,10 +443,10 @@ class Agent:
             self.chunk(sid, "Hello from the fake ")
             self.chunk(sid, "agent.")
             return {"stopReason": "end_turn", "usage": self.usage(session)}
-        return await handler(session, rest)
+        return handler(session, rest)
 
-    async def permission(self, sid, call):
-        response = await self.request("session/request_permission",
+    def permission(self, sid, call):
+        response = self.request("session/request_permission",
                                       {"sessionId": sid, "toolCall": call, "options": OPTIONS})
         if "error" in response:
             return "error"
@@ -364,7 +455,7 @@ class Agent:
             return outcome.get("optionId")
         return outcome.get("outcome") or "invalid"
 
-    async def turn_edit(self, session, rest):
+    def turn_edit(self, session, rest):
         sid = session["id"]
         path = os.path.join(session["cwd"], rest or "hello.txt")
         call_id = "call_%s" % uuid.uuid4().hex[:12]
@@ -374,7 +465,7 @@ class Agent:
         self.update(sid, {"sessionUpdate": "tool_call", "toolCallId": call_id, "title": "Editing " + path,
                           "kind": "edit", "status": "pending", "locations": [{"path": path}],
                           "rawInput": {"path": path, "old_str": old, "new_str": new}, "content": diff})
-        choice = await self.permission(sid, {
+        choice = self.permission(sid, {
             "toolCallId": call_id, "title": "Edit file", "kind": "edit", "status": "pending",
             "rawInput": {"fileName": path, "diff": "@@ -2 +2 @@\n-%s\n+%s\n" % (old, new)},
             "locations": [{"path": path}]})
@@ -396,28 +487,28 @@ class Agent:
                               "rawOutput": {"message": "Permission denied (%s)." % choice, "code": "rejected"}})
         return {"stopReason": "end_turn", "usage": self.usage(session)}
 
-    async def turn_perm2(self, session, rest):
+    def turn_perm2(self, session, rest):
         """Two permission requests at once, then wait for a cancel."""
         sid = session["id"]
         for n in (1, 2):
-            asyncio.ensure_future(self.permission(sid, {"toolCallId": "call_p%d" % n, "title": "Run %d" % n,
-                                                        "kind": "execute", "status": "pending",
-                                                        "rawInput": {"command": "true"}}))
-        await asyncio.sleep(60)
+            Strand(self.permission, sid, {"toolCallId": "call_p%d" % n, "title": "Run %d" % n,
+                                          "kind": "execute", "status": "pending",
+                                          "rawInput": {"command": "true"}}).start_now()
+        pause(60)
         return {"stopReason": "end_turn"}
 
-    async def turn_slow(self, session, rest):
+    def turn_slow(self, session, rest):
         self.chunk(session["id"], "working...")
-        await asyncio.sleep(float(rest) if rest else 60)
+        pause(float(rest) if rest else 60)
         self.chunk(session["id"], "slow done")
         return {"stopReason": "end_turn", "usage": self.usage(session)}
 
-    async def turn_slowpid(self, session, rest):
+    def turn_slowpid(self, session, rest):
         """Report our pid, then a slow turn (shutdown tests check the pid is gone)."""
         self.chunk(session["id"], "AGENT-PID %d\n" % os.getpid())
-        return await self.turn_slow(session, rest)
+        return self.turn_slow(session, rest)
 
-    async def turn_run(self, session, rest):
+    def turn_run(self, session, rest):
         """A shell tool call: the first update has no status, the last replaces content."""
         sid = session["id"]
         call_id = "call_run1"
@@ -431,16 +522,16 @@ class Agent:
         self.chunk(sid, "Ran it.")
         return {"stopReason": "end_turn", "usage": self.usage(session)}
 
-    async def turn_runslow(self, session, rest):
+    def turn_runslow(self, session, rest):
         sid = session["id"]
         self.update(sid, {"sessionUpdate": "tool_call", "toolCallId": "call_long", "title": "sleep 60",
                           "kind": "execute", "status": "pending", "rawInput": {"command": "sleep 60"}})
         self.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call_long",
                           "status": "in_progress"})
-        await asyncio.sleep(60)
+        pause(60)
         return {"stopReason": "end_turn"}
 
-    async def turn_plan(self, session, rest):
+    def turn_plan(self, session, rest):
         sid = session["id"]
         entries = [{"content": "Read", "priority": "high", "status": "completed"},
                    {"content": "Write", "priority": "medium", "status": "in_progress"}]
@@ -459,7 +550,7 @@ class Agent:
         self.chunk(sid, "Planned.")
         return {"stopReason": "end_turn", "usage": self.usage(session)}
 
-    async def turn_error(self, session, rest):
+    def turn_error(self, session, rest):
         sid = session["id"]
         self.update(sid, {"sessionUpdate": "usage_update", "used": 70308, "size": 64000})
         self.chunk(sid, "Info: retrying\n")
@@ -467,87 +558,87 @@ class Agent:
         self.chunk(sid, "(70308 tokens; limit 64000).")
         return {"stopReason": "end_turn"}
 
-    async def turn_crash(self, session, rest):
+    def turn_crash(self, session, rest):
         self.chunk(session["id"], "about to crash")
         sys.stderr.write("fatal: simulated crash\n")
         sys.stderr.flush()
-        await asyncio.sleep(0.05)
+        pause(0.05)
         os._exit(3)
 
-    async def turn_signal(self, session, rest):
+    def turn_signal(self, session, rest):
         """Die by a signal mid-turn (SIGKILL: no chance to say anything)."""
         self.chunk(session["id"], "about to be killed")
         sys.stderr.write("fatal: killing myself\n")
         sys.stderr.flush()
-        await asyncio.sleep(0.05)
+        pause(0.05)
         os.kill(os.getpid(), signal.SIGKILL)
 
-    async def turn_crashhold(self, session, rest):
+    def turn_crashhold(self, session, rest):
         """Crash, leaving a process in another session that holds stdout and stderr open
         (the client must not wait for it)."""
         self.chunk(session["id"], "about to crash")
+        import subprocess  # (only the turns that start a process need it)
         child = subprocess.Popen(["sleep", "60"], start_new_session=True)
         self.chunk(session["id"], "HOLDER %d\n" % child.pid)
         sys.stderr.write("fatal: crashed, a child still holds the pipes\n")
         sys.stderr.flush()
-        await asyncio.sleep(0.05)
+        pause(0.05)
         os._exit(4)
 
-    async def turn_hangup(self, session, rest):
+    def turn_hangup(self, session, rest):
         """TCP: close this connection mid-turn (`RESET` style: `HANGUP reset`)."""
         self.chunk(session["id"], "hanging up")
-        await asyncio.sleep(0.05)
+        pause(0.05)
         self.hang_up(rest == "reset")
-        await asyncio.sleep(60)
+        pause(60)
 
-    async def turn_unicode(self, session, rest):
+    def turn_unicode(self, session, rest):
         self.chunk(session["id"], "a\u2028b\u2029c \u65e5\u672c \U0001F30D \"q\" \\ \t\r\x0c end")
         return {"stopReason": "end_turn", "usage": self.usage(session)}
 
-    async def turn_big(self, session, rest):
+    def turn_big(self, session, rest):
         size = int(rest) if rest else 5 * 1024 * 1024
         self.chunk(session["id"], "B" * (size - 3) + "END")
         return {"stopReason": "end_turn", "usage": self.usage(session)}
 
-    async def turn_diff(self, session, rest):
+    def turn_diff(self, session, rest):
         """`DIFF {"oldText": ..., "newText": ...}`: a completed edit carrying that diff."""
         block = dict(json.loads(rest), type="diff", path=os.path.join(session["cwd"], "f.txt"))
         self.update(session["id"], {"sessionUpdate": "tool_call", "toolCallId": "call_d", "title": "Editing f.txt",
                                     "kind": "edit", "status": "completed", "content": [block]})
         return {"stopReason": "end_turn"}
 
-    async def turn_biganswer(self, session, rest):
+    def turn_biganswer(self, session, rest):
         """The prompt's own answer as one over-long line (the turn waits for it)."""
         size = int(rest) if rest else 5 * 1024 * 1024
         return {"stopReason": "end_turn", "_pad": "A" * size}
 
-    async def turn_forge(self, session, rest):
+    def turn_forge(self, session, rest):
         """Answer the running prompt with its id as a string (not the client's id),
         then work on and answer for real."""
         forged = {"jsonrpc": "2.0", "id": str(self.prompt_id), "result": {"stopReason": "forged"}}
         self.send(forged)
-        await asyncio.sleep(0.3)
+        pause(0.3)
         self.chunk(session["id"], "after the forgery")
         return {"stopReason": "end_turn"}
 
-    async def turn_badutf8(self, session, rest):
+    def turn_badutf8(self, session, rest):
         """A request whose bytes are not UTF-8: JSON-RPC wants -32700 with id null."""
-        future = asyncio.get_event_loop().create_future()
-        self.waiting[None] = future
+        reply = self.waiting[None] = Reply()
         self.write_line(b'{"jsonrpc":"2.0","id":77,"method":"fs/read_text_file","params":{"path":"/\xff"}}\n')
-        try:
-            answer = await asyncio.wait_for(future, 5.0)
+        answer = reply.wait(5.0)
+        if answer is not None:
             self.chunk(session["id"], "PARSE-ANSWER " + json.dumps(answer))
-        except asyncio.TimeoutError:
+        else:
             self.chunk(session["id"], "NO-ANSWER")
         return {"stopReason": "end_turn"}
 
-    async def turn_errdata(self, session, rest):
+    def turn_errdata(self, session, rest):
         raise Failure({"code": -32603, "message": "Internal error",
                        "data": {"details": "Query closed before response received\x1b[2J",
                                 "bulk": "x" * 5000}})
 
-    async def turn_junk(self, session, rest):
+    def turn_junk(self, session, rest):
         sid = session["id"]
         for line in (b"not json at all", b"[1,2", b'"just a string"', b"42", b"   ", b"",
                      b'[{"jsonrpc":"2.0","method":"session/update","params":{}}]',
@@ -559,38 +650,39 @@ class Agent:
         self.chunk(sid, "still fine")
         return {"stopReason": "end_turn", "usage": self.usage(session)}
 
-    async def turn_raw(self, session, rest):
+    def turn_raw(self, session, rest):
         """`RAW method {params}`: send any request to the client, report its answer."""
         method, _, params = rest.partition(" ")
         params = json.loads(params) if params.strip() else {}
         params.setdefault("sessionId", session["id"])
-        response = await self.request(method, params)
+        response = self.request(method, params)
         response.pop("jsonrpc", None)
         response.pop("id", None)
         self.chunk(session["id"], "RAW-RESULT " + json.dumps(response))
         return {"stopReason": "end_turn"}
 
-    async def turn_term(self, session, rest):
+    def turn_term(self, session, rest):
         """`TERM {"create": {...}, "steps": [...]}`: drive terminal/* and report."""
         plan = json.loads(rest)
         create = dict(plan["create"], sessionId=session["id"])
-        results = [await self.request("terminal/create", create)]
+        results = [self.request("terminal/create", create)]
         term = (results[0].get("result") or {}).get("terminalId")
         for step in plan.get("steps", []):
             if step.startswith("sleep:"):
-                await asyncio.sleep(float(step[6:]))
+                pause(float(step[6:]))
                 continue
             method = {"output": "terminal/output", "wait": "terminal/wait_for_exit",
                       "kill": "terminal/kill", "release": "terminal/release"}[step]
-            results.append(await self.request(method, {"sessionId": session["id"], "terminalId": term}))
+            results.append(self.request(method, {"sessionId": session["id"], "terminalId": term}))
         for r in results:
             r.pop("jsonrpc", None)
             r.pop("id", None)
         self.chunk(session["id"], "TERM-RESULT " + json.dumps(results))
         return {"stopReason": "end_turn"}
 
-    async def turn_spawn(self, session, rest):
+    def turn_spawn(self, session, rest):
         """Start a grandchild in our process group and report its pid (orphan tests)."""
+        import subprocess  # (only the turns that start a process need it)
         child = subprocess.Popen(["sleep", "60"])
         self.chunk(session["id"], "PID %d" % child.pid)
         return {"stopReason": "end_turn"}
@@ -604,40 +696,54 @@ class Ignore(Exception):
     pass
 
 
-async def serve_tcp(port):
-    """TCP mode: one `Agent` per connection; runs until killed."""
+def serve_tcp(port):
+    """TCP mode: one `Agent` per connection, each read on a thread; runs until killed."""
+    import socket  # (only TCP mode needs these)
+    import struct
 
-    async def on_connection(reader, writer):
+    def serve(conn):
+        def write(data):
+            try:
+                conn.sendall(data)
+            except OSError:  # the client went away: what is left to say is dropped
+                pass
+
         def hang_up(reset):
-            if reset:  # SO_LINGER 0: close() sends RST instead of FIN
-                sock = writer.get_extra_info("socket")
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                writer.transport.abort()
-            else:
-                writer.close()
+            # The reading thread wakes to end of input and closes the socket: with
+            # SO_LINGER 0 that close sends RST instead of FIN.
+            if reset:
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            try:
+                conn.shutdown(socket.SHUT_RD if reset else socket.SHUT_RDWR)
+            except OSError:
+                pass
 
-        agent = Agent(writer.write, hang_up)
+        agent = Agent(write, hang_up)
+        reader = conn.makefile("rb")
         try:
-            while True:
-                line = await reader.readline()
-                if not line:
-                    break
+            for line in iter(reader.readline, b""):
                 if line.strip():
-                    agent.on_line(line)
+                    with LOCK:
+                        agent.on_line(line)
         except (ConnectionError, OSError):
             pass
         finally:
-            agent.connection_lost()
-            log("END", b"connection closed")  # read_log waits for this over TCP
-            writer.close()
+            with LOCK:
+                agent.connection_lost()
+                log("END", b"connection closed")  # read_log waits for this over TCP
+            reader.close()
+            conn.close()
 
-    server = await asyncio.start_server(on_connection, "127.0.0.1", port, limit=64 * 1024 * 1024)
-    write_stdout(b"FAKE_ACP_PORT=%d\n" % server.sockets[0].getsockname()[1])
-    async with server:
-        await server.serve_forever()
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(16)
+    write_stdout(b"FAKE_ACP_PORT=%d\n" % listener.getsockname()[1])
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
 
-async def main():
+def main():
     if os.environ.get("FAKE_ACP_START") == "fail":
         sys.stderr.write("Offline mode requires a local model provider. Set FAKE_PROVIDER to configure one.\n")
         sys.exit(1)
@@ -645,29 +751,25 @@ async def main():
     if stubborn == "term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if "--port" in sys.argv:
-        await serve_tcp(int(sys.argv[sys.argv.index("--port") + 1]))
+        serve_tcp(int(sys.argv[sys.argv.index("--port") + 1]))
         return
     if os.environ.get("FAKE_ACP_BANNER"):
         write_stdout(os.environ["FAKE_ACP_BANNER"].encode() + b"\n")
-    loop = asyncio.get_event_loop()
-    reader = asyncio.StreamReader(limit=64 * 1024 * 1024)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     agent = Agent()
-    while True:
-        line = await reader.readline()
-        if not line:
-            break
+    for line in iter(sys.stdin.buffer.readline, b""):
         if line.strip():
-            agent.on_line(line)
-    agent.connection_lost(cancel_turns=False)
+            with LOCK:
+                agent.on_line(line)
+    with LOCK:
+        agent.connection_lost(cancel_turns=False)
     if stubborn:
         while True:  # ignore EOF: only a signal ends us
-            await asyncio.sleep(3600)
+            time.sleep(3600)
     os._exit(0)  # like the real agent: a prompt pending at EOF is never answered
 
 
 if __name__ == "__main__":
     try:
-        asyncio.run(main())
+        main()
     except KeyboardInterrupt:
         pass
