@@ -14,7 +14,7 @@ import time
 import pytest
 
 import acp_testlib
-from acp_testlib import FAKE, ROOT, fake_env, gone, read_log, start_tcp_agent, workspace
+from acp_testlib import FAKE, ROOT, WINDOWS, fake_env, gone, program_text, read_log, start_tcp_agent, workspace
 
 pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 
@@ -46,11 +46,11 @@ def cli(args, stdin="", **extra):
 
 
 def out(proc):
-    return proc.stdout.decode("utf-8")
+    return program_text(proc.stdout)
 
 
 def err(proc):
-    return proc.stderr.decode("utf-8")
+    return program_text(proc.stderr)
 
 
 def test_one_prompt_streams_the_answer(tmp_path):
@@ -180,9 +180,16 @@ def wait_for_output(proc, text):
         if not chunk:
             break
         seen += chunk
-    return seen.decode("utf-8")
+    return program_text(seen)
 
 
+#: Why the Ctrl-C tests do not run on Windows.
+NO_CTRL_C_TO_ONE_CHILD = ("Ctrl-C cannot be sent to one child on Windows (Popen.send_signal has no SIGINT there, "
+                          "and CTRL_C_EVENT reaches every process of a console): the CLI's Ctrl-C handling "
+                          "(cancel, then quit) is untested on Windows")
+
+
+@pytest.mark.skipif(WINDOWS, reason=NO_CTRL_C_TO_ONE_CHILD)
 def test_ctrl_c_cancels_the_turn(tmp_path):
     log = str(tmp_path / "agent.log")
     proc = start_cli(["--cwd", workspace(tmp_path), "SLOW", "60"], FAKE_ACP_LOG=log)
@@ -200,6 +207,7 @@ def test_ctrl_c_cancels_the_turn(tmp_path):
                for d, m in read_log(log) if d == "C>A")
 
 
+@pytest.mark.skipif(WINDOWS, reason=NO_CTRL_C_TO_ONE_CHILD)
 @pytest.mark.stdio_only  # about the agent as our child process
 def test_second_ctrl_c_quits_and_leaves_no_agent(tmp_path):
     log = str(tmp_path / "agent.log")
