@@ -149,3 +149,36 @@ def test_rings_from_many_threads_then_close_leave_nothing(tmp_path) -> None:
     for t in threads:
         t.join()
     assert not os.path.exists(folder)
+
+
+def test_at_exit_finishes_a_close_it_interrupted_without_waiting_for_its_lock(tmp_path) -> None:
+    # Vim's second exit (a deadly signal during VimLeavePre) runs Python's exit hooks on
+    # top of whatever Vim's thread was doing: maybe `close`, holding the lock, after it
+    # marked the bell unmade. `at_exit` must neither wait for that lock nor skip the work.
+    folder = str(tmp_path / "copilot-ide-vim-1-2")
+    bell = Bell(folder)
+    assert bell.make()
+    bell.ring()
+    assert bell._lock.acquire()  # the interrupted `close`, as it was...
+    bell.made = False  # ...after its first step
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (bell.at_exit(), done.set()), daemon=True)
+    worker.start()
+    assert done.wait(10), "at_exit waited for the lock"
+    bell._lock.release()
+    assert not os.path.exists(folder)
+    bell.at_exit()  # done already: nothing more
+    bell.close()
+    assert not os.path.exists(folder)
+
+
+def test_at_exit_after_close_removes_nothing_made_since_by_another(tmp_path) -> None:
+    folder = str(tmp_path / "copilot-ide-vim-1-2")
+    bell = Bell(folder)
+    assert bell.make()
+    bell.close()
+    os.mkdir(folder)  # someone else's now
+    with open(os.path.join(folder, "ring"), "w") as f:
+        f.write("theirs\n")
+    bell.at_exit()
+    assert os.listdir(folder) == ["ring"]

@@ -157,3 +157,19 @@ def test_the_plugins_threads_leave_signals_to_vims_own_thread(vims: Any) -> None
         if tid != pid:
             assert blocked_signals(pid, tid) & wanted == wanted, tid
     vim.quit("qa!")
+
+
+def test_an_exit_without_vimleavepre_still_removes_the_bell_and_the_lock(vims: Any, tmp_path: Any,
+                                                                         copilot_home: str) -> None:
+    """An exit that skips VimLeavePre but ends Python (`:noautocmd qa!` here; in the wild
+    the second exit a deadly signal runs while the first is inside VimLeavePre, seen
+    once: the lock gone, the doorbell's folder left): Python's exit hooks remove both."""
+    tmp = str(tmp_path / "tmp")
+    os.makedirs(tmp)
+    vim = vims(env={"TMPDIR": tmp}).start()
+    vim.wait_lock()
+    assert [n for n in os.listdir(tmp) if n.startswith("copilot-ide-vim-")]  # the bell, made
+    vim.ex("noautocmd qa!")
+    wait_until(vim.gone, what="Vim's process gone")
+    assert locks(copilot_home) == []
+    assert [n for n in os.listdir(tmp) if n.startswith("copilot-ide-vim-")] == []

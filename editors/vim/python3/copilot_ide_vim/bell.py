@@ -16,13 +16,14 @@ bell, and Vim's timer asks Python at its every fifth tick instead), and held ope
 The file is created exclusively, never through a symbolic link, and in that held
 folder. Only what this object made is ever removed: its "ring" file, then the
 folder with `rmdir` (only when empty: never recursive, and only while the name is
-still that folder), at `close()` (Vim quits). A Vim killed outright leaves the empty
-folder. A folder removed by someone else (a cleaner of old files in /tmp, after days
+still that folder), at `close()` (Vim quits), or at Python's exit when that did not
+run or did not finish (`at_exit`). A Vim killed outright leaves the empty folder. A folder removed by someone else (a cleaner of old files in /tmp, after days
 of idling) is made again at the next ring, unless the name is taken by then.
 
 Uses `os` only (imported by Python's own start already): the boot thread makes the
 bell before its long import.
 """
+import atexit
 import os
 import stat
 import _thread
@@ -68,12 +69,16 @@ class Bell:
         self._fd = -1  # the folder, held open (where the system can)
         self._made_as = None  # else its identity when made (`_identity`)
         self._lock = _thread.allocate_lock()
+        self._at_exit_registered = False
 
     def make(self) -> bool:
         """Make the folder (0700); False when it cannot be made or its name exists."""
         with self._lock:
             if not self.made and self.folder:
                 self.made = self._mkdir()
+                if self.made and not self._at_exit_registered:
+                    atexit.register(self.at_exit)
+                    self._at_exit_registered = True
             return self.made
 
     def ring(self) -> None:
@@ -107,14 +112,39 @@ class Bell:
         with self._lock:
             if not self.made:
                 return
-            self.made = False
-            self._remove_ring()
-            if self._ours():
-                try:
-                    os.rmdir(self.folder)
-                except OSError:  # not empty (something not ours in it): left as it is
-                    pass
-            self._release()
+            self._remove_all()
+            if self._at_exit_registered:
+                atexit.unregister(self.at_exit)
+                self._at_exit_registered = False
+
+    def at_exit(self) -> None:
+        """Python's exit (atexit): what `close` would do, where it did not run or did not
+        finish. Vim exits twice when a deadly signal comes while VimLeavePre runs (`:qa!`
+        with SIGTERM on its heels): the signal's handler runs Vim's exit again, Python's
+        finalisation included, on top of whatever Vim's thread was doing, which may be
+        `close` itself, holding the lock (seen in a test run: the lock file gone, this
+        folder left). So the lock is not waited for; each step is harmless done twice."""
+        locked = self._lock.acquire(False)
+        try:
+            self._remove_all()
+        finally:
+            if locked:
+                self._lock.release()
+
+    def _remove_all(self) -> None:
+        """The ring, then the folder while it is still ours, then what holds it; from
+        then on nothing is ours (the last step: until it, a second caller does all
+        again)."""
+        self.made = False
+        if self._fd < 0 and self._made_as is None:
+            return  # nothing made, or removed already
+        self._remove_ring()
+        if self._ours():
+            try:
+                os.rmdir(self.folder)
+            except OSError:  # not empty (something not ours in it), or gone: left as it is
+                pass
+        self._release()
 
     def _mkdir(self) -> bool:
         try:
@@ -165,3 +195,4 @@ class Bell:
             except OSError:
                 pass
             self._fd = -1
+        self._made_as = None
