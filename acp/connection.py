@@ -175,9 +175,9 @@ class AgentConnection:
             # asyncio words a refusal "Connect call failed (...)"; the errno says it plainly.
             # Not on Windows: there the system's words are in strerror, and the errno of
             # a Windows error (ERROR_CONNECTION_REFUSED) may be a stand-in (EINVAL).
-            errno_ = getattr(exc, "errno", None)
-            if getattr(exc, "winerror", None) and getattr(exc, "strerror", None):
-                reason = exc.strerror
+            errno_, strerror = getattr(exc, "errno", None), getattr(exc, "strerror", None)
+            if getattr(exc, "winerror", None) and strerror:
+                reason = strerror
             else:
                 reason = os.strerror(errno_) if isinstance(errno_, int) and errno_ > 0 else str(exc)
             raise AgentConnectError("could not connect to the agent at %s: %s" % (where, reason)) from exc
