@@ -46,10 +46,16 @@ def program_text(data: bytes) -> str:
     of text mode read as "\n". Elsewhere: UTF-8, exactly as printed."""
     if not WINDOWS:
         return data.decode("utf-8")
+    return data.decode(program_encoding()).replace("\r\n", "\n")
+
+
+def program_encoding() -> str:
+    """The encoding of a program's stdout to a pipe: the ANSI code page on Windows."""
+    if not WINDOWS:
+        return "utf-8"
     import ctypes
 
-    code_page = "cp%d" % ctypes.windll.kernel32.GetACP()  # type: ignore[attr-defined]
-    return data.decode(code_page).replace("\r\n", "\n")
+    return "cp%d" % ctypes.windll.kernel32.GetACP()  # type: ignore[attr-defined]
 
 
 def refused_reason() -> str:

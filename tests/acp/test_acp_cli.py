@@ -14,7 +14,8 @@ import time
 import pytest
 
 import acp_testlib
-from acp_testlib import FAKE, ROOT, WINDOWS, fake_env, gone, program_text, read_log, start_tcp_agent, workspace
+from acp_testlib import (FAKE, ROOT, WINDOWS, fake_env, gone, program_encoding, program_text, read_log,
+                         start_tcp_agent, workspace)
 
 pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 
@@ -115,6 +116,15 @@ def test_json_prints_every_update_as_one_line(tmp_path):
         assert kind in updates
     assert len({r["sessionId"] for r in records}) == 1
     assert records[-1]["result"]["stopReason"] == "end_turn"
+
+
+def test_text_stdout_cannot_encode_is_escaped_not_a_crash(tmp_path):
+    """On Windows stdout to a pipe is in the ANSI code page, which may lack the agent's
+    characters: they are written as backslash escapes (as on stderr), the turn goes on."""
+    proc = cli(["--cwd", workspace(tmp_path), "UNICODE"])
+    assert proc.returncode == 0 and "Traceback" not in err(proc), err(proc)
+    shown = "\u65e5\u672c".encode(program_encoding(), "backslashreplace").decode(program_encoding())
+    assert shown in out(proc) and out(proc).endswith("end\n")
 
 
 def test_error_turn_goes_to_stderr_with_exit_status_1(tmp_path):
