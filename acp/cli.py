@@ -485,6 +485,11 @@ def usage_problem(args: argparse.Namespace) -> Optional[str]:
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # The agent's text may hold characters stdout's encoding lacks (on Windows a pipe
+    # or file gets the ANSI code page): escaped, as Python's stderr does, not a crash.
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="backslashreplace")
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.ERROR,
                         format="%(name)s: %(message)s", stream=sys.stderr)
     problem = usage_problem(args)

@@ -173,8 +173,13 @@ class AgentConnection:
                                     % (where, connect_timeout or 0)) from None
         except (OSError, UnicodeError) as exc:
             # asyncio words a refusal "Connect call failed (...)"; the errno says it plainly.
-            errno_ = getattr(exc, "errno", None)
-            reason = os.strerror(errno_) if isinstance(errno_, int) and errno_ > 0 else str(exc)
+            # Not on Windows: there the system's words are in strerror, and the errno of
+            # a Windows error (ERROR_CONNECTION_REFUSED) may be a stand-in (EINVAL).
+            errno_, strerror = getattr(exc, "errno", None), getattr(exc, "strerror", None)
+            if getattr(exc, "winerror", None) and strerror:
+                reason = strerror
+            else:
+                reason = os.strerror(errno_) if isinstance(errno_, int) and errno_ > 0 else str(exc)
             raise AgentConnectError("could not connect to the agent at %s: %s" % (where, reason)) from exc
         keep_alive(writer.get_extra_info("socket"))
         conn = cls(**kwargs)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
+WINDOWS = sys.platform == "win32"
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 FAKE = os.path.join(HERE, "fake_agent.py")
@@ -36,6 +37,36 @@ def workspace(tmp_path: Any) -> str:
     root.mkdir(exist_ok=True)
     (root / "hello.txt").write_text("line one\nline two\nline three\n", encoding="utf-8")
     return str(root)
+
+
+def program_text(data: bytes) -> str:
+    """What a program under test (the command line, a terminal's command) printed, as
+    text. On Windows its stdout and stderr to a pipe are in text mode, in the ANSI code
+    page (pytest's own -X utf8 is not inherited): decoded with that, the CRLF line ends
+    of text mode read as "\n". Elsewhere: UTF-8, exactly as printed."""
+    if not WINDOWS:
+        return data.decode("utf-8")
+    return data.decode(program_encoding()).replace("\r\n", "\n")
+
+
+def program_encoding() -> str:
+    """The encoding of a program's stdout to a pipe: the ANSI code page on Windows."""
+    if not WINDOWS:
+        return "utf-8"
+    import ctypes
+
+    return "cp%d" % ctypes.windll.kernel32.GetACP()  # type: ignore[attr-defined]
+
+
+def refused_reason() -> str:
+    """How the client words a refused TCP connection: strerror(ECONNREFUSED); on
+    Windows the system's message for ERROR_CONNECTION_REFUSED, as OSError trims it
+    (Wine words it the same as Linux)."""
+    if not WINDOWS:
+        return "Connection refused"
+    import ctypes
+
+    return ctypes.FormatError(1225).rstrip(" .\r\n\t")  # type: ignore[attr-defined]
 
 
 def fake_env(**extra: str) -> Dict[str, str]:
@@ -121,7 +152,12 @@ def gone(pid: int, timeout: float = 10.0) -> bool:
 
 
 def pid_alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie."""
+    """True while `pid` exists and is not a zombie. (On Windows os.kill(pid, 0) would
+    terminate it: there the kernel is asked.)"""
+    if WINDOWS:
+        from ide_protocol.common.winpipe import pid_alive as windows_pid_alive
+
+        return windows_pid_alive(pid)
     try:
         with open("/proc/%d/stat" % pid) as handle:
             return handle.read().split(") ", 1)[1][0] != "Z"

@@ -4,22 +4,9 @@ as a child) and once over TCP (the fake agent listening on 127.0.0.1, as `copilo
 status, signals, reaping) and runs over stdio alone."""
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 import acp_testlib
-
-#: Why the ACP tests do not run on Windows (`make test-windows`).
-WINDOWS_REASON = ("not yet tried under Windows since the fake ACP agent (tests/acp/fake_agent.py) became plain "
-                  "threads (it read its stdin with loop.connect_read_pipe, which the Windows Proactor loop cannot "
-                  "do on the synchronous pipe a parent gives its child); the ACP client on Windows is untested")
-
-
-@pytest.fixture(autouse=True)
-def _not_on_windows():
-    if sys.platform == "win32":
-        pytest.skip(WINDOWS_REASON)
 
 
 def pytest_configure(config):

@@ -59,6 +59,8 @@ LOG = os.environ.get("FAKE_ACP_LOG")
 
 #: Held by the one thread that runs the agent's code (see the module's docstring).
 LOCK = threading.Condition()
+#: A process that sleeps a minute: `sleep`, which Windows lacks (there: this Python).
+SLEEPER = ["sleep", "60"] if os.name == "posix" else [sys.executable, "-c", "import time; time.sleep(60)"]
 #: The running thread's `Strand` and `Turn` (None on the reading thread).
 CURRENT = threading.local()
 
@@ -578,7 +580,8 @@ class Agent:
         (the client must not wait for it)."""
         self.chunk(session["id"], "about to crash")
         import subprocess  # (only the turns that start a process need it)
-        child = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        # (stdout and stderr named: on Windows only handles named are inherited)
+        child = subprocess.Popen(SLEEPER, start_new_session=True, stdout=1, stderr=2)
         self.chunk(session["id"], "HOLDER %d\n" % child.pid)
         sys.stderr.write("fatal: crashed, a child still holds the pipes\n")
         sys.stderr.flush()
@@ -671,6 +674,14 @@ class Agent:
             if step.startswith("sleep:"):
                 pause(float(step[6:]))
                 continue
+            if step.startswith("until:"):  # ask for the output until it shows this text (30 s at most)
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    answer = self.request("terminal/output", {"sessionId": session["id"], "terminalId": term})
+                    if step[6:] in ((answer.get("result") or {}).get("output") or ""):
+                        break
+                    pause(0.05)
+                continue
             method = {"output": "terminal/output", "wait": "terminal/wait_for_exit",
                       "kill": "terminal/kill", "release": "terminal/release"}[step]
             results.append(self.request(method, {"sessionId": session["id"], "terminalId": term}))
@@ -683,7 +694,7 @@ class Agent:
     def turn_spawn(self, session, rest):
         """Start a grandchild in our process group and report its pid (orphan tests)."""
         import subprocess  # (only the turns that start a process need it)
-        child = subprocess.Popen(["sleep", "60"])
+        child = subprocess.Popen(SLEEPER)
         self.chunk(session["id"], "PID %d" % child.pid)
         return {"stopReason": "end_turn"}
 
@@ -712,7 +723,13 @@ def serve_tcp(port):
             # The reading thread wakes to end of input and closes the socket: with
             # SO_LINGER 0 that close sends RST instead of FIN.
             if reset:
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                linger = struct.pack("ii" if os.name == "posix" else "HH", 1, 0)  # (u_short on Windows)
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                if os.name == "nt":
+                    # A shutdown does not wake a thread blocked reading on Windows; a close
+                    # of the socket does (the reader then fails and ends the connection).
+                    socket.close(conn.detach())
+                    return
             try:
                 conn.shutdown(socket.SHUT_RD if reset else socket.SHUT_RDWR)
             except OSError:

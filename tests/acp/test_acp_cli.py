@@ -14,7 +14,8 @@ import time
 import pytest
 
 import acp_testlib
-from acp_testlib import FAKE, ROOT, fake_env, gone, read_log, start_tcp_agent, workspace
+from acp_testlib import (FAKE, ROOT, WINDOWS, fake_env, gone, program_encoding, program_text, read_log,
+                         start_tcp_agent, workspace)
 
 pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 
@@ -46,11 +47,11 @@ def cli(args, stdin="", **extra):
 
 
 def out(proc):
-    return proc.stdout.decode("utf-8")
+    return program_text(proc.stdout)
 
 
 def err(proc):
-    return proc.stderr.decode("utf-8")
+    return program_text(proc.stderr)
 
 
 def test_one_prompt_streams_the_answer(tmp_path):
@@ -117,6 +118,15 @@ def test_json_prints_every_update_as_one_line(tmp_path):
     assert records[-1]["result"]["stopReason"] == "end_turn"
 
 
+def test_text_stdout_cannot_encode_is_escaped_not_a_crash(tmp_path):
+    """On Windows stdout to a pipe is in the ANSI code page, which may lack the agent's
+    characters: they are written as backslash escapes (as on stderr), the turn goes on."""
+    proc = cli(["--cwd", workspace(tmp_path), "UNICODE"])
+    assert proc.returncode == 0 and "Traceback" not in err(proc), err(proc)
+    shown = "\u65e5\u672c".encode(program_encoding(), "backslashreplace").decode(program_encoding())
+    assert shown in out(proc) and out(proc).endswith("end\n")
+
+
 def test_error_turn_goes_to_stderr_with_exit_status_1(tmp_path):
     proc = cli(["--cwd", workspace(tmp_path), "ERROR"])
     assert proc.returncode == 1
@@ -180,9 +190,16 @@ def wait_for_output(proc, text):
         if not chunk:
             break
         seen += chunk
-    return seen.decode("utf-8")
+    return program_text(seen)
 
 
+#: Why the Ctrl-C tests do not run on Windows.
+NO_CTRL_C_TO_ONE_CHILD = ("Ctrl-C cannot be sent to one child on Windows (Popen.send_signal has no SIGINT there, "
+                          "and CTRL_C_EVENT reaches every process of a console): the CLI's Ctrl-C handling "
+                          "(cancel, then quit) is untested on Windows")
+
+
+@pytest.mark.skipif(WINDOWS, reason=NO_CTRL_C_TO_ONE_CHILD)
 def test_ctrl_c_cancels_the_turn(tmp_path):
     log = str(tmp_path / "agent.log")
     proc = start_cli(["--cwd", workspace(tmp_path), "SLOW", "60"], FAKE_ACP_LOG=log)
@@ -200,6 +217,7 @@ def test_ctrl_c_cancels_the_turn(tmp_path):
                for d, m in read_log(log) if d == "C>A")
 
 
+@pytest.mark.skipif(WINDOWS, reason=NO_CTRL_C_TO_ONE_CHILD)
 @pytest.mark.stdio_only  # about the agent as our child process
 def test_second_ctrl_c_quits_and_leaves_no_agent(tmp_path):
     log = str(tmp_path / "agent.log")

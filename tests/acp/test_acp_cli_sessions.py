@@ -16,7 +16,7 @@ import time
 import pytest
 
 import acp_testlib
-from acp_testlib import FAKE, ROOT, fake_env, read_log, start_tcp_agent, workspace
+from acp_testlib import FAKE, ROOT, fake_env, program_text, read_log, start_tcp_agent, workspace
 
 pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 
@@ -42,7 +42,7 @@ def acp(tmp_path, transport):
         proc = subprocess.run([sys.executable, "-m", "acp"] + prefix + args, input=stdin.encode(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT,
                               timeout=TIMEOUT)
-        return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+        return proc.returncode, program_text(proc.stdout), program_text(proc.stderr)
 
     run.log = agent_env["FAKE_ACP_LOG"]
     return run

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from acp_testlib import gone, make_client, run, workspace
+from acp_testlib import WINDOWS, gone, make_client, run, workspace
 from acp import AgentExited, AgentStartError, Client
 
 pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
@@ -16,6 +16,8 @@ pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 
 def assert_reaped(pid):
     assert gone(pid)
+    if WINDOWS:
+        return  # no zombies there: a process that is gone needs no reaping
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # already reaped: no zombie of ours
 
@@ -60,10 +62,13 @@ def test_agent_ignoring_eof_gets_sigterm(tmp_path):
         return client.connection.pid, await client.close(grace=0.3, term_grace=5)
 
     pid, code = run(main())
-    assert code == -15
+    # On Windows SIGTERM is TerminateProcess (Popen.terminate), which leaves status 1.
+    assert code == (1 if WINDOWS else -15)
     assert_reaped(pid)
 
 
+@pytest.mark.skipif(WINDOWS, reason="on Windows SIGTERM is TerminateProcess, which no process can ignore: "
+                                     "there is no SIGKILL step to test")
 @pytest.mark.stdio_only  # about the agent as our child process
 def test_agent_ignoring_sigterm_gets_sigkill(tmp_path):
     async def main():
@@ -120,6 +125,9 @@ def test_crash_mid_turn_fails_the_turn_and_other_requests_clearly(tmp_path):
     assert_reaped(pid)
 
 
+@pytest.mark.skipif(WINDOWS, reason="the agent's children are ended through its process group, which is POSIX "
+                                     "only: on Windows the client ends the agent alone (no job object), so this "
+                                     "is not done there")
 @pytest.mark.stdio_only  # about the agent as our child process
 def test_children_of_the_agent_do_not_outlive_it(tmp_path):
     async def main():

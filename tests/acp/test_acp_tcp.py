@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from acp_testlib import fake_env, run, start_tcp_agent, stop_tcp_agents, workspace
+from acp_testlib import fake_env, refused_reason, run, start_tcp_agent, stop_tcp_agents, workspace
 from acp import AgentConnectError, AgentExited, Client, RequestTimeout, parse_address
 
 
@@ -152,7 +152,7 @@ def test_connection_refused_is_a_clear_error():
             await Client(connect=port).start()
         return info.value
 
-    assert str(run(main())) == "could not connect to the agent at 127.0.0.1:%d: Connection refused" % port
+    assert str(run(main())) == "could not connect to the agent at 127.0.0.1:%d: %s" % (port, refused_reason())
 
 
 def test_a_listener_that_never_answers_times_out():
