@@ -39,8 +39,6 @@ NOT_ACP_MAX_LINES = 100
 # Once the agent process is gone, how long its output may still take to drain (a
 # grandchild can hold the pipe open for ever).
 EXIT_DRAIN = 0.5
-#: Seconds `close` waits for its end of a socket to close (its buffered bytes sent).
-SOCKET_CLOSE_WAIT = 1.0
 
 
 class _UseDefault:
@@ -488,7 +486,7 @@ class AgentConnection:
             # Over a socket: closed, and the outcome asyncio keeps for it taken (a reset's
             # error, reported by the read loop), so that nothing is left to print.
             if self._writer is not None:
-                await close_stream(self._writer, SOCKET_CLOSE_WAIT)
+                await close_stream(self._writer)
         else:
             if self._writer is not None:
                 try:

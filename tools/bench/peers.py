@@ -26,8 +26,8 @@ from .common import NODE_DIR, NODE_MODULES, SDK_PYTHON, SELECTION
 from .serve import ServerProc
 
 PEERS = ("ours", "before", "node", "vscode", "sdk")
-LABELS = {"ours": "ours (IdeServer)", "before": "ours from --before-root", "node": "bare node:http", "vscode": "VS Code stack (Express 5 + MCP TS SDK)",
-          "sdk": "MCP Python SDK (uvicorn)"}
+LABELS = {"ours": "ours (IdeServer)", "before": "ours from --before-root", "node": "bare node:http",
+          "vscode": "VS Code stack (Express 5 + MCP TS SDK)", "sdk": "MCP Python SDK (uvicorn)"}
 
 
 def node() -> Optional[str]:

@@ -22,7 +22,9 @@ from .common import median, proc_status
 from .serve import ServerProc
 
 ORDER = ("ours", "before", "node", "sdk", "vscode")  # the yardstick's order within a round ("before" ours)
-CALLS = {"ours": (3000, 8000), "before": (3000, 8000), "node": (3000, 8000), "sdk": (800, 1600), "vscode": (1500, 3000)}  # (c=1, c=16)
+#: Calls per run, (c=1, c=16).
+CALLS = {"ours": (3000, 8000), "before": (3000, 8000), "node": (3000, 8000), "sdk": (800, 1600),
+         "vscode": (1500, 3000)}
 #: The four ratios: (peer, concurrency).
 RATIOS = (("vscode", "c1"), ("vscode", "c16"), ("sdk", "c1"), ("node", "c16"))
 
@@ -42,7 +44,6 @@ def group_throughput(args: argparse.Namespace, log: Callable[[str], None]) -> Di
         log("  throughput: node not found; skipped")
         return result
     procs: Dict[str, ServerProc] = {}
-    procs_root: Dict[str, str] = {}  # where each of our servers imported ide_protocol from
     runs: Dict[Tuple[str, int], List[Dict[str, Any]]] = {}
     try:
         for name in wanted:
@@ -55,8 +56,6 @@ def group_throughput(args: argparse.Namespace, log: Callable[[str], None]) -> Di
                 log("  throughput: %s %s" % (name, why))
                 continue
             procs[name] = proc
-            if proc.info.get("root"):
-                procs_root[name] = proc.info["root"]
             if proc.info.get("versions"):
                 result["versions"][name] = proc.info["versions"]
         result["versions"]["load_client_node"] = subprocess.run(
@@ -89,7 +88,7 @@ def group_throughput(args: argparse.Namespace, log: Callable[[str], None]) -> Di
         before = result["servers"].get("before")
         if before:
             cpu = _cpu_per_request(runs, "before")
-            result["before"] = {"root": procs_root.get("before"), "cpu_us_per_req": cpu,
+            result["before"] = {"root": procs["before"].info.get("root"), "cpu_us_per_req": cpu,
                                 "c1": _ratio(ours, before, "c1"), "c16": _ratio(ours, before, "c16"),
                                 "cpu": result["ours_cpu_us_per_req"] / cpu if cpu else None}
     return result

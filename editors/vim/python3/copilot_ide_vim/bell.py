@@ -17,8 +17,9 @@ The file is created exclusively, never through a symbolic link, and in that held
 folder. Only what this object made is ever removed: its "ring" file, then the
 folder with `rmdir` (only when empty: never recursive, and only while the name is
 still that folder), at `close()` (Vim quits), or at Python's exit when that did not
-run or did not finish (`at_exit`). A Vim killed outright leaves the empty folder. A folder removed by someone else (a cleaner of old files in /tmp, after days
-of idling) is made again at the next ring, unless the name is taken by then.
+run or did not finish (`at_exit`). A Vim killed outright leaves the empty folder. A
+folder removed by someone else (a cleaner of old files in /tmp, after days of idling)
+is made again at the next ring, unless the name is taken by then.
 
 Uses `os` only (imported by Python's own start already): the boot thread makes the
 bell before its long import.
@@ -69,16 +70,14 @@ class Bell:
         self._fd = -1  # the folder, held open (where the system can)
         self._made_as = None  # else its identity when made (`_identity`)
         self._lock = _thread.allocate_lock()
-        self._at_exit_registered = False
 
     def make(self) -> bool:
         """Make the folder (0700); False when it cannot be made or its name exists."""
         with self._lock:
             if not self.made and self.folder:
                 self.made = self._mkdir()
-                if self.made and not self._at_exit_registered:
+                if self.made:
                     atexit.register(self.at_exit)
-                    self._at_exit_registered = True
             return self.made
 
     def ring(self) -> None:
@@ -110,12 +109,8 @@ class Bell:
     def close(self) -> None:
         """Remove the ring and the folder (this object's own; only when empty)."""
         with self._lock:
-            if not self.made:
-                return
+            atexit.unregister(self.at_exit)
             self._remove_all()
-            if self._at_exit_registered:
-                atexit.unregister(self.at_exit)
-                self._at_exit_registered = False
 
     def at_exit(self) -> None:
         """Python's exit (atexit): what `close` would do, where it did not run or did not
