@@ -356,6 +356,41 @@ def test_exit_without_stop_removes_the_lock(tmp_path: Any) -> None:
     assert platforms.WINDOWS or not os.path.exists(os.path.dirname(socket_path))  # (a pipe has no folder)
 
 
+@pytest.mark.skipif(platforms.WINDOWS, reason="Windows runs a Python signal handler between the main thread's "
+                    "waits, never inside one: a stop cannot be entered again there")
+def test_a_signal_handler_that_stops_during_a_stop_does_not_wait_for_itself(tmp_path: Any) -> None:
+    """A program whose SIGTERM handler calls `stop()` (the usual way to end on a
+    signal) gets the signal while its main thread is inside `stop()`, waiting for the
+    server's thread: the handler runs on that same thread, on top of the waiting
+    `stop()`. The second `stop()` must go through (the start/stop lock is the
+    thread's own already), not wait for ever; the lock file goes."""
+    folder, _path, lock_dir = workspace(tmp_path)
+    script = ("import asyncio, os, signal, sys, threading\n"
+              "from ide_protocol.server.threaded import ThreadedIdeServer\n"
+              "s = ThreadedIdeServer([sys.argv[1]], lock_dir=sys.argv[2]).start()\n"
+              "stop = s.server.stop\n"
+              "async def slow_stop():\n"
+              "    await asyncio.sleep(1.0)\n"
+              "    await stop()\n"
+              "s.server.stop = slow_stop\n"
+              "signal.signal(signal.SIGTERM, lambda *a: s.stop())\n"
+              "threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
+              "s.stop()\n"
+              "print(os.listdir(sys.argv[2]), flush=True)\n")
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-c", script, folder, lock_dir], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        out, err = proc.communicate(timeout=WAIT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError("the stop inside the signal handler waited for the stop it interrupted")
+    assert proc.returncode == 0, err.decode(errors="replace")
+    assert out.decode().strip() == "[]"
+    assert os.listdir(lock_dir) == []
+
+
 def test_stop_then_start_again_on_the_same_server(tmp_path: Any) -> None:
     """An editor's Stop then Start commands (or a restart on a folder change) reuse the
     object: the second run serves, and its stop is as quick and as clean as the first."""

@@ -151,24 +151,31 @@ def test_rings_from_many_threads_then_close_leave_nothing(tmp_path) -> None:
     assert not os.path.exists(folder)
 
 
-def test_at_exit_finishes_a_close_it_interrupted_without_waiting_for_its_lock(tmp_path) -> None:
-    # Vim's second exit (a deadly signal during VimLeavePre) runs Python's exit hooks on
-    # top of whatever Vim's thread was doing: maybe `close`, holding the lock, after it
-    # marked the bell unmade. `at_exit` must neither wait for that lock nor skip the work.
+@pytest.mark.parametrize("interrupted", ["answer", "close"])
+def test_the_exit_run_on_top_of_vims_thread_goes_through_the_lock_it_holds(tmp_path, interrupted) -> None:
+    # A deadly signal's handler runs Vim's exit on Vim's own thread, on top of whatever
+    # that thread was doing: the timer's `answer` (seen in CI), or `close` itself (a
+    # second signal during VimLeavePre), holding the bell's lock. That exit calls
+    # `close` (VimLeavePre) and `at_exit` (Python's finalisation) on the same thread:
+    # they must go through, not wait for the lock for ever, and do the whole work.
     folder = str(tmp_path / "copilot-ide-vim-1-2")
     bell = Bell(folder)
     assert bell.make()
     bell.ring()
-    assert bell._lock.acquire()  # the interrupted `close`, as it was...
-    bell.made = False  # ...after its first step
     done = threading.Event()
-    worker = threading.Thread(target=lambda: (bell.at_exit(), done.set()), daemon=True)
-    worker.start()
-    assert done.wait(10), "at_exit waited for the lock"
-    bell._lock.release()
+
+    def vims_thread() -> None:
+        with bell._lock:  # the interrupted call...
+            if interrupted == "close":
+                bell.made = False  # ...after its first step
+            bell.close()  # the exit on top of it: VimLeavePre
+            bell.at_exit()  # then Python's exit hooks
+            done.set()
+
+    threading.Thread(target=vims_thread, daemon=True).start()
+    assert done.wait(10), "the exit waited for the lock its own thread holds"
     assert not os.path.exists(folder)
     bell.at_exit()  # done already: nothing more
-    bell.close()
     assert not os.path.exists(folder)
 
 

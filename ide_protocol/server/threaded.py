@@ -36,6 +36,8 @@ Threading rules (the whole contract):
 * `stop()` blocks until done (or `timeout`); it removes the lock file and the socket;
   an `atexit` hook does it too if the editor exits without calling it. A start still
   under way is cancelled: nothing of it stays, and its `on_started` is not called.
+  A signal handler may call `stop()` on the thread that is inside `stop()` (a
+  program's SIGTERM handler, Vim's exit run from its own): it goes through.
   `stop()` from the loop thread (inside a callback) only asks for the stop, since
   waiting there would wait for itself. Calls after `stop()` run directly and are
   harmless (nothing is sent; the state is kept for a later `start()`).
@@ -153,7 +155,11 @@ class ThreadedIdeServer:
                                 on_session=self._on_session, on_tool_call=self._on_tool_call, **options)
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.thread: Optional[threading.Thread] = None
-        self._lock = threading.Lock()  # start/stop against each other
+        # start/stop against each other. Re-entrant: a signal handler may call stop() on
+        # the thread that is inside stop() (a program's SIGTERM handler, or an editor's
+        # exit run from its handler, as Vim's is); that stop goes through, where a plain
+        # lock would wait for itself for ever.
+        self._lock = threading.RLock()
         self._ready: "Optional[concurrent.futures.Future[None]]" = None  # the last start's outcome
         # The loop thread's own (see `_serve`): the start's task, the stop's event.
         self._main: "Optional[asyncio.Future[Any]]" = None

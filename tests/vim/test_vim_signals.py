@@ -173,3 +173,56 @@ def test_an_exit_without_vimleavepre_still_removes_the_bell_and_the_lock(vims: A
     wait_until(vim.gone, what="Vim's process gone")
     assert locks(copilot_home) == []
     assert [n for n in os.listdir(tmp) if n.startswith("copilot-ide-vim-")] == []
+
+
+def _hold_in_vims_thread(vim: VimSession, target: str, method: str, marker: str) -> None:
+    """Make `target.method` (a Python expression in Vim and a method name) write
+    `marker` and wait 3 s the first time it runs, on whichever thread calls it."""
+    code = ("import os, time\n"
+            "_held_obj = %s\n"
+            "_held_orig = _held_obj.%s\n"
+            "_held_n = [0]\n"
+            "def _held(*a, **k):\n"
+            "    _held_n[0] += 1\n"
+            "    if _held_n[0] == 1:\n"
+            "        open(%r, 'w').close()\n"
+            "        time.sleep(3)\n"
+            "    return _held_orig(*a, **k)\n"
+            "_held_obj.%s = _held\n") % (target, method, marker, method)
+    vim.ex("py3 exec(%r)" % code)
+
+
+def _ends_cleanly_on_sighup(vim: VimSession, copilot_home: str, tmp: str, marker: str) -> None:
+    """SIGHUP once Vim's thread is inside the held call: Vim's handler runs Vim's exit
+    (VimLeavePre, then Python's finalisation) on top of it. Vim must end, the lock
+    file and the doorbell's folder with it."""
+    wait_until(lambda: os.path.exists(marker), what="Vim's thread inside the held call")
+    pid = vim.pid
+    assert pid
+    os.kill(pid, signal.SIGHUP)
+    try:
+        wait_until(vim.gone, timeout=10.0, what="Vim's process gone")
+    except AssertionError:
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError("Vim hung in its exit (killed): a lock its own thread held was waited for")
+    assert locks(copilot_home) == []
+    assert [n for n in os.listdir(tmp) if n.startswith("copilot-ide-vim-")] == []
+
+
+def test_a_signal_while_the_timer_holds_the_bell_ends_vim_cleanly(vims: Any, tmp_path: Any,
+                                                                  copilot_home: str) -> None:
+    """Seen in CI (tmux's kill-server just after the lock appeared): SIGHUP came while
+    the timer's tick answered the bell, holding the bell's lock; VimLeavePre, run by the
+    signal's handler on the same thread, waited for that lock for ever (Vim hung, the
+    lock file stayed). Vim's thread may be anywhere in the plugin when the handler runs
+    the exit: nothing on that path may wait for a lock Vim's thread can hold."""
+    tmp = str(tmp_path / "tmp")
+    os.makedirs(tmp)
+    marker = str(tmp_path / "inside")
+    vim = vims(env={"TMPDIR": tmp}).start()
+    vim.wait_lock()
+    assert vim.eval("py3eval('_copilot_ide.bell is not None and _copilot_ide.bell.made')") == 1
+    _hold_in_vims_thread(vim, "_copilot_ide.bell", "_remove_ring", marker)
+    vim.ex("py3 _copilot_ide.bell.ring()")  # the timer answers it within a few ticks
+    _ends_cleanly_on_sighup(vim, copilot_home, tmp, marker)
+

@@ -57,6 +57,13 @@ class Bell:
     any (the server's), `answer()` and `close()` on Vim's; one lock orders them, so
     that no ring comes after the folder is gone.
 
+    The lock is re-entrant: Vim's thread may be inside `answer()` (the timer's tick),
+    or inside `close()`, when a deadly signal's handler runs Vim's exit on top of it
+    on the same thread, and that exit calls `close()` (VimLeavePre) and `at_exit()`.
+    They then go on through the lock the thread holds already, where a plain lock
+    would wait for itself for ever (seen in CI: Vim hung, the lock file left). Every
+    step is harmless done twice, and the interrupted call never resumes (Vim exits).
+
     The folder is held open while it is this object's: the ring is made and removed
     in it (never in a folder someone else made at its name after ours went), and the
     name is removed only while it is still that folder (held open, its inode cannot be
@@ -69,7 +76,7 @@ class Bell:
         self.made = False  # the folder is this object's (made by it, not removed yet)
         self._fd = -1  # the folder, held open (where the system can)
         self._made_as = None  # else its identity when made (`_identity`)
-        self._lock = _thread.allocate_lock()
+        self._lock = _thread.RLock()
 
     def make(self) -> bool:
         """Make the folder (0700); False when it cannot be made or its name exists."""
@@ -114,17 +121,10 @@ class Bell:
 
     def at_exit(self) -> None:
         """Python's exit (atexit): what `close` would do, where it did not run or did not
-        finish. Vim exits twice when a deadly signal comes while VimLeavePre runs (`:qa!`
-        with SIGTERM on its heels): the signal's handler runs Vim's exit again, Python's
-        finalisation included, on top of whatever Vim's thread was doing, which may be
-        `close` itself, holding the lock (seen in a test run: the lock file gone, this
-        folder left). So the lock is not waited for; each step is harmless done twice."""
-        locked = self._lock.acquire(False)
-        try:
+        finish (Vim exits twice when a deadly signal comes while VimLeavePre runs: the
+        second exit, Python's finalisation included, runs on top of the first)."""
+        with self._lock:
             self._remove_all()
-        finally:
-            if locked:
-                self._lock.release()
 
     def _remove_all(self) -> None:
         """The ring, then the folder while it is still ours, then what holds it; from
