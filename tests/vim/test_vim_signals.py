@@ -179,19 +179,14 @@ def _hold_in_vims_thread(vim: VimSession, target: str, method: str, marker: str)
     vim.ex("py3 exec(%r)" % code)
 
 
-def _ends_cleanly_on_sighup(vim: VimSession, copilot_home: str, tmp: str, marker: str) -> None:
-    """SIGHUP once Vim's thread is inside the held call: Vim's handler runs Vim's exit
-    (VimLeavePre, then Python's finalisation) on top of it. Vim must end, the lock
-    file and the doorbell's folder with it."""
-    wait_until(lambda: os.path.exists(marker), what="Vim's thread inside the held call")
-    pid = vim.pid
-    assert pid
-    os.kill(pid, signal.SIGHUP)
+def _ends_cleanly(vim: VimSession, pid: int, copilot_home: str, tmp: str) -> None:
+    """Vim, whose exit a signal's handler runs on top of a held call, must end (else it
+    is killed and the test fails), the lock file and the doorbell's folder with it."""
     try:
         wait_until(vim.gone, timeout=10.0, what="Vim's process gone")
     except AssertionError:
         os.kill(pid, signal.SIGKILL)
-        raise AssertionError("Vim hung in its exit (killed): a lock its own thread held was waited for")
+        raise AssertionError("Vim hung in its exit (killed): it waited for a lock its own thread held")
     assert locks(copilot_home) == []
     assert [n for n in os.listdir(tmp) if n.startswith("copilot-ide-vim-")] == []
 
@@ -211,8 +206,11 @@ def test_a_signal_while_the_timer_holds_the_bell_ends_vim_cleanly(vims: Any, tmp
     assert vim.eval("py3eval('_copilot_ide.bell is not None and _copilot_ide.bell.made')") == 1
     _hold_in_vims_thread(vim, "_copilot_ide.bell", "_remove_ring", marker)
     vim.ex("py3 _copilot_ide.bell.ring()")  # the timer answers it within a few ticks
-    _ends_cleanly_on_sighup(vim, copilot_home, tmp, marker)
-
+    wait_until(lambda: os.path.exists(marker), what="the timer's tick inside the bell")
+    pid = vim.pid
+    assert pid
+    os.kill(pid, signal.SIGHUP)
+    _ends_cleanly(vim, pid, copilot_home, tmp)
 
 
 def test_a_second_signal_while_the_exit_stops_the_server_ends_vim_cleanly(vims: Any, tmp_path: Any,
@@ -231,14 +229,8 @@ def test_a_second_signal_while_the_exit_stops_the_server_ends_vim_cleanly(vims: 
     pid = vim.pid
     assert pid
     _hold_in_vims_thread(vim, "_copilot_ide.server", "_join", marker)
-    time.sleep(0.3)  # (the command typed and run, Vim idle again)
+    assert vim.eval("1") == 1  # (the command above has run: Vim is idle again)
     os.kill(pid, signal.SIGHUP)
     wait_until(lambda: os.path.exists(marker), what="the exit's stop waiting for the server")
     os.kill(pid, signal.SIGTERM)
-    try:
-        wait_until(vim.gone, timeout=10.0, what="Vim's process gone")
-    except AssertionError:
-        os.kill(pid, signal.SIGKILL)
-        raise AssertionError("Vim hung in its second exit (killed): it waited for the lock its first exit held")
-    assert locks(copilot_home) == []
-    assert [n for n in os.listdir(tmp) if n.startswith("copilot-ide-vim-")] == []
+    _ends_cleanly(vim, pid, copilot_home, tmp)
