@@ -16,11 +16,11 @@ import logging
 import os
 import shlex
 import signal
-import sys
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._core import close_stream, jsonrpc, ndjson, rpc
 from .endpoints import DEFAULT_AGENT, Address, Argv, keep_alive, parse_address, split_command
+from .process_tree import ProcessTree, spawn_options
 from .errors import (AgentConnectError, AgentExited, AgentNotAcp, AgentStartError, LineTooLong,
                      RequestTimeout)
 
@@ -94,7 +94,7 @@ class AgentConnection:
         self._not_acp_timer: Optional[asyncio.TimerHandle] = None
         self._reader: Optional[asyncio.StreamReader] = None
         self._writer: Any = None
-        self._group = False  # the agent leads its own process group (we signal the group)
+        self._tree: Optional[ProcessTree] = None  # the agent and what it starts (our child only)
         self._drain_lock = asyncio.Lock()
         self._tasks: List["asyncio.Task[None]"] = []
         self._stderr_task: Optional["asyncio.Task[None]"] = None
@@ -114,16 +114,15 @@ class AgentConnection:
                     **kwargs: Any) -> "AgentConnection":
         """Start the agent with pipes on stdin, stdout and stderr.
 
-        `new_process_group` (POSIX) puts the agent in its own session: a Ctrl-C on the
-        terminal then reaches only us (we cancel the turn, the agent keeps running), and
-        shutdown can signal everything the agent started.
+        `new_process_group` makes the agent the root of a process tree of its own
+        (`process_tree`: on POSIX its own session, so that a Ctrl-C on the terminal
+        reaches only us, we cancel the turn and the agent keeps running; on Windows a
+        job object), so that shutdown ends everything the agent started.
         """
         conn = cls(**kwargs)
         argv = split_command(command)
         conn.argv = argv
-        extra: Dict[str, Any] = {}
-        if new_process_group and os.name == "posix":
-            extra["start_new_session"] = True
+        extra = spawn_options(new_process_group)
         loop = asyncio.get_event_loop()
         try:
             # What asyncio.create_subprocess_exec does, with a protocol that tells us
@@ -142,7 +141,7 @@ class AgentConnection:
         conn.process = proc
         conn._transport = transport
         conn._exited = protocol.exited
-        conn._group = bool(extra)
+        conn._tree = ProcessTree(proc, new_process_group)
         assert proc.stdout is not None and proc.stderr is not None
         conn._start(proc.stdout, proc.stdin)
         conn._watch_task = asyncio.ensure_future(conn._watch_exit())
@@ -442,31 +441,16 @@ class AgentConnection:
             return False
 
     async def _watch_exit(self) -> None:
-        """Once the agent exits: end what it left in its process group (they would be
+        """Once the agent exits: end what it left of its process tree (they would be
         orphans, and may hold our pipes open), then stop waiting for stdout."""
         await self._wait_process(None)
-        if self._group and self.process is not None:
-            try:
-                os.killpg(self.process.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
-            except (ProcessLookupError, PermissionError, OSError):
-                pass
+        if self._tree is not None:
+            self._tree.end()
         pending = [t for t in self._tasks if not t.done()]
         if pending:
             _, still = await asyncio.wait(pending, timeout=EXIT_DRAIN)
             if still and self._transport is not None:
                 self._transport.close()  # our pipe ends close: the read loop sees EOF
-
-    def _signal(self, sig: int) -> None:
-        assert self.process is not None
-        try:
-            if self._group:
-                os.killpg(self.process.pid, sig)
-            elif sig == getattr(signal, "SIGKILL", None) or sys.platform == "win32":
-                self.process.kill()
-            else:
-                self.process.send_signal(sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     async def close(self, grace: float = 3.0, term_grace: float = 2.0) -> Optional[int]:
         """ACP.md §7: close stdin, wait `grace`; SIGTERM, wait `term_grace`; SIGKILL; reap.
@@ -493,12 +477,14 @@ class AgentConnection:
                     self._writer.close()
                 except (OSError, RuntimeError):
                     pass
+            tree = self._tree
+            assert tree is not None
             if not await self._wait_process(grace):
                 log.info("the agent did not exit after stdin EOF; sending SIGTERM")
-                self._signal(signal.SIGTERM)
+                tree.send(signal.SIGTERM)
                 if not await self._wait_process(term_grace):
                     log.warning("the agent ignored SIGTERM; sending SIGKILL")
-                    self._signal(getattr(signal, "SIGKILL", signal.SIGTERM))
+                    tree.kill()
                     await self._wait_process(None)
             if self._watch_task is not None:
                 await self._watch_task

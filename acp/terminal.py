@@ -25,6 +25,7 @@ import signal
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Union
 
 from ._core import jsonrpc
+from .process_tree import ProcessTree, spawn_options
 from .fs import is_within  # the one containment rule, shared with fs/*
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,7 @@ class Terminal:
         self.terminal_id = terminal_id
         self.session_id = session_id
         self.process = process
+        self.tree = ProcessTree(process)  # the command and what it starts, ended as one
         self.limit = limit
         self.output = bytearray()
         self.truncated = False
@@ -133,24 +135,13 @@ class Terminal:
         return status
 
     def kill(self) -> None:
-        if self.process.returncode is not None:
-            return
-        try:
-            if os.name == "posix":
-                os.killpg(self.process.pid, signal.SIGKILL)  # the command and its children
-            else:
-                self.process.kill()
-        except (ProcessLookupError, PermissionError):
-            pass
+        if self.process.returncode is None:
+            self.tree.kill()
 
     async def release(self) -> None:
         self.kill()
         await self.process.wait()
-        if os.name == "posix":
-            try:  # children that outlived the command would be orphans
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError, OSError):
-                pass
+        self.tree.end()  # children that outlived the command would be orphans
         await asyncio.wait({self._reader}, timeout=2.0)
         if not self._reader.done():
             self._reader.cancel()
@@ -214,8 +205,7 @@ class Terminals:
                                             {item["name"]: item["value"] for item in p.get("env") or []}))
         common: Dict[str, Any] = dict(stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                                       stderr=asyncio.subprocess.STDOUT, cwd=cwd, env=env)
-        if os.name == "posix":
-            common["start_new_session"] = True  # its own group: kill reaches its children
+        common.update(spawn_options())  # the root of a tree: kill reaches its children
         try:
             if args:
                 process = await asyncio.create_subprocess_exec(p["command"], *args, **common)

@@ -129,7 +129,10 @@ def test_a_dead_agent_is_reported_even_while_a_child_holds_its_pipes(tmp_path):
         proc.kill()
         proc.wait()
         if holder:
-            os.kill(holder, getattr(signal, "SIGKILL", signal.SIGTERM))  # (Windows: terminates)
+            try:  # (Windows: terminates; there the agent's job object has ended it already)
+                os.kill(holder, getattr(signal, "SIGKILL", signal.SIGTERM))
+            except OSError:
+                pass
     assert proc.returncode == 1
     assert "Error: the agent exited with status 4" in err and "a child still holds the pipes" in err, err
 

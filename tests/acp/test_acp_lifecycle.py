@@ -125,9 +125,6 @@ def test_crash_mid_turn_fails_the_turn_and_other_requests_clearly(tmp_path):
     assert_reaped(pid)
 
 
-@pytest.mark.skipif(WINDOWS, reason="the agent's children are ended through its process group, which is POSIX "
-                                     "only: on Windows the client ends the agent alone (no job object), so this "
-                                     "is not done there")
 @pytest.mark.stdio_only  # about the agent as our child process
 def test_children_of_the_agent_do_not_outlive_it(tmp_path):
     async def main():

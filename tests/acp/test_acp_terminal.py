@@ -115,6 +115,24 @@ def test_kill_stops_the_command_and_keeps_its_output(tmp_path):
     assert gone(int(pid_file.read_text()))
 
 
+@pytest.mark.parametrize("end", ["kill", "release"])
+def test_a_kill_or_release_ends_what_the_command_started_too(tmp_path, end):
+    """A command's own children (`npm test` runs node, a shell runs the command) end
+    with it: on POSIX through the command's process group, on Windows through its job
+    object. Here the command starts a Python that writes its pid and sleeps."""
+    pid_file = tmp_path / "grandchild"
+    code = ("import subprocess, sys, time\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+            "open(%r, 'w').write(str(child.pid))\n"
+            "print('started', flush=True)\n"
+            "time.sleep(60)\n" % str(pid_file))
+    steps = ["until:started", "kill", "wait", "release"] if end == "kill" else ["until:started", "release"]
+    answers, left = drive(tmp_path, {"command": sys.executable, "args": ["-c", code]}, steps)
+    assert all("error" not in a for a in answers), answers
+    assert left == 0
+    assert gone(int(pid_file.read_text()))
+
+
 def test_release_of_a_running_command_kills_and_forgets_it(tmp_path):
     pid_file = tmp_path / "pid"
     if WINDOWS:
