@@ -23,6 +23,7 @@ import pytest
 
 from ide_protocol.common.paths import path_to_uri
 from ide_protocol.server.ide_server import DiffRequest
+from ide_protocol.server import threaded as threaded_module
 from ide_protocol.server.threaded import ThreadedIdeServer
 from ide_protocol.common.tools import Diagnostic, Selection
 
@@ -687,6 +688,36 @@ def test_stop_during_a_start_in_progress_ends_cleanly(tmp_path: Any, editor: Edi
         server.wait_started()
     # And the same object starts again, for real this time.
     server.start()
+    try:
+        assert server.running and os.path.exists(server.lock_path or "")
+    finally:
+        server.stop()
+    assert os.listdir(lock_dir) == [] and loop_threads() == []
+
+
+def test_a_stop_from_a_signal_handler_before_the_loop_thread_begins_ends_the_start(tmp_path: Any,
+                                                                                   monkeypatch: Any) -> None:
+    """A signal handler may call `stop()` at any point of `start()` on the same thread,
+    also after the loop thread is made but before it begins (here: where `start()`
+    registers its exit hook). That stop cannot wait for the thread; the start must
+    still end as a start that `stop()` ended first: nothing serves, no lock file, and
+    `start()` says so."""
+    folder, _path, lock_dir = workspace(tmp_path)
+    server = ThreadedIdeServer([folder], lock_dir=lock_dir)
+    register = threaded_module.atexit.register
+
+    def register_then_a_signal_arrives(fn: Any) -> Any:
+        register(fn)
+        monkeypatch.setattr(threaded_module.atexit, "register", register)
+        server.stop()  # what a SIGTERM handler running here would do
+        return fn
+
+    monkeypatch.setattr(threaded_module.atexit, "register", register_then_a_signal_arrives)
+    with pytest.raises(RuntimeError, match="stopped before it started"):
+        server.start()
+    assert not server.running and loop_threads() == []
+    assert not os.path.exists(lock_dir) or os.listdir(lock_dir) == []
+    server.start()  # and the same object starts again, for real this time
     try:
         assert server.running and os.path.exists(server.lock_path or "")
     finally:

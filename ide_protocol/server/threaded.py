@@ -200,6 +200,7 @@ class ThreadedIdeServer:
         try:
             ready.result(self._timeout(timeout))
         except concurrent.futures.CancelledError:
+            self._join(timeout)  # the loop thread ends by itself once its start is cancelled
             raise RuntimeError("the /ide server was stopped before it started") from None
         except concurrent.futures.TimeoutError:
             self.stop(timeout)
@@ -237,6 +238,9 @@ class ThreadedIdeServer:
         """The loop thread's one task: start the server, report it, wait for `stop()`,
         stop the server. A stop asked for during the start cancels the start (whose own
         clean-up closes what it opened); one asked for after it is awaited in full."""
+        if self._stop_requested:  # stopped before this thread began: nothing is started
+            ready.cancel()
+            return
         self._stopped_event = asyncio.Event()
         self._main = asyncio.ensure_future(self.server.start())
         try:
@@ -298,6 +302,11 @@ class ThreadedIdeServer:
         """Wait for the loop thread to end, then forget it (a loop stuck past `timeout`
         is logged and left to its daemon thread)."""
         thread = self.thread
+        if thread is not None and thread.ident is None:
+            # Not begun: a stop from a signal handler inside `start()`, on this thread,
+            # before the thread's start. The stop asked of its loop runs first there
+            # (`_serve`), and `start()` goes on to say the start was stopped.
+            return
         if thread is not None and thread is not threading.current_thread():
             thread.join(self._timeout(timeout))
             if thread.is_alive():
