@@ -26,7 +26,10 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import weakref
 from typing import Any, Dict, Optional
+
+from ._core import win32
 
 log = logging.getLogger(__name__)
 
@@ -50,16 +53,15 @@ class ProcessTree:
 
     def send(self, sig: int) -> None:
         """`sig` to every process of the tree (see the module's note for Windows); a
-        tree already gone is no error."""
+        tree already gone is no error. Where the job cannot be ended, the root is."""
         try:
             if self._group:
                 os.killpg(self.process.pid, sig)
-            elif self._job is not None:
-                self._job.terminate()
-            elif sig == _KILL or os.name == "nt":
-                self.process.kill()
-            else:
-                self.process.send_signal(sig)
+            elif self._job is None or not self._job.terminate():
+                if sig == _KILL or os.name == "nt":
+                    self.process.kill()
+                else:
+                    self.process.send_signal(sig)
         except (ProcessLookupError, PermissionError):
             pass
         except OSError as exc:  # (Windows: the root exited already)
@@ -76,6 +78,8 @@ class ProcessTree:
         than once."""
         if self._group or self._job is not None:
             self.kill()
+        # Never again: the group's number may be another's once its last process went.
+        self._group = False
         job, self._job = self._job, None
         if job is not None:
             job.close()
@@ -84,11 +88,13 @@ class ProcessTree:
 class _Job:
     """A Windows job object holding one process tree: what the root starts is in it
     too. Its handle is ours alone (not inherited); closing it ends nothing, as on
-    POSIX a process group outlives the parent that made it."""
+    POSIX a process group outlives the parent that made it. The handle is closed by
+    `close()`, or when this object is collected (a tree never ended)."""
 
     def __init__(self, kernel32: Any, handle: int) -> None:
         self._kernel32 = kernel32
         self._handle = handle
+        self._finalizer = weakref.finalize(self, kernel32.CloseHandle, handle)
 
     @classmethod
     def holding(cls, pid: int) -> "Optional[_Job]":
@@ -96,19 +102,8 @@ class _Job:
         is still that process's), or None where none can be had."""
         try:
             import ctypes
-            from ctypes import wintypes
 
-            kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
-            handle_t, dword, bool_t = wintypes.HANDLE, wintypes.DWORD, wintypes.BOOL
-            kernel32.CreateJobObjectW.restype = handle_t
-            kernel32.CreateJobObjectW.argtypes = [ctypes.c_void_p, wintypes.LPCWSTR]
-            kernel32.OpenProcess.restype = handle_t
-            kernel32.OpenProcess.argtypes = [dword, bool_t, dword]
-            kernel32.AssignProcessToJobObject.restype = bool_t
-            kernel32.AssignProcessToJobObject.argtypes = [handle_t, handle_t]
-            kernel32.TerminateJobObject.restype = bool_t
-            kernel32.TerminateJobObject.argtypes = [handle_t, ctypes.c_uint]
-            kernel32.CloseHandle.argtypes = [handle_t]
+            kernel32 = win32.kernel32()
         except (ImportError, AttributeError, OSError) as exc:
             log.debug("no job object for process %s: %s", pid, exc)
             return None
@@ -127,9 +122,10 @@ class _Job:
             return None
         return cls(kernel32, job)
 
-    def terminate(self) -> None:
-        """End every process in the job (exit status 1, as `Popen.kill()` leaves)."""
-        self._kernel32.TerminateJobObject(self._handle, 1)
+    def terminate(self) -> bool:
+        """End every process in the job (exit status 1, as `Popen.kill()` leaves);
+        False when Windows refused."""
+        return bool(self._kernel32.TerminateJobObject(self._handle, 1))
 
     def close(self) -> None:
-        self._kernel32.CloseHandle(self._handle)
+        self._finalizer()  # (once: a finalizer runs at most once)

@@ -366,18 +366,28 @@ def test_a_signal_handler_that_stops_during_a_stop_does_not_wait_for_itself(tmp_
     `stop()`. The second `stop()` must go through (the start/stop lock is the
     thread's own already), not wait for ever; the lock file goes."""
     folder, _path, lock_dir = workspace(tmp_path)
-    script = ("import asyncio, os, signal, sys, threading\n"
+    script = ("import asyncio, os, signal, sys\n"
               "from ide_protocol.server.threaded import ThreadedIdeServer\n"
               "s = ThreadedIdeServer([sys.argv[1]], lock_dir=sys.argv[2]).start()\n"
               "stop = s.server.stop\n"
-              "async def slow_stop():\n"
-              "    await asyncio.sleep(1.0)\n"
+              "async def stop_after_a_signal():  # on the loop thread: the main thread is inside stop()\n"
+              "    os.kill(os.getpid(), signal.SIGTERM)\n"
+              "    await asyncio.sleep(0.5)\n"
               "    await stop()\n"
-              "s.server.stop = slow_stop\n"
-              "signal.signal(signal.SIGTERM, lambda *a: s.stop())\n"
-              "threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
-              "s.stop()\n"
-              "print(os.listdir(sys.argv[2]), flush=True)\n")
+              "s.server.stop = stop_after_a_signal\n"
+              "depth, seen = [0], []\n"
+              "def counted_stop(stop=s.stop):\n"
+              "    depth[0] += 1\n"
+              "    try:\n"
+              "        stop()\n"
+              "    finally:\n"
+              "        depth[0] -= 1\n"
+              "def on_term(*a):\n"
+              "    seen.append(depth[0])\n"
+              "    counted_stop()\n"
+              "signal.signal(signal.SIGTERM, on_term)\n"
+              "counted_stop()\n"
+              "print(seen, os.listdir(sys.argv[2]), flush=True)\n")
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen([sys.executable, "-c", script, folder, lock_dir], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
@@ -388,7 +398,7 @@ def test_a_signal_handler_that_stops_during_a_stop_does_not_wait_for_itself(tmp_
         proc.communicate()
         raise AssertionError("the stop inside the signal handler waited for the stop it interrupted")
     assert proc.returncode == 0, err.decode(errors="replace")
-    assert out.decode().strip() == "[]"
+    assert out.decode().strip() == "[1] []"  # the handler ran inside the first stop(); no lock file
     assert os.listdir(lock_dir) == []
 
 

@@ -14,6 +14,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "editors", "vim",
                                 "python3"))
 
+from copilot_ide_vim import bell as bell_module  # noqa: E402
 from copilot_ide_vim.bell import Bell  # noqa: E402
 
 
@@ -176,6 +177,57 @@ def test_the_exit_run_on_top_of_vims_thread_goes_through_the_lock_it_holds(tmp_p
     assert done.wait(10), "the exit waited for the lock its own thread holds"
     assert not os.path.exists(folder)
     bell.at_exit()  # done already: nothing more
+    assert not os.path.exists(folder)
+
+
+def test_a_ring_from_another_thread_gives_up_once_the_exit_closes_the_bell(tmp_path) -> None:
+    # Vim's thread, interrupted inside `answer`, holds the lock for good while its exit
+    # runs; that exit's server stop queues the pending diffs' closing, which rings from
+    # the server's thread. That ring must not wait for ever (it held the stop for its
+    # whole 2 s, the socket left behind): it gives up once the bell is closing.
+    folder = str(tmp_path / "copilot-ide-vim-1-2")
+    bell = Bell(folder)
+    assert bell.make()
+    held, exit_done, rang = threading.Event(), threading.Event(), threading.Event()
+
+    def vims_thread() -> None:
+        with bell._lock:  # the interrupted `answer`, never resumed
+            held.set()
+            bell.close()  # the exit on top of it
+            exit_done.set()
+            rang.wait(10)  # (Vim's process ends here; the lock is never let go)
+
+    threading.Thread(target=vims_thread, daemon=True).start()
+    assert held.wait(10)
+    ringer = threading.Thread(target=lambda: (bell.ring(), rang.set()), daemon=True)
+    ringer.start()
+    assert exit_done.wait(10)
+    assert rang.wait(10), "the ring waited for the lock Vim's thread keeps"
+    assert not os.path.exists(folder)
+
+
+@pytest.mark.skipif(not bell_module._HOLD, reason="Windows cannot hold a folder open: there is no descriptor to close")
+def test_the_held_folder_is_closed_once_when_the_release_is_entered_twice(tmp_path, monkeypatch) -> None:
+    # The exit may run on top of `close` between its closing the held folder and its
+    # forgetting it: the second run must not close that number again (another thread
+    # may have been given it meanwhile).
+    folder = str(tmp_path / "copilot-ide-vim-1-2")
+    bell = Bell(folder)
+    assert bell.make()
+    closed = []
+    real_close = os.close
+
+    def close_then_the_exit_runs_again(fd: int) -> None:
+        closed.append(fd)
+        real_close(fd)
+        if len(closed) == 1:
+            bell.at_exit()  # the second exit, run on top of this step
+
+    monkeypatch.setattr(os, "close", close_then_the_exit_runs_again)
+    bell.close()
+    monkeypatch.undo()
+    fds = [fd for fd in closed if fd == closed[0]]
+    assert len(fds) == 1, closed
     assert not os.path.exists(folder)
 
 

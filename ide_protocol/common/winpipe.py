@@ -1,7 +1,7 @@
 """The Windows transport: a named-pipe server `\\\\.\\pipe\\mcp-<uuid>.sock` (PROTOCOL.md §1).
 
 Windows only, and the one place with Windows-only code (the pipe server, the client's
-pipe connection, the pid liveness check), so that everything else stays testable on
+pipe connection, the pid liveness check; kernel32 itself is loaded by `win32`), so that everything else stays testable on
 POSIX. Copilot CLI (Node.js) connects to the pipe named in the
 lock's `socketPath` exactly as it connects to a Unix socket elsewhere, and speaks the
 same HTTP/1.1 over it.
@@ -25,6 +25,8 @@ import asyncio
 import os
 import uuid
 from typing import Any, Callable, List, Optional, Tuple
+
+from . import win32
 
 PIPE_PREFIX = "\\\\.\\pipe\\"
 
@@ -136,13 +138,7 @@ def pid_alive(pid: int) -> bool:
         import ctypes
         from ctypes import wintypes
 
-        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
-        kernel32.OpenProcess.restype = wintypes.HANDLE
-        kernel32.OpenProcess.argtypes = [wintypes.DWORD, wintypes.BOOL, wintypes.DWORD]
-        kernel32.GetExitCodeProcess.argtypes = [wintypes.HANDLE, ctypes.POINTER(wintypes.DWORD)]
-        kernel32.WaitForSingleObject.argtypes = [wintypes.HANDLE, wintypes.DWORD]
-        kernel32.WaitForSingleObject.restype = wintypes.DWORD
-        kernel32.CloseHandle.argtypes = [wintypes.HANDLE]
+        kernel32 = win32.kernel32()
         process_terminate, process_query_information, synchronize = 0x0001, 0x0400, 0x00100000
         still_active = 259
         wait_timeout = 0x102

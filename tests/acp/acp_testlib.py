@@ -152,20 +152,24 @@ def gone(pid: int, timeout: float = 10.0) -> bool:
 
 
 def pid_alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie. (On Windows os.kill(pid, 0) would
-    terminate it: there the kernel is asked.)"""
+    """True while `pid` exists and (where /proc tells) is not a zombie. (On Windows
+    os.kill(pid, 0) would terminate it: there the kernel is asked.)"""
     if WINDOWS:
         from ide_protocol.common.winpipe import pid_alive as windows_pid_alive
 
         return windows_pid_alive(pid)
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            return handle.read().split(") ", 1)[1][0] != "Z"
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    except OSError:
+    if os.path.isdir("/proc/self"):  # (Linux: a zombie is told apart)
         try:
-            os.kill(pid, 0)
-            return True
-        except ProcessLookupError:
+            with open("/proc/%d/stat" % pid) as handle:
+                return handle.read().split(") ", 1)[1][0] != "Z"
+        except (FileNotFoundError, ProcessLookupError, IndexError):
             return False
+        except OSError:
+            pass
+    try:  # (macOS has no /proc: a missing file there says nothing of the process)
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True

@@ -41,6 +41,8 @@ _RING_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 
 # now has its name.
 _DIR_FLAGS = (os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
               | getattr(os, "O_CLOEXEC", 0))
+#: How long a `ring()` waits for the lock between looks at whether the bell is closing.
+_RING_WAIT_STEP = 0.05
 _HOLD = hasattr(os, "O_DIRECTORY") and os.open in os.supports_dir_fd and os.unlink in os.supports_dir_fd
 
 
@@ -63,6 +65,9 @@ class Bell:
     They then go on through the lock the thread holds already, where a plain lock
     would wait for itself for ever (seen in CI: Vim hung, the lock file left). Every
     step is harmless done twice, and the interrupted call never resumes (Vim exits).
+    The lock is then never let go: a `ring()` from another thread (the server's stop
+    queues the pending diffs' closing) waits for it in short steps and gives up once
+    the bell is closing, so that the server's stop is not held up.
 
     The folder is held open while it is this object's: the ring is made and removed
     in it (never in a folder someone else made at its name after ours went), and the
@@ -77,11 +82,13 @@ class Bell:
         self._fd = -1  # the folder, held open (where the system can)
         self._made_as = None  # else its identity when made (`_identity`)
         self._lock = _thread.RLock()
+        self._closing = False  # set first by `close`/`at_exit`, outside the lock
 
     def make(self) -> bool:
         """Make the folder (0700); False when it cannot be made or its name exists."""
         with self._lock:
             if not self.made and self.folder:
+                self._closing = False
                 self.made = self._mkdir()
                 if self.made:
                     atexit.register(self.at_exit)
@@ -89,8 +96,11 @@ class Bell:
 
     def ring(self) -> None:
         """Work waits for Vim's thread (any thread may ring, as often as it likes)."""
-        with self._lock:
-            if not self.made:
+        while not self._lock.acquire(timeout=_RING_WAIT_STEP):
+            if self._closing:  # (Vim exits: the lock may never be let go)
+                return
+        try:
+            if not self.made or self._closing:
                 return
             try:
                 self._create_ring()
@@ -106,6 +116,8 @@ class Bell:
                         pass
             except OSError:  # rung already
                 pass
+        finally:
+            self._lock.release()
 
     def answer(self) -> None:
         """Vim's thread saw the ring and runs what waits: the ring goes first."""
@@ -115,6 +127,7 @@ class Bell:
 
     def close(self) -> None:
         """Remove the ring and the folder (this object's own; only when empty)."""
+        self._closing = True
         with self._lock:
             atexit.unregister(self.at_exit)
             self._remove_all()
@@ -123,6 +136,7 @@ class Bell:
         """Python's exit (atexit): what `close` would do, where it did not run or did not
         finish (Vim exits twice when a deadly signal comes while VimLeavePre runs: the
         second exit, Python's finalisation included, runs on top of the first)."""
+        self._closing = True
         with self._lock:
             self._remove_all()
 
@@ -184,10 +198,13 @@ class Bell:
             pass
 
     def _release(self) -> None:
-        if self._fd >= 0:
+        # The descriptor is forgotten before it is closed: an exit run on top of this
+        # step (see the class) must not close the number again, which another thread
+        # may have been given meanwhile.
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
             try:
-                os.close(self._fd)
+                os.close(fd)
             except OSError:
                 pass
-            self._fd = -1
         self._made_as = None
