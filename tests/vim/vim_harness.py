@@ -139,6 +139,14 @@ class VimSession(EditorInTmux):
     def wait_lock(self, timeout: float = WAIT) -> str:
         return wait_until(lambda: (locks(self.copilot_home) or [None])[-1], timeout, "a lock file")
 
+    def wait_started(self, timeout: float = WAIT) -> str:
+        """The lock file, once the plugin's start has ended on Vim's side too (its
+        autocommands are set: the timer's ticks no longer enter Python when idle, and
+        the server's thread has nothing left to do)."""
+        lock = self.wait_lock(timeout)
+        wait_until(lambda: self.eval("exists('#copilot_ide#CursorMoved')") == 1, timeout, "the plugin started")
+        return lock
+
     # (`exited()`: the pane is dead; Vim may still be a zombie then, see `gone`.)
 
     def gone(self) -> bool:
