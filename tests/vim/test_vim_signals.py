@@ -57,6 +57,19 @@ def vim_temp_folders(tmp: str) -> List[str]:
     return sorted(name for name in os.listdir(tmp) if VIM_TEMP_FOLDER.match(name)) if os.path.isdir(tmp) else []
 
 
+def gone_or_killed(vim: VimSession, pid: int) -> bool:
+    """Whether Vim ended by itself within 10 s; a Vim still there then is killed."""
+    try:
+        wait_until(vim.gone, timeout=10.0, what="Vim's process gone")
+        return True
+    except AssertionError:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return False
+
+
 def signal_while_exiting(vim: VimSession, how: str, delay: float) -> None:
     """Make Vim exit with signals arriving meanwhile. `qa`: `:qa!`, then SIGHUP and
     SIGTERM as it exits. `hup`: SIGHUP to an idle Vim (its handler runs Vim's exit),
@@ -101,13 +114,7 @@ def test_signals_during_the_exit_delete_nothing_the_test_made(vims: Any, tmp_pat
         # PyGILState_Ensure under the first). That is Vim's, not the plugin's (whose
         # own hang there, a lock, is the last test below): such a Vim is killed, and
         # what matters here is what it deleted. (So this case may take 10 s.)
-        try:
-            wait_until(vim.gone, timeout=10.0, what="Vim's process gone")
-        except AssertionError:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        gone_or_killed(vim, pid)
     wait_until(vim.gone, what="Vim's process gone")
     assert vanished(planted["canaries"]) == []
     assert made == []
@@ -198,13 +205,7 @@ def _hold_in_vims_thread(vim: VimSession, target: str, method: str, marker: str)
 def _ends_cleanly(vim: VimSession, pid: int, copilot_home: str, tmp: str) -> None:
     """Vim, whose exit a signal's handler runs on top of a held call, must end (else it
     is killed and the test fails), the lock file and the doorbell's folder with it."""
-    try:
-        wait_until(vim.gone, timeout=10.0, what="Vim's process gone")
-    except AssertionError:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    if not gone_or_killed(vim, pid):
         raise AssertionError("Vim hung in its exit (killed): it waited for a lock its own thread held")
     assert locks(copilot_home) == []
     assert [n for n in os.listdir(tmp) if n.startswith("copilot-ide-vim-")] == []
