@@ -161,6 +161,10 @@ class Store:
     def __init__(self, path):
         self.path = path
         self.sessions = {}
+        # Which connection holds each session now: a connection that ends closes only
+        # what it still holds (TCP: its end may be handled after the next client loaded
+        # the session, each connection on a thread of its own).
+        self.holders = {}
         if path and os.path.exists(path):
             with open(path, encoding="utf-8") as handle:
                 for session in json.load(handle):
@@ -201,7 +205,8 @@ class Agent:
 
     def connection_lost(self, cancel_turns=True):
         for sid in self.mine:
-            self.sessions[sid]["closed"] = True
+            if STORE.holders.get(sid) is self:
+                self.sessions[sid]["closed"] = True
         if cancel_turns:  # (stdio: a prompt pending at EOF is never answered)
             for turn in self.turns.values():
                 turn.cancel()
@@ -322,6 +327,7 @@ class Agent:
                    "allow_all": "off", "history": [], "tokens": 0, "updatedAt": "2026-01-01T00:00:00Z"}
         self.sessions[sid] = session
         self.mine.add(sid)
+        STORE.holders[sid] = self
         late = os.environ.get("FAKE_ACP_LATE_COMMANDS")
         commands = {"sessionUpdate": "available_commands_update", "availableCommands": COMMANDS}
         if late:  # some agents send the list a moment after the answer
@@ -352,6 +358,7 @@ class Agent:
             raise Failure({"code": -32603, "message": "Internal error: Persisted event journal is unavailable"})
         session["closed"] = False
         self.mine.add(sid)
+        STORE.holders[sid] = self
         history, session["history"] = session["history"], []
         for update in history:  # replayed before the answer (ACP.md §3.5)
             if update["sessionUpdate"] in ("user_message_chunk", "agent_message_chunk",
