@@ -186,14 +186,16 @@ class App:
         self.main_task: Optional["asyncio.Task[int]"] = None
         self.cancelling: Optional["asyncio.Task[None]"] = None  # the turn.cancel() Ctrl-C started
         allow = ALLOW_CHOICES.get(args.allow or "") or ("allow" if args.yes else "reject" if args.no else None)
-        policy: Any = allow if allow is not None else TerminalAsker(self.console.readline, self._ask_write)
+        questions = self.console.questions  # one question and its answer at a time
+        policy: Any = allow if allow is not None else TerminalAsker(self.console.readline, self._ask_write,
+                                                                    questions=questions)
         # Terminals (ACP.md §5) run only with consent: an allowing flag, or a person
         # asked on the terminal; with nobody to ask they are refused.
         terminal: Any
         if allow is not None:
             terminal = "reject" if allow == "reject" else "allow"
         elif self.console.isatty():
-            terminal = TerminalConsentAsker(self.console.readline, self._ask_write)
+            terminal = TerminalConsentAsker(self.console.readline, self._ask_write, questions=questions)
         else:
             terminal = "reject"
         self.client = Client(args.agent or default_agent(), connect=args.connect, cwd=self.cwd,

@@ -47,7 +47,8 @@ def _terminal_policy(spec: Union[bool, str, TerminalPolicy, None]) -> TerminalPo
         from .console import Console, write_stderr  # late: only interactive use needs it
         from .permissions import TerminalConsentAsker
 
-        return TerminalConsentAsker(Console.for_stdin().readline, write_stderr)
+        console = Console.for_stdin()
+        return TerminalConsentAsker(console.readline, write_stderr, questions=console.questions)
     if callable(spec):
         return spec
     raise ValueError("unknown terminal policy %r (True, False, 'allow', 'reject', 'ask' or a callable)" % (spec,))

@@ -22,6 +22,30 @@ import threading
 from typing import IO, Any, Callable, List, Optional
 
 
+class OneQuestionAtATime:
+    """A question and its answer as one exchange, for every asker of one console.
+
+    Two questions may come at once (the agent asks for two permissions in parallel, or
+    for a permission while a terminal waits for consent). Each asker prints its question
+    and then waits for a line: without this, both questions are on the screen before the
+    first line is read, and that line answers the first question while the one right
+    above the cursor is the second. So an asker holds this while it shows its question
+    and reads the answer; the next question is shown only then.
+    """
+
+    def __init__(self) -> None:
+        self._lock: Optional[asyncio.Lock] = None  # made in the loop (3.8 binds a lock to it)
+
+    async def __aenter__(self) -> None:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        await self._lock.acquire()
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        assert self._lock is not None
+        self._lock.release()
+
+
 class Console:
     """Async line reader over one file descriptor (shared by every reader of stdin)."""
 
@@ -33,6 +57,7 @@ class Console:
         self._buf = b""
         self._eof = False
         self._lock: Optional[asyncio.Lock] = None
+        self.questions = OneQuestionAtATime()  # for every asker reading this console
 
     @classmethod
     def for_stdin(cls, stream: Optional[IO[str]] = None) -> "Console":
@@ -115,6 +140,7 @@ class ReadlineConsole:
         self._commands = commands
         self._matches: List[str] = []
         self._pending: "Optional[asyncio.Future[Optional[str]]]" = None
+        self.questions = OneQuestionAtATime()  # for every asker reading this console
         readline.set_completer(self._complete)
         readline.set_completer_delims(" \t\n")
         if "libedit" in (readline.__doc__ or ""):  # macOS: the BSD library's syntax

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List
 
 from ._core import safe_text
@@ -81,30 +82,53 @@ def tool_call_block(call: Dict[str, Any], with_diff: bool = True) -> str:
     return "\n".join(parts) + "\n"
 
 
+def one_line(text: str) -> str:
+    """A string the agent chose (a command, a path, a variable) as one line a person can
+    read whole: every control character escaped, newlines too (one could start a line of
+    the agent's making), and a long run of blanks shown as its length (a command padded
+    with thousands of spaces pushes what comes first out of sight on the terminal)."""
+    return _LONG_BLANKS.sub(lambda m: "<%d blanks>" % len(m.group(0)), safe_text(text, multiline=False))
+
+
+_LONG_BLANKS = re.compile(r"\s{8,}")
+LONG_COMMAND = 200  # characters: a longer command's length is shown as well
+
+
 def permission_question(request: "PermissionRequest") -> str:
+    """What the agent asks permission for, every string it chose escaped (the question
+    may go straight to a terminal)."""
     call = request.tool_call
-    lines = ["", "Permission requested: %s%s" % (request.title,
-                                                   " (%s)" % call["kind"] if call.get("kind") else "")]
+    lines = ["", "Permission requested: %s%s" % (one_line(request.title),
+                                                   " (%s)" % one_line(str(call["kind"])) if call.get("kind") else "")]
     raw_input = call.get("rawInput")
     raw: Dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
     if isinstance(raw.get("command"), str):
-        lines.append("    $ " + raw["command"])
+        lines.extend(_command_lines(raw["command"]))
     if isinstance(raw.get("diff"), str) and raw["diff"].strip():
-        lines.extend("    " + line for line in raw["diff"].strip("\n").split("\n"))
+        lines.extend("    " + line for line in safe_text(raw["diff"].strip("\n")).split("\n"))
     else:
         for location in call.get("locations") or []:
             if isinstance(location, dict) and location.get("path"):
-                lines.append("    " + str(location["path"]))
+                lines.append("    " + one_line(str(location["path"])))
     return "\n".join(lines) + "\n"
 
 
+def _command_lines(command: str) -> List[str]:
+    lines = ["    $ " + one_line(command)]
+    if len(command) > LONG_COMMAND:
+        lines.append("    (the command is %d characters long)" % len(command))
+    return lines
+
+
 def terminal_question(request: Any) -> str:
-    """The question before a terminal command runs: what and where, every control
-    character escaped (the agent chose these strings), one key per answer."""
-    return ("\nThe agent wants to run a command:\n    $ %s\n    in %s\n"
-            "  [1] allow once  [2] allow for this session  [3] refuse\nAnswer (Enter refuses): "
-            % (safe_text(request.command_line, multiline=False),
-               safe_text(request.cwd or "(the current folder)", multiline=False)))
+    """The question before a terminal command runs: what, where and with which variables
+    (those the agent sets: they can change what a command does, as `GIT_CONFIG_*` can
+    make `git status` run a program), every string escaped, one key per answer."""
+    lines = ["", "The agent wants to run a command:"] + _command_lines(request.command_line)
+    lines.append("    in " + one_line(request.cwd or "(the current folder)"))
+    lines.extend("    with %s=%s" % (one_line(name), one_line(value)) for name, value in (request.env or {}).items())
+    lines.append("  [1] allow once  [2] allow for this session  [3] refuse")
+    return "\n".join(lines) + "\nAnswer (Enter refuses): "
 
 
 def error_text(exc: BaseException, limit: int = ERROR_DATA_LIMIT) -> str:
@@ -122,8 +146,9 @@ def error_text(exc: BaseException, limit: int = ERROR_DATA_LIMIT) -> str:
 
 
 def choice_label(option: Dict[str, Any]) -> str:
-    """`allow once`, `allow always`, `reject`; the agent's own name for other kinds."""
-    return CHOICE_LABELS.get(str(option.get("kind"))) or str(option.get("name") or option["optionId"])
+    """`allow once`, `allow always`, `reject`; the agent's own name (as one line) for
+    other kinds."""
+    return CHOICE_LABELS.get(str(option.get("kind"))) or one_line(str(option.get("name") or option["optionId"]))
 
 
 def permission_choices(request: "PermissionRequest") -> str:

@@ -135,6 +135,86 @@ def test_terminal_asker_reads_answers_and_defaults_to_deny():
     assert asyncio.run(ask([]))[0] == "reject_once"  # end of input denies
 
 
+def test_only_what_the_person_was_shown_and_the_documented_words_answer():
+    """The agent names its options: an allow option named "n" must not turn the
+    documented refusal into consent, nor a name equal to a label take that label's
+    place. Answers are a number, a label shown, or y/a/n; one that fits two different
+    choices is asked again, and `y` never grants `allow_always`."""
+    tricky = PermissionRequest("s", {"title": "Delete the repository"},
+                               [{"optionId": "go", "kind": "allow_always", "name": "n"},
+                                {"optionId": "stop", "kind": "reject_once", "name": "y"}])
+    assert parse_answer("n", tricky) == "stop"
+    assert parse_answer("no", tricky) == "stop"
+    assert parse_answer("y", tricky) not in ("go", "stop")  # no allow-once offered: asked again
+    assert parse_answer("go", tricky) not in ("go", "stop")  # an id is never shown
+    assert parse_answer("a", tricky) == "go" and parse_answer("1", tricky) == "go"
+    assert parse_answer("", tricky) == "stop"
+
+    posing = PermissionRequest("s", {"title": "x"},
+                               [{"optionId": "once", "kind": "allow_once", "name": "Allow once"},
+                                {"optionId": "odd", "kind": "something_new", "name": "allow once"},
+                                {"optionId": "no_reject", "kind": "allow_always", "name": "Always"}])
+    assert parse_answer("allow once", posing) not in ("once", "odd")  # two choices fit: asked again
+    assert parse_answer("2", posing) == "odd"
+    assert parse_answer("n", posing) is None  # a refusal with no reject option: cancelled
+
+    async def ask():
+        written, answers = [], ["n"]
+
+        async def readline():
+            return answers.pop(0) if answers else None
+
+        return await TerminalAsker(readline, written.append)(tricky), "".join(written)
+
+    choice, text = asyncio.run(ask())
+    assert choice == "stop" and "[1] allow always  [2] reject" in text
+
+
+def test_two_questions_at_once_are_asked_one_after_the_other(tmp_path):
+    """A person answers the question on the screen right above the cursor. With two
+    permission requests at once, the second question is shown only once the first has
+    its answer; before, both were on the screen and the line typed for the second went
+    to the first."""
+    log = str(tmp_path / "agent.log")
+    written, arrived, answered = [], [], []
+
+    async def readline():
+        while len(arrived) < 2:  # both requests are here: a question shown is on the screen
+            await asyncio.sleep(0.01)
+        screen = "".join(written)
+        last = screen[screen.rindex("Permission requested: "):]
+        return "y" if last.startswith("Permission requested: Run 1") else "n"  # allow 1, refuse 2
+
+    asker = TerminalAsker(readline, written.append)
+
+    async def policy(request):
+        arrived.append(request.title)
+        choice = await asker(request)
+        answered.append(request.title)
+        return choice
+
+    async def main():
+        async with make_client(log=log, permission=policy) as client:
+            await client.initialize()
+            session = await client.new_session(workspace(tmp_path))
+            turn = session.prompt("PERM2")
+            while len(answered) < 2:
+                await asyncio.sleep(0.01)
+            await turn.cancel()
+            await turn
+
+    run(main())
+    entries = read_log(log)
+    titles = {m["id"]: m["params"]["toolCall"]["title"] for d, m in entries
+              if d == "A>C" and m.get("method") == "session/request_permission"}
+    answers = {titles[m["id"]]: m["result"]["outcome"] for d, m in entries
+               if d == "C>A" and m.get("id") in titles and "result" in m}
+    assert answers == {"Run 1": {"outcome": "selected", "optionId": "allow_once"},
+                       "Run 2": {"outcome": "selected", "optionId": "reject_once"}}
+    screen = "".join(written)
+    assert screen.index("Run 1") < screen.index("Answer") < screen.index("Run 2")
+
+
 def test_unknown_policy_name_is_refused():
     with pytest.raises(ValueError):
         make_client(permission="sometimes")
