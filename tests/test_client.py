@@ -188,6 +188,45 @@ def test_every_push_is_delivered(workspace: Any) -> None:
     run(scenario)
 
 
+def test_a_reconnect_follows_only_the_new_sessions_stream(workspace: Any) -> None:
+    """`connect()` again (the CLI's reconnect, PROTOCOL.md §3) starts a new session and
+    its stream: the old stream is no longer read, so its pushes are not handed out again
+    and its end (here the old session deleted) does not end the new one's feed (before,
+    the old stream's follower kept running: every push came twice, and its end marked the
+    feed ended and put the end marker into the new subscribers' queues)."""
+    path = str(workspace / "project" / "a.py")
+
+    async def scenario() -> None:
+        async with _server(workspace, debounce=0) as server:
+            lock = client_mod.discover(str(workspace / "project"), str(workspace / "ide"))
+            async with IdeClient(lock, timeout=10) as client:
+                old_session = client.session_id
+                queue = client.subscribe()  # made before connect(): it gets the new session's pushes
+                client.client_session_id = "another-cli-session"  # (the same one is refused while its stream is open)
+                await client.connect()
+                assert client.session_id != old_session
+                server.add_selection(path, (0, 0), (0, 1), "p1")
+                old = IdeClient(lock, timeout=10)
+                old.session_id = old_session
+                assert await old.delete() == 200  # the server ends the old session's stream
+                await old.close()
+                for _ in range(200):
+                    if server.stats()["streams"] == 1:
+                        break
+                    await asyncio.sleep(0.01)
+                await asyncio.sleep(0.5)  # room for the old stream's end to reach the client
+                server.add_selection(path, (0, 0), (0, 1), "p2")
+                got = []
+                while len(got) < 2:
+                    item = await asyncio.wait_for(queue.get(), 10)
+                    got.append(item if item is IdeClient.END else item.params["selectedText"])
+                await asyncio.sleep(0.2)
+                assert got == ["p1", "p2"] and queue.empty(), (got, queue.qsize())
+                assert client.stream_ended is False and client.stream_error is None
+
+    run(scenario)
+
+
 def test_a_coroutine_on_push_is_run_and_ends_with_the_client(workspace: Any) -> None:
     """An async `on_push` runs as a task the client owns: close() cancels and awaits it,
     so nothing outlives the client."""

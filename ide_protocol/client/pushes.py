@@ -96,12 +96,20 @@ class PushFeed:
         self.ended = False
         self._subscribers: List[PushQueue] = []
         self._follower: Optional["asyncio.Task[None]"] = None
+        self._dropped: Set["asyncio.Task[None]"] = set()  # followers of streams `reset` dropped
         self._callbacks: Set["asyncio.Task[Any]"] = set()
 
     def reset(self) -> None:
-        """Before a new session's stream (a reconnect)."""
+        """Before a new session's stream (a reconnect): the old stream, if it is still
+        read, is dropped (its connection closed), and its end is no news to the new
+        stream's subscribers: only the stream followed now ends the feed."""
         self.error = None
         self.ended = False
+        old, self._follower = self._follower, None
+        if old is not None and not old.done():
+            old.cancel()
+            self._dropped.add(old)  # awaited by `close()` if it has not ended by then
+            old.add_done_callback(self._dropped.discard)
 
     @property
     def following(self) -> bool:
@@ -113,6 +121,7 @@ class PushFeed:
         self._follower = asyncio.ensure_future(self._follow(response, release))
 
     async def _follow(self, response: ClientResponse, release: Callable[[ClientConnection], None]) -> None:
+        ended, error = False, None
         try:
             while True:
                 message = await response.next_message(None)  # idle streams are normal (§2)
@@ -120,17 +129,19 @@ class PushFeed:
                     break
                 if isinstance(message, dict) and "method" in message and "id" not in message:
                     self.deliver(message, response.last_message_size)
-            self.ended = True
+            ended = True
             release(response.conn)
         except asyncio.CancelledError:
             response.conn.close()
             raise
         except BaseException as exc:
-            self.error = exc if isinstance(exc, ClientError) else ServerGone("the GET stream failed: %s" % exc)
+            error = exc if isinstance(exc, ClientError) else ServerGone("the GET stream failed: %s" % exc)
             response.conn.close()
         finally:
-            for queue in list(self._subscribers):
-                queue.put_nowait(END)
+            if asyncio.current_task() is self._follower:  # (not a stream `reset` dropped)
+                self.ended, self.error = ended, error
+                for queue in list(self._subscribers):
+                    queue.put_nowait(END)
 
     def deliver(self, message: Dict[str, Any], size: int) -> None:
         """Hand one notification out (from the stream, or met in a POST's answer);
@@ -211,7 +222,7 @@ class PushFeed:
 
     async def close(self) -> None:
         """Stop reading the stream and cancel the callbacks still running; awaited."""
-        tasks = [t for t in [self._follower] + list(self._callbacks) if t is not None and not t.done()]
+        tasks = [t for t in [self._follower, *self._dropped, *self._callbacks] if t is not None and not t.done()]
         for task in tasks:
             task.cancel()
         if tasks:
