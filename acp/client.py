@@ -33,6 +33,11 @@ PROTOCOL_VERSION = 1
 CLIENT_INFO = {"name": "acp-python", "title": "ACP client (Python)", "version": __version__}
 MAX_EARLY_SESSIONS = 32  # session ids whose updates we hold before their session exists
 MAX_EARLY_UPDATES = 1000
+#: What the agent may ask of the client only as requests (ACP.md §2, §5): sent without an
+#: id, such a message is dropped, never handled inside the reading (its handler may wait).
+REQUEST_METHODS = frozenset({"session/request_permission", "fs/read_text_file", "fs/write_text_file",
+                             "terminal/create", "terminal/output", "terminal/wait_for_exit",
+                             "terminal/kill", "terminal/release"})
 
 Handler = Callable[[Any, Any], Any]
 UpdateListener = Callable[[str, Update], None]
@@ -142,7 +147,8 @@ class Client:
             return self
         options: Dict[str, Any] = dict(dispatcher=self.dispatcher, context=self,
                                        request_timeout=self.request_timeout,
-                                       max_line=self.max_line, on_stderr=self.on_stderr)
+                                       max_line=self.max_line, on_stderr=self.on_stderr,
+                                       requests_only=REQUEST_METHODS)
         if self.streams is not None:
             reader, writer = self.streams
             self.connection = AgentConnection.from_streams(reader, writer, **options)

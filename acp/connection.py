@@ -16,7 +16,7 @@ import logging
 import os
 import shlex
 import signal
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Collection, Deque, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._core import close_stream, jsonrpc, ndjson, rpc
 from .endpoints import DEFAULT_AGENT, Address, Argv, keep_alive, parse_address, split_command
@@ -77,9 +77,10 @@ class AgentConnection:
     def __init__(self, dispatcher: Optional[rpc.Dispatcher] = None, *, context: Any = None,
                  request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
                  max_line: int = ndjson.DEFAULT_MAX_LINE, stderr_lines: int = 50,
-                 on_stderr: Optional[Callable[[str], None]] = None) -> None:
+                 on_stderr: Optional[Callable[[str], None]] = None,
+                 requests_only: Collection[str] = ()) -> None:
         # The peer gets every timeout already resolved (see `request`).
-        self.peer = rpc.Peer(self._send, dispatcher, context=context)
+        self.peer = rpc.Peer(self._send, dispatcher, context=context, requests_only=requests_only)
         self.request_timeout = request_timeout
         self.max_line = max_line
         self.on_stderr = on_stderr

@@ -11,7 +11,7 @@ import asyncio
 import functools
 import itertools
 import logging
-from typing import Any, Awaitable, Callable, Dict, NamedTuple, Optional
+from typing import Any, Awaitable, Callable, Collection, Dict, NamedTuple, Optional
 
 
 from ..wire.jsonrpc import (ErrorResponse, Id, Invalid, JsonRpcError, Message, Notification, Response, TransportClosed,
@@ -120,8 +120,12 @@ class Peer:
 
     def __init__(self, send: Send, dispatcher: Optional[Dispatcher] = None, *,
                  context: Any = None, first_id: int = 0,
-                 default_timeout: Optional[float] = None) -> None:
+                 default_timeout: Optional[float] = None, requests_only: Collection[str] = ()) -> None:
         self._send = send
+        #: Methods taken only as requests. One sent without an id (a notification: it
+        #: can get no answer) is dropped, because notifications are handled inside the
+        #: reading and the handler of a request may wait (for a person, for a process).
+        self.requests_only = frozenset(requests_only)
         self.dispatcher = dispatcher if dispatcher is not None else Dispatcher()
         self.context = context
         self.outgoing = Outgoing(first_id)
@@ -172,6 +176,9 @@ class Peer:
             await self._safe_send(error_response(msg.id, msg.error))
             return
         if isinstance(msg, Notification):
+            if msg.method in self.requests_only:
+                log.warning("dropped %s sent without an id: it is a request", msg.method)
+                return
             # Inline, in arrival order: a stream of `session/update` notifications must
             # reach the session before the response that ends the turn (ACP.md §3.3), which
             # separate tasks would not guarantee. Notification handlers must be quick.

@@ -27,7 +27,7 @@ Hostile turns (an agent that does what a well-behaved one never would): FORGE an
 the running prompt with a forged string id first; BADUTF8 sends a request that is not
 UTF-8 and reports the client's answer; ERRDATA fails the prompt with an error whose
 `data` holds the reason (and control characters, and bulk); BIGANSWER answers the
-prompt with one over-long line.
+prompt with one over-long line; IDLESS sends a permission request without an id.
 
 How it runs: plain threads, no event loop (this is a test double; a Python that starts
 an agent some 200 times per suite run pays for `import asyncio` each time). Each request
@@ -630,6 +630,19 @@ class Agent:
         self.send(forged)
         pause(0.3)
         self.chunk(session["id"], "after the forgery")
+        return {"stopReason": "end_turn"}
+
+    def turn_idless(self, session, rest):
+        """A permission request sent as a notification (no id: it can get no answer),
+        then an ordinary request and message text: a client must read on."""
+        sid = session["id"]
+        self.send({"jsonrpc": "2.0", "method": "session/request_permission",
+                   "params": {"sessionId": sid, "toolCall": {"toolCallId": "call_idless", "title": "Idless"},
+                              "options": OPTIONS}})
+        answer = self.request("session/request_permission",
+                              {"sessionId": sid, "toolCall": {"toolCallId": "call_real", "title": "Real"},
+                               "options": OPTIONS})
+        self.chunk(sid, "read on: " + json.dumps(answer.get("result")))
         return {"stopReason": "end_turn"}
 
     def turn_badutf8(self, session, rest):

@@ -4,6 +4,7 @@ without consent, nothing blocks, every failure is loud and says why, and a forge
 broken message changes nothing it does not belong to (ACP.md §1, §2, §5)."""
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -210,6 +211,31 @@ def test_a_forged_answer_with_a_string_id_does_not_end_the_turn(tmp_path):
     result = run(main())
     assert result.stop_reason == "end_turn"  # the real answer, not the forged "forged"
     assert result.text == "after the forgery"
+
+
+def test_a_request_method_sent_without_an_id_never_stops_the_reading(tmp_path):
+    """A permission request sent without an id is a notification (no answer can go
+    back): it is dropped, and the agent's next request is answered and the turn ends
+    (before, its handler ran inside the read loop and waited for a person, and nothing
+    more was read until the person answered)."""
+    asked = []
+
+    async def policy(request):
+        asked.append(request.title)
+        if request.title == "Idless":
+            await asyncio.sleep(3600)  # a question nobody answers
+        return "allow_once"
+
+    async def main():
+        async with make_client(permission=policy) as client:
+            await client.initialize()
+            session = await client.new_session(workspace(tmp_path))
+            return await asyncio.wait_for(session.prompt("IDLESS"), 30)  # (a guard: it hung before)
+
+    result = run(main())
+    assert result.stop_reason == "end_turn"
+    assert 'read on: {"outcome": {"outcome": "selected", "optionId": "allow_once"}}' in result.text
+    assert asked == ["Real"]
 
 
 def test_a_request_that_is_not_utf8_gets_a_parse_error_with_a_null_id(tmp_path):
