@@ -142,19 +142,24 @@ class Peer:
     async def request(self, method: str, params: Any = None, timeout: Optional[float] = -1.0) -> Any:
         """Send a request and wait for its result; raises `JsonRpcError` on an error answer,
         `asyncio.TimeoutError` after `timeout` seconds (the peer may silently drop what it
-        cannot parse, ACP.md §1), `TransportClosed` when the transport goes away."""
+        cannot parse, ACP.md §1), `TransportClosed` when the transport goes away. The
+        timeout covers the sending too: a peer that stops reading must not hold the
+        request in the write for ever."""
         if timeout is not None and timeout < 0:
             timeout = self.default_timeout
         started = self.outgoing.start(method, params)
         future = started.future
         try:
-            await self._send(started.message)
             if timeout is None:
-                return await future
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
+                return await self._send_and_wait(started)
+            return await asyncio.wait_for(self._send_and_wait(started), timeout)
         finally:
             if not future.done() or future.cancelled():
                 self.outgoing.cancel(started.id)
+
+    async def _send_and_wait(self, started: Started) -> Any:
+        await self._send(started.message)
+        return await started.future
 
     async def notify(self, method: str, params: Any = None) -> None:
         await self._send(notification(method, params))

@@ -27,7 +27,8 @@ Hostile turns (an agent that does what a well-behaved one never would): FORGE an
 the running prompt with a forged string id first; BADUTF8 sends a request that is not
 UTF-8 and reports the client's answer; ERRDATA fails the prompt with an error whose
 `data` holds the reason (and control characters, and bulk); BIGANSWER answers the
-prompt with one over-long line; IDLESS sends a permission request without an id.
+prompt with one over-long line; IDLESS sends a permission request without an id; DEAF
+answers, then reads nothing more.
 
 How it runs: plain threads, no event loop (this is a test double; a Python that starts
 an agent some 200 times per suite run pays for `import asyncio` each time). Each request
@@ -632,6 +633,15 @@ class Agent:
         self.chunk(session["id"], "after the forgery")
         return {"stopReason": "end_turn"}
 
+    def turn_deaf(self, session, rest):
+        """Answer this prompt, then read nothing more (the client's writes fill the pipe)."""
+        self.deaf = True
+        return {"stopReason": "end_turn"}
+
+    def stay_deaf(self):
+        while getattr(self, "deaf", False):
+            time.sleep(3600)
+
     def turn_idless(self, session, rest):
         """A permission request sent as a notification (no id: it can get no answer),
         then an ordinary request and message text: a client must read on."""
@@ -762,6 +772,7 @@ def serve_tcp(port):
                 if line.strip():
                     with LOCK:
                         agent.on_line(line)
+                agent.stay_deaf()
         except (ConnectionError, OSError):
             pass
         finally:
@@ -797,6 +808,7 @@ def main():
         if line.strip():
             with LOCK:
                 agent.on_line(line)
+        agent.stay_deaf()
     with LOCK:
         agent.connection_lost(cancel_turns=False)
     if stubborn:

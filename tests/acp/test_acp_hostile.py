@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from acp import NotAdvertised, TerminalConsentAsker, TerminalRequest
+from acp import NotAdvertised, RequestTimeout, TerminalConsentAsker, TerminalRequest
 from acp_testlib import make_client, read_log, run, workspace
 from test_acp_cli import cli, err, out
 
@@ -236,6 +236,21 @@ def test_a_request_method_sent_without_an_id_never_stops_the_reading(tmp_path):
     assert result.stop_reason == "end_turn"
     assert 'read on: {"outcome": {"outcome": "selected", "optionId": "allow_once"}}' in result.text
     assert asked == ["Real"]
+
+
+def test_a_request_to_an_agent_that_stopped_reading_times_out(tmp_path):
+    """The request's timeout covers its sending too: to an agent that reads nothing
+    more, a request larger than the pipe can hold fails with `RequestTimeout` (before,
+    it waited in the write for ever), and the client still closes."""
+    async def main():
+        async with make_client() as client:
+            await client.initialize()
+            session = await client.new_session(workspace(tmp_path))
+            assert (await session.prompt("DEAF")).stop_reason == "end_turn"
+            with pytest.raises(RequestTimeout):
+                await asyncio.wait_for(client.request("_x/big", {"blob": "y" * (8 << 20)}, timeout=0.5), 20)
+
+    run(main())
 
 
 def test_a_request_that_is_not_utf8_gets_a_parse_error_with_a_null_id(tmp_path):
