@@ -24,13 +24,15 @@ ACCESS_DENIED_CODE = jsonrpc.INVALID_PARAMS
 RootsFor = Callable[[Optional[str]], List[str]]
 
 
-def _real(path: str) -> str:
-    return os.path.normcase(os.path.realpath(path))
-
-
 def is_within(path: str, root: str) -> bool:
     """True when the real `path` is `root` or below it (both resolved)."""
-    real_path, real_root = _real(path), _real(root)
+    try:
+        return _contains(os.path.normcase(os.path.realpath(root)), os.path.normcase(os.path.realpath(path)))
+    except OSError:  # a link removed while it was resolved (realpath can raise then)
+        return False
+
+
+def _contains(real_root: str, real_path: str) -> bool:
     try:
         return os.path.commonpath([real_path, real_root]) == real_root
     except ValueError:  # different drives on Windows
@@ -49,18 +51,24 @@ class FileSystem:
         self.max_read_bytes = max_read_bytes
         self.max_write_bytes = max_write_bytes
 
-    def _check(self, params: dict) -> str:
+    def _check(self, params: dict) -> "_Target":
         path = params["path"]
         if not isinstance(path, str) or not path:
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: path must be a string")
         if not os.path.isabs(path):
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: path must be absolute: %s" % path)
-        roots = [r for r in self.roots_for(params.get("sessionId")) if r]
-        if not any(is_within(path, root) for root in roots):
-            raise jsonrpc.JsonRpcError(ACCESS_DENIED_CODE,
-                                       "Access denied: %s is outside the allowed folders" % path,
-                                       {"path": path})
-        return os.path.realpath(path)
+        # Resolved once: what is checked is what is opened (a second resolution could
+        # follow a link swapped in meanwhile out of the root).
+        try:
+            real = os.path.realpath(path)
+            for root in self.roots_for(params.get("sessionId")):
+                real_root = os.path.realpath(root) if root else ""
+                if real_root and _contains(os.path.normcase(real_root), os.path.normcase(real)):
+                    return _Target(real_root, real)
+        except OSError as exc:  # a link removed while it was resolved (realpath can raise then)
+            raise _os_error(exc, path) from None
+        raise jsonrpc.JsonRpcError(ACCESS_DENIED_CODE, "Access denied: %s is outside the allowed folders" % path,
+                                   {"path": path})
 
     async def read_text_file(self, params: object, _context: object = None) -> dict:
         """`{sessionId, path, line?, limit?}` → `{content}`; `line` is 1-based (ACP.md:
@@ -68,13 +76,13 @@ class FileSystem:
         if not self.read:
             raise jsonrpc.JsonRpcError(jsonrpc.METHOD_NOT_FOUND, "Method not found: fs/read_text_file")
         p = jsonrpc.require_params(params, ("path",), {"path": str, "line": int, "limit": int})
-        real = self._check(p)
+        target = self._check(p)
         line, limit = p.get("line"), p.get("limit")
         if line is not None and line < 1:
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: line starts at 1")
         if limit is not None and limit < 0:
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: limit must be >= 0")
-        data = await _off_loop(_read_regular, real, p["path"], self.max_read_bytes)
+        data = await _off_loop(_read_regular, target, p["path"], self.max_read_bytes)
         text = data.decode("utf-8", "replace")
         if line is not None or limit is not None:
             # Split on "\n" only and keep the terminators, so the slice is byte-faithful.
@@ -92,7 +100,7 @@ class FileSystem:
         if not self.write:
             raise jsonrpc.JsonRpcError(jsonrpc.METHOD_NOT_FOUND, "Method not found: fs/write_text_file")
         p = jsonrpc.require_params(params, ("path", "content"), {"path": str, "content": str})
-        real = self._check(p)
+        target = self._check(p)
         try:
             data = p["content"].encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate from a "\ud800" escape
@@ -101,7 +109,7 @@ class FileSystem:
         if len(data) > self.max_write_bytes:
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "File too large: %d bytes to write, the limit "
                                        "is %d: %s" % (len(data), self.max_write_bytes, p["path"]), {"path": p["path"]})
-        await _off_loop(_write_regular, real, p["path"], data)
+        await _off_loop(_write_regular, target, p["path"], data)
         return None
 
 
@@ -110,6 +118,55 @@ class FileSystem:
 # all of it runs in a worker thread so the event loop (and Ctrl-C) never waits on a disk.
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+# Opening beneath a folder needs `dir_fd` and both flags (POSIX; not Windows).
+_BENEATH = bool(_NOFOLLOW and _DIRECTORY) and os.open in os.supports_dir_fd and os.mkdir in os.supports_dir_fd
+
+
+class _Target:
+    """A checked path: its real location and the real root it lies in."""
+
+    __slots__ = ("root", "real")
+
+    def __init__(self, root: str, real: str) -> None:
+        self.root = root
+        self.real = real
+
+
+def _open(target: _Target, shown: str, flags: int, make_folders: bool = False) -> int:
+    """Open the checked file. Where the system allows, one component at a time from
+    the root, following no link: the real path has none (it was resolved), so a link
+    found now is a folder swapped for a link since the check (by a shell the agent
+    runs, say), and is refused rather than followed out of the root. Elsewhere
+    (Windows) by its real path, which such a swap could still redirect."""
+    if not _BENEATH:
+        if make_folders:
+            os.makedirs(os.path.dirname(target.real), exist_ok=True)
+        return os.open(target.real, flags, 0o666)
+    relative = os.path.relpath(target.real, target.root)
+    names = [] if relative == os.curdir else relative.split(os.sep)
+    folder = os.open(target.root, os.O_RDONLY | _DIRECTORY)
+    try:
+        if not names:
+            return os.open(".", flags, dir_fd=folder)  # the root itself: refused later, not a file
+        for name in names[:-1]:
+            if make_folders:
+                try:
+                    os.mkdir(name, 0o777, dir_fd=folder)
+                except FileExistsError:
+                    pass
+            inner = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+        return os.open(names[-1], flags | _NOFOLLOW, 0o666, dir_fd=folder)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise jsonrpc.JsonRpcError(ACCESS_DENIED_CODE, "Access denied: %s changed while it was opened "
+                                       "(a folder or the file is now a link)" % shown, {"path": shown}) from None
+        raise
+    finally:
+        os.close(folder)
 
 
 async def _off_loop(function: Callable[..., Any], *args: Any) -> Any:
@@ -127,10 +184,10 @@ def _refuse_unless_regular(fd_or_path: Union[int, str], shown: str) -> None:
         raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Not a regular file: %s" % shown, {"path": shown})
 
 
-def _read_regular(real: str, shown: str, limit: int) -> bytes:
-    _refuse_unless_regular(real, shown)  # where O_NONBLOCK is missing (Windows) it is all we have
+def _read_regular(target: _Target, shown: str, limit: int) -> bytes:
+    _refuse_unless_regular(target.real, shown)  # where O_NONBLOCK is missing (Windows) it is all we have
     try:
-        fd = os.open(real, os.O_RDONLY | _NONBLOCK | _BINARY)
+        fd = _open(target, shown, os.O_RDONLY | _NONBLOCK | _BINARY)
     except OSError as exc:
         raise _os_error(exc, shown) from None
     try:
@@ -149,14 +206,11 @@ def _read_regular(real: str, shown: str, limit: int) -> bytes:
     return data
 
 
-def _write_regular(real: str, shown: str, data: bytes) -> None:
-    _refuse_unless_regular(real, shown)
+def _write_regular(target: _Target, shown: str, data: bytes) -> None:
+    _refuse_unless_regular(target.real, shown)
     try:
-        parent = os.path.dirname(real)
-        if not os.path.isdir(parent):
-            os.makedirs(parent, exist_ok=True)
         # No O_TRUNC yet: a FIFO or device is refused before anything is changed.
-        fd = os.open(real, os.O_WRONLY | os.O_CREAT | _NONBLOCK | _BINARY, 0o666)
+        fd = _open(target, shown, os.O_WRONLY | os.O_CREAT | _NONBLOCK | _BINARY, make_folders=True)
     except OSError as exc:
         raise _os_error(exc, shown) from None
     try:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import threading
 
 import pytest
 
+from acp.fs import FileSystem, fixed_roots
 from acp_testlib import make_client, run
+from ide_protocol.wire.jsonrpc import JsonRpcError
 
 pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 
@@ -93,6 +97,89 @@ def test_symlinks_out_of_the_root_are_refused(tmp_path):
     assert answers[2] == {"result": {"content": "one\n"}}  # a link inside the root is fine
     assert not (tmp_path / "new.txt").exists()
     assert (tmp_path / "secret.txt").read_text(encoding="utf-8") == "secret\n"
+
+
+@pytest.mark.stdio_only  # no agent: the handlers on a real file system, with a real thread racing them
+@pytest.mark.skipif(sys.platform == "win32", reason="needs symlinks (see above); on Windows a folder swapped for "
+                    "a link between the check and the open is still followed: the opening beneath the root "
+                    "needs POSIX's dir_fd and O_NOFOLLOW")
+@pytest.mark.parametrize("swapped", ["a link in the root", "a folder"])
+def test_a_folder_swapped_for_a_link_while_a_read_or_write_runs_never_reaches_outside(tmp_path, swapped):
+    """Something the agent runs (its own shell, a terminal it was allowed) can swap a
+    folder of the root for a link out of it, between the check of a path and its
+    opening. Before, the path was resolved twice (checked inside, opened outside) and
+    the opening followed links again: reads got the outside file, writes changed it."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "real").mkdir(parents=True)
+    outside.mkdir()
+    (root / "real" / "f").write_text("inside")
+    (outside / "f").write_text("SECRET")
+    files = FileSystem(fixed_roots([str(root)]))
+    sub = str(root / "sub")
+    if swapped == "a link in the root":  # sub: a link flipped between real/ and outside/
+        os.symlink(str(root / "real"), sub)
+        states = [str(outside), str(root / "real")]
+    else:  # sub: a real folder, renamed away and replaced by a link out, and back
+        os.rename(str(root / "real"), sub)
+        states = ["link", "folder"]
+    stop = threading.Event()
+
+    aside = str(root / "aside")
+
+    def swap(state):
+        if swapped == "a link in the root":
+            os.symlink(state, sub + ".new")
+            os.replace(sub + ".new", sub)
+        elif state == "link":
+            os.rename(sub, aside)
+            os.symlink(str(outside), sub)
+        else:
+            os.remove(sub)
+            os.rename(aside, sub)
+
+    def back_to_the_folder():
+        """After a step lost a race with a write (which makes a missing sub/ again)."""
+        for path in (sub + ".new", sub):
+            if os.path.islink(path):
+                os.remove(path)
+            elif os.path.isdir(path) and os.path.isdir(aside):
+                shutil.rmtree(path, ignore_errors=True)
+        if os.path.isdir(aside) and not os.path.lexists(sub):
+            os.rename(aside, sub)
+
+    def swapper():
+        while not stop.is_set():
+            for state in states:
+                try:
+                    swap(state)
+                except OSError:
+                    try:
+                        back_to_the_folder()
+                    except OSError:
+                        pass
+
+    async def main():
+        seen = set()
+        for n in range(500):
+            try:
+                seen.add((await files.read_text_file({"path": sub + "/f"}))["content"])
+            except JsonRpcError:
+                pass
+            try:
+                await files.write_text_file({"path": sub + "/f", "content": "inside"})
+            except JsonRpcError:
+                pass
+        return seen
+
+    thread = threading.Thread(target=swapper, daemon=True)
+    thread.start()
+    try:
+        seen = run(main())
+    finally:
+        stop.set()
+        thread.join()
+    assert "SECRET" not in seen and (outside / "f").read_text() == "SECRET"
+    assert not os.path.exists(str(outside / "real"))
 
 
 def test_write_creates_and_replaces_files(tmp_path):
