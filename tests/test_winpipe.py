@@ -108,12 +108,31 @@ def test_windows_pid_check_is_libuvs_uv_kill(tmp_path: Any) -> None:
     assert winpipe.pid_alive(proc.pid) is False
 
 
+@pytest.mark.skipif(sys.platform != "win32", reason="only Windows can tell whether a named pipe is served "
+                    "(elsewhere the answer is 'cannot tell': see the next test)")
 def test_a_pipe_that_is_not_there_refuses() -> None:
     from ide_protocol.common import lock_rules
 
     verdict, why = lock_rules.connect_once(winpipe.pipe_name(), 0.25)
     assert (verdict, why) == (lock_rules.REFUSED, "no such named pipe")
     assert lock_rules.connect_once(winpipe.pipe_name("mcp-\0.sock"), 0.25)[0] == lock_rules.REFUSED
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="off Windows only")
+def test_off_windows_a_pipe_lock_is_never_taken_for_stale(tmp_path: Any) -> None:
+    """A lock folder shared with Windows (COPILOT_HOME on the Windows side, from WSL)
+    holds Windows IDEs' pipe locks. Off Windows nothing tells whether a pipe is served,
+    nor what a Windows pid is: such a lock is kept (before, the pipe's name, looked up
+    as a file, was missing, and the lock of a live IDE was removed)."""
+    from ide_protocol.common import lock_rules, lockfile
+
+    assert lock_rules.connect_once(winpipe.pipe_name(), 0.25)[0] == lock_rules.UNKNOWN
+    directory = str(tmp_path)
+    for pid in (os.getpid(), 2 ** 22 + 12345):  # running here, and a pid no process has
+        path = _foreign_pipe_lock(directory, pid)
+        assert lockfile.remove_stale_locks(directory) == []
+        assert os.path.exists(path)
+        os.unlink(path)
 
 
 def _foreign_pipe_lock(directory: str, pid: int, pipe: str = "") -> str:
@@ -129,6 +148,7 @@ def _foreign_pipe_lock(directory: str, pid: int, pipe: str = "") -> str:
     return path
 
 
+@pytest.mark.skipif(sys.platform != "win32", reason="only Windows can tell that a named pipe is gone")
 def test_a_pipe_lock_whose_pipe_is_gone_is_stale_even_when_its_pid_runs(tmp_path: Any) -> None:
     # Windows reuses pids at once: after a hard kill the restarted server often gets
     # the dead one's pid, so "pid alive" proves nothing for a pipe lock. Our own pid

@@ -105,7 +105,11 @@ def probe_pipe(path: str) -> Tuple[Optional[bool], str]:
     no such pipe is proof that nobody serves it (PROTOCOL.md §1). ``os.stat`` opens
     the pipe as a client would and closes it at once, the CLI's empty probe connection.
     Every instance busy means a server is there (the CLI's libuv waits for a free
-    one); any other error (access denied by the pipe's DACL...) cannot tell."""
+    one); any other error (access denied by the pipe's DACL...) cannot tell. Off
+    Windows nothing can tell (a lock folder shared with Windows, as from WSL, holds
+    the locks of Windows IDEs): so such a lock is never taken for stale there."""
+    if os.name != "nt":
+        return None, "a Windows named pipe: only Windows can tell whether it is served"
     try:
         os.stat(path)
     except FileNotFoundError:
