@@ -413,7 +413,7 @@ class App:
                                          "stopReason": result.stop_reason, "usage": result.usage,
                                          "error": result.error}}, ensure_ascii=False), flush=True)
             if result.error is not None:
-                write_stderr(result.error + "\n")
+                write_stderr(safe_text(result.error) + "\n")  # the agent's text (ACP.md §6): escaped
         else:
             output.end_turn(turn)
         if result.error is not None:

@@ -27,7 +27,8 @@ Hostile turns (an agent that does what a well-behaved one never would): FORGE an
 the running prompt with a forged string id first; BADUTF8 sends a request that is not
 UTF-8 and reports the client's answer; ERRDATA fails the prompt with an error whose
 `data` holds the reason (and control characters, and bulk); BIGANSWER answers the
-prompt with one over-long line.
+prompt with one over-long line; SAYJSON "json string" sends that text as the message
+(an `Error:` with escape sequences, say).
 
 How it runs: plain threads, no event loop (this is a test double; a Python that starts
 an agent some 200 times per suite run pays for `import asyncio` each time). Each request
@@ -601,6 +602,11 @@ class Agent:
         pause(0.05)
         self.hang_up(rest == "reset")
         pause(60)
+
+    def turn_sayjson(self, session, rest):
+        """`SAYJSON "json string"`: exactly that text as the message (escapes and all)."""
+        self.chunk(session["id"], json.loads(rest))
+        return {"stopReason": "end_turn"}
 
     def turn_unicode(self, session, rest):
         self.chunk(session["id"], "a\u2028b\u2029c \u65e5\u672c \U0001F30D \"q\" \\ \t\r\x0c end")

@@ -205,6 +205,20 @@ def test_error_data_is_shown_escaped_and_bounded(tmp_path):
     assert "more characters)" in text and len(text) < 1500
 
 
+#: What a hostile agent puts in text the command line shows: a new window title, a
+#: cleared screen.
+ESCAPES = "\x1b]0;PWNED\x07\x1b[2J"
+ESCAPES_SHOWN = "\\x1b]0;PWNED\\a\\x1b[2J"
+
+
+@pytest.mark.parametrize("flags", [[], ["--json"]])
+def test_an_error_answer_reaches_stderr_escaped(tmp_path, flags):
+    proc = cli(flags + ["--cwd", workspace(tmp_path), "SAYJSON " + json.dumps("Error: boom" + ESCAPES)])
+    assert proc.returncode == 1
+    assert "Error: boom" + ESCAPES_SHOWN in err(proc)
+    assert "\x1b" not in err(proc) and "\x07" not in err(proc)
+
+
 def test_cli_exits_non_zero_naming_the_limit_when_a_line_is_too_long(tmp_path):
     # The prompt's answer is a line of 65 MiB, over the default 64 MiB limit.
     proc = cli(["--cwd", workspace(tmp_path), "BIGANSWER %d" % (65 * 1024 * 1024)])
