@@ -22,6 +22,8 @@ The prompt's first word picks a scenario (see `Agent.turn`). Environment:
   FAKE_ACP_BANNER=text     write this line to stdout before any protocol
   FAKE_ACP_CAPS=bare       advertise no optional capability (no loadSession, no list)
   FAKE_ACP_LATE_COMMANDS=s send the commands list only s seconds after session/new
+  FAKE_ACP_NAMES=hostile   put terminal escape sequences in the agent's title and
+                           version and in every session id
 
 Hostile turns (an agent that does what a well-behaved one never would): FORGE answers
 the running prompt with a forged string id first; BADUTF8 sends a request that is not
@@ -57,6 +59,9 @@ OPTIONS = [{"optionId": "allow_once", "kind": "allow_once", "name": "Allow once"
            {"optionId": "allow_always", "kind": "allow_always", "name": "Always allow"},
            {"optionId": "reject_once", "kind": "reject_once", "name": "Deny"}]
 LOG = os.environ.get("FAKE_ACP_LOG")
+#: FAKE_ACP_NAMES=hostile: what the names the client shows carry (a new window title,
+#: a cleared screen).
+NAME_ESCAPES = "\x1b]0;PWNED\x07\x1b[2J" if os.environ.get("FAKE_ACP_NAMES") == "hostile" else ""
 
 #: Held by the one thread that runs the agent's code (see the module's docstring).
 LOCK = threading.Condition()
@@ -307,7 +312,8 @@ class Agent:
                                       "mcpCapabilities": {"http": True, "sse": True},
                                       "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
                                       "sessionCapabilities": {"close": {}, "list": {}}},
-                "agentInfo": {"name": "fake", "title": "Fake agent", "version": "0.0.1"},
+                "agentInfo": {"name": "fake", "title": "Fake agent" + NAME_ESCAPES,
+                              "version": "0.0.1" + NAME_ESCAPES},
                 "authMethods": [{"id": "fake-login", "name": "Log in"}],
                 "_echo": {"clientCapabilities": params.get("clientCapabilities"),
                           "clientInfo": params.get("clientInfo")}}
@@ -323,7 +329,7 @@ class Agent:
             raise Failure({"code": -32602, "message": "Invalid params: cwd is required"})
         if not os.path.isdir(cwd):
             raise Failure({"code": -32603, "message": "Directory does not exist or cannot be accessed: %s" % cwd})
-        sid = str(uuid.uuid4())
+        sid = str(uuid.uuid4()) + NAME_ESCAPES
         session = {"id": sid, "cwd": cwd, "closed": False, "title": None, "mode": MODES[0],
                    "allow_all": "off", "history": [], "tokens": 0, "updatedAt": "2026-01-01T00:00:00Z"}
         self.sessions[sid] = session

@@ -347,3 +347,31 @@ def test_cli_asks_on_a_terminal_before_a_terminal_command_runs(tmp_path, answer,
     answers = json.loads(stdout.decode().split("TERM-RESULT ", 1)[1])
     assert marker.exists() is runs
     assert ("error" in answers[0]) is not runs
+
+
+@pytest.mark.stdio_only  # the greeting is the command line's, whatever the transport
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs a Linux pseudo-terminal")
+def test_the_chat_greeting_shows_the_agent_names_escaped(tmp_path):
+    import pty
+    import subprocess
+
+    from test_acp_cli import ROOT, TIMEOUT, cli_env
+
+    master, slave = pty.openpty()
+    os.write(master, b"/quit\n")  # typed ahead: read once the chat has greeted
+    proc = subprocess.Popen([sys.executable, "-m", "acp", "--cwd", workspace(tmp_path)], stdin=slave,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=cli_env(FAKE_ACP_NAMES="hostile"), cwd=ROOT)
+    os.close(slave)
+    try:
+        _, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    greeting = stderr.decode()
+    assert proc.returncode == 0, greeting
+    assert "Connected to Fake agent%s 0.0.1%s (session " % (ESCAPES_SHOWN, ESCAPES_SHOWN) in greeting
+    assert "%s). Type a prompt" % ESCAPES_SHOWN in greeting  # the session id's own
+    assert "\x1b" not in greeting and "\x07" not in greeting
