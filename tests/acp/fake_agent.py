@@ -30,7 +30,8 @@ the running prompt with a forged string id first; BADUTF8 sends a request that i
 UTF-8 and reports the client's answer; ERRDATA fails the prompt with an error whose
 `data` holds the reason (and control characters, and bulk); BIGANSWER answers the
 prompt with one over-long line; SAYJSON "json string" sends that text as the message
-(an `Error:` with escape sequences, say).
+(an `Error:` with escape sequences, say), STDERR "json string" writes it as a line on
+stderr.
 
 How it runs: plain threads, no event loop (this is a test double; a Python that starts
 an agent some 200 times per suite run pays for `import asyncio` each time). Each request
@@ -612,6 +613,12 @@ class Agent:
     def turn_sayjson(self, session, rest):
         """`SAYJSON "json string"`: exactly that text as the message (escapes and all)."""
         self.chunk(session["id"], json.loads(rest))
+        return {"stopReason": "end_turn"}
+
+    def turn_stderr(self, session, rest):
+        """`STDERR "json string"`: that text as a line on our stderr."""
+        sys.stderr.write(json.loads(rest) + "\n")
+        sys.stderr.flush()
         return {"stopReason": "end_turn"}
 
     def turn_unicode(self, session, rest):

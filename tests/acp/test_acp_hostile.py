@@ -375,3 +375,11 @@ def test_the_chat_greeting_shows_the_agent_names_escaped(tmp_path):
     assert "Connected to Fake agent%s 0.0.1%s (session " % (ESCAPES_SHOWN, ESCAPES_SHOWN) in greeting
     assert "%s). Type a prompt" % ESCAPES_SHOWN in greeting  # the session id's own
     assert "\x1b" not in greeting and "\x07" not in greeting
+
+
+@pytest.mark.stdio_only  # the agent's stderr is ours only when it is our child
+def test_verbose_logs_the_agent_stderr_escaped(tmp_path):
+    proc = cli(["--verbose", "--cwd", workspace(tmp_path), "STDERR " + json.dumps("from the agent" + ESCAPES)])
+    assert proc.returncode == 0, err(proc)
+    assert "acp.agent: from the agent%s\n" % ESCAPES_SHOWN in err(proc)
+    assert "\x1b" not in err(proc) and "\x07" not in err(proc)
