@@ -3,8 +3,8 @@ subprocesses with captured output.
 
 `terminal/create` starts the command and answers at once with a `terminalId`;
 `terminal/output` returns what was captured (stdout and stderr interleaved, trimmed from
-the front to `outputByteLimit` bytes on a character boundary) and the exit status once
-known; `terminal/wait_for_exit` waits; `terminal/kill` stops the command but keeps the
+the front to `outputByteLimit` bytes on a character boundary, and never to more than the
+client's own limit) and the exit status once known; `terminal/wait_for_exit` waits; `terminal/kill` stops the command but keeps the
 terminal readable; `terminal/release` kills if needed and forgets it. A command without
 `args` is a shell command line; with `args` it is executed directly.
 
@@ -30,7 +30,9 @@ from .fs import is_within  # the one containment rule, shared with fs/*
 
 log = logging.getLogger(__name__)
 
-DEFAULT_OUTPUT_LIMIT = 32 * 1024 * 1024  # when the agent gives none: still bounded memory
+# The most output one terminal keeps (ACP.md §5): when the agent gives no
+# outputByteLimit, and as the ceiling of one it gives, so memory stays bounded.
+DEFAULT_OUTPUT_LIMIT = 32 * 1024 * 1024
 READ_CHUNK = 65536
 
 CwdFor = Callable[[Optional[str]], Optional[str]]
@@ -153,7 +155,8 @@ class Terminals:
     def __init__(self, cwd_for: CwdFor, default_limit: int = DEFAULT_OUTPUT_LIMIT, *,
                  policy: TerminalPolicy = refuse_terminals, roots_for: Optional[RootsFor] = None) -> None:
         """`policy` decides whether a command runs; `roots_for(session_id)` lists the
-        folders its `cwd` must lie in (None: anywhere)."""
+        folders its `cwd` must lie in (None: anywhere). `default_limit` is the most
+        output a terminal keeps: the agent's `outputByteLimit` may lower it, not raise it."""
         self.cwd_for = cwd_for
         self.default_limit = default_limit
         self.policy = policy
@@ -190,6 +193,7 @@ class Terminals:
             limit = self.default_limit
         if limit < 0:
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: outputByteLimit must be >= 0")
+        limit = min(limit, self.default_limit)  # the agent's wish within ours (ACP.md §5)
         env = dict(os.environ)
         for item in p.get("env") or []:
             if not (isinstance(item, dict) and isinstance(item.get("name"), str)
