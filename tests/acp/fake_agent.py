@@ -610,6 +610,13 @@ class Agent:
         self.hang_up(rest == "reset")
         pause(60)
 
+    def turn_chunks(self, session, rest):
+        """`CHUNKS n`: one message streamed as n word-sized chunks, "w0 w1 ...", as a
+        model's pieces arrive (ACP.md §3.3)."""
+        for n in range(int(rest)):
+            self.chunk(session["id"], "w%d " % n)
+        return {"stopReason": "end_turn"}
+
     def turn_sayjson(self, session, rest):
         """`SAYJSON "json string"`: exactly that text as the message (escapes and all)."""
         self.chunk(session["id"], json.loads(rest))
