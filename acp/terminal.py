@@ -27,6 +27,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Union
 from ._core import jsonrpc
 from .process_tree import ProcessTree, spawn_options
 from .fs import is_within  # the one containment rule, shared with fs/*
+from .os_strings import check_os_string
 
 log = logging.getLogger(__name__)
 
@@ -195,14 +196,22 @@ class Terminals:
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: outputByteLimit must be >= 0")
         limit = min(limit, self.default_limit)  # the agent's wish within ours (ACP.md §5)
         env = dict(os.environ)
-        for item in p.get("env") or []:
+        for index, item in enumerate(p.get("env") or []):
             if not (isinstance(item, dict) and isinstance(item.get("name"), str)
                     and isinstance(item.get("value"), str)):
                 raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: env entries are {name, value}")
+            check_os_string(item["name"], "env[%d].name" % index)
+            check_os_string(item["value"], "env[%d].value" % index)
+            if not item["name"] or "=" in item["name"]:  # (subprocess would raise ValueError)
+                raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: env[%d].name must be a "
+                                           "non-empty name without '='" % index)
             env[item["name"]] = item["value"]
         args = p.get("args") or []
         if not all(isinstance(a, str) for a in args):
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: args must be strings")
+        check_os_string(p["command"], "command")
+        for index, arg in enumerate(args):
+            check_os_string(arg, "args[%d]" % index)
         sid = session_id if isinstance(session_id, str) else None
         self._check_cwd(sid, cwd)
         await self._consent(TerminalRequest(sid, p["command"], list(args), cwd,

@@ -226,7 +226,12 @@ class Agent:
         self.write(data)
 
     def send(self, obj):
-        self.write_line(json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate travels only as a "\ud800" escape
+            data = json.dumps(obj, separators=(",", ":")).encode("ascii")
+        self.write_line(data + b"\n")
 
     def request(self, method, params):
         msg_id = self.next_id

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from acp import NotAdvertised, TerminalConsentAsker, TerminalRequest
-from acp_testlib import make_client, read_log, run, workspace
+from acp_testlib import WINDOWS, make_client, read_log, run, workspace
 from test_acp_cli import cli, err, out
 
 pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
@@ -166,6 +166,61 @@ def test_reads_and_writes_are_size_limited(tmp_path):
     assert read["error"]["message"].startswith("File too large")
     assert write["error"]["message"].startswith("File too large")
     assert not os.path.exists(root + "/big")
+
+
+#: Strings no system call can take: a NUL ends a C string early; a lone surrogate has
+#: no bytes (except on Windows, whose names are UTF-16 and may hold one).
+UNSPEAKABLE = [pytest.param("a\x00b", "contains a NUL character", id="nul"),
+               pytest.param("a\ud800b", "holds a lone surrogate (U+D800)", id="surrogate",
+                            marks=pytest.mark.skipif(WINDOWS, reason="Windows names may hold a lone surrogate"))]
+
+
+@pytest.mark.stdio_only  # the check is the client's, whatever the transport
+@pytest.mark.parametrize("name,problem", UNSPEAKABLE)
+@pytest.mark.parametrize("method", ["fs/read_text_file", "fs/write_text_file"])
+def test_a_path_the_system_cannot_take_is_invalid_params(tmp_path, method, name, problem):
+    root = workspace(tmp_path)
+    params = {"path": os.path.join(root, name), "content": "x"}
+    proc = cli(["--cwd", root, raw(method, params)])
+    assert proc.returncode == 0, err(proc)
+    error = raw_result(out(proc))["error"]
+    assert error["code"] == -32602 and error["message"] == "Invalid params: path %s" % problem
+    assert "Traceback" not in err(proc), err(proc)
+
+
+@pytest.mark.stdio_only  # the check is the client's, whatever the transport
+@pytest.mark.parametrize("name,problem", UNSPEAKABLE)
+@pytest.mark.parametrize("field", ["command", "args[1]", "env[0].name", "env[0].value"])
+def test_a_command_the_system_cannot_take_is_invalid_params(tmp_path, field, name, problem):
+    root = workspace(tmp_path)
+    marker = tmp_path / "work" / "ran"
+    create = toucher(marker)
+    if field == "command":
+        create = {"command": "echo " + name}
+    elif field == "args[1]":
+        create["args"][1] += "# " + name
+    else:
+        create["env"] = [{"name": name, "value": "v"} if field.endswith("name") else {"name": "ACP_T", "value": name}]
+    proc = cli(["--yes", "--cwd", root, term(create)])
+    assert proc.returncode == 0, err(proc)
+    answer = json.loads(out(proc).split("TERM-RESULT ", 1)[1])[0]
+    assert answer["error"]["code"] == -32602
+    assert answer["error"]["message"] == "Invalid params: %s %s" % (field, problem)
+    assert "Traceback" not in err(proc), err(proc)
+    assert not marker.exists()
+
+
+@pytest.mark.stdio_only  # the check is the client's, whatever the transport
+@pytest.mark.parametrize("name", ["A=B", ""])  # (subprocess refuses both on Windows, "=" on POSIX)
+def test_an_environment_name_that_is_empty_or_has_an_equals_sign_is_invalid_params(tmp_path, name):
+    root = workspace(tmp_path)
+    marker = tmp_path / "work" / "ran"
+    proc = cli(["--yes", "--cwd", root, term(dict(toucher(marker), env=[{"name": name, "value": "v"}]))])
+    answer = json.loads(out(proc).split("TERM-RESULT ", 1)[1])[0]
+    assert answer["error"] == {"code": -32602,
+                               "message": "Invalid params: env[0].name must be a non-empty name without '='"}
+    assert "Traceback" not in err(proc), err(proc)
+    assert not marker.exists()
 
 
 # ------------------------------------------------------------------ messages
