@@ -365,10 +365,11 @@ class App:
         tty = self.console.isatty()
         if tty:
             agent = info.get("agentInfo") or {}
+            names = (agent.get("title") or agent.get("name") or "the agent", agent.get("version") or "",
+                     session.session_id)  # the agent's choice: each escaped, one line
             write_stderr("Connected to %s %s (session %s). Type a prompt; /commands lists the "
                          "agent's commands, /quit leaves.\n"
-                         % (agent.get("title") or agent.get("name") or "the agent",
-                            agent.get("version") or "", session.session_id))
+                         % tuple(safe_text(name, multiline=False) for name in names))
         status = EXIT_OK
         while True:
             line = await self.console.readline("> " if tty else "")
@@ -415,7 +416,7 @@ class App:
                                          "stopReason": result.stop_reason, "usage": result.usage,
                                          "error": result.error}}, ensure_ascii=False), flush=True)
             if result.error is not None:
-                write_stderr(result.error + "\n")
+                write_stderr(safe_text(result.error) + "\n")  # the agent's text (ACP.md §6): escaped
         else:
             output.end_turn(turn)
         if result.error is not None:

@@ -18,7 +18,7 @@ import shlex
 import signal
 from typing import Any, Callable, Collection, Deque, Dict, List, Mapping, Optional, Sequence, Union
 
-from ._core import close_stream, jsonrpc, ndjson, rpc
+from ._core import close_stream, jsonrpc, ndjson, rpc, safe_text
 from .endpoints import DEFAULT_AGENT, Address, Argv, keep_alive, parse_address, split_command
 from .process_tree import ProcessTree, spawn_options
 from .errors import (AgentConnectError, AgentExited, AgentNotAcp, AgentStartError, LineTooLong,
@@ -380,7 +380,9 @@ class AgentConnection:
     def _stderr_line(self, raw: bytes) -> None:
         text = raw[:STDERR_LINE_MAX].decode("utf-8", "replace").rstrip("\r")
         self.stderr_tail.append(text)
-        agent_log.info("%s", text)
+        # Logging writes where the host points it, a terminal often (`--verbose`): the
+        # agent's line is escaped there, and there only (callers get it as it came).
+        agent_log.info("%s", safe_text(text, multiline=False))
         if self.on_stderr is not None:
             try:
                 self.on_stderr(text)

@@ -16,6 +16,7 @@ import stat
 from typing import Any, Callable, List, Optional, Sequence, Union
 
 from ._core import jsonrpc
+from .os_strings import check_os_string
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # what one read or write may move (the line limit's size)
 RESOURCE_NOT_FOUND = -32002  # ACP's code for a missing resource (the capture uses it)
@@ -76,6 +77,7 @@ class FileSystem:
         if not self.read:
             raise jsonrpc.JsonRpcError(jsonrpc.METHOD_NOT_FOUND, "Method not found: fs/read_text_file")
         p = jsonrpc.require_params(params, ("path",), {"path": str, "line": int, "limit": int})
+        check_os_string(p["path"], "path")
         target = self._check(p)
         line, limit = p.get("line"), p.get("limit")
         if line is not None and line < 1:
@@ -100,6 +102,7 @@ class FileSystem:
         if not self.write:
             raise jsonrpc.JsonRpcError(jsonrpc.METHOD_NOT_FOUND, "Method not found: fs/write_text_file")
         p = jsonrpc.require_params(params, ("path", "content"), {"path": str, "content": str})
+        check_os_string(p["path"], "path")
         target = self._check(p)
         try:
             data = p["content"].encode("utf-8")

@@ -166,7 +166,7 @@ def history_lines(updates: Iterable[Dict[str, Any]], width: int = PREVIEW_WIDTH)
     """A replayed history (`session/load`, ACP.md §3.5) in brief: one line per message
     (`you: ...`, `agent: ...`, chunks of one message merged) and per tool call (its
     final state, ACP.md §4: updates merge into the call)."""
-    entries: List[Any] = []  # [role, text] lists and tool call dicts, in order
+    entries: List[Any] = []  # [role, [text pieces]] lists and tool call dicts, in order
     calls: Dict[str, Dict[str, Any]] = {}
     for update in updates:
         kind = update.get("sessionUpdate")
@@ -176,9 +176,9 @@ def history_lines(updates: Iterable[Dict[str, Any]], width: int = PREVIEW_WIDTH)
             text = content.get("text") if isinstance(content, dict) else None
             text = text if isinstance(text, str) else ""
             if entries and isinstance(entries[-1], list) and entries[-1][0] == role:
-                entries[-1][1] += text
+                entries[-1][1].append(text)  # joined once below (adding each was quadratic)
             else:
-                entries.append([role, text])
+                entries.append([role, [text]])
         elif kind in ("tool_call", "tool_call_update") and isinstance(update.get("toolCallId"), str):
             call = calls.get(update["toolCallId"])
             fields = {k: v for k, v in update.items() if k != "sessionUpdate"}
@@ -190,7 +190,7 @@ def history_lines(updates: Iterable[Dict[str, Any]], width: int = PREVIEW_WIDTH)
     lines = []
     for entry in entries:
         if isinstance(entry, list):
-            lines.append(preview("%s: %s" % (entry[0], entry[1]), width))
+            lines.append(preview("%s: %s" % (entry[0], "".join(entry[1])), width))
         else:
             lines.append(preview(tool_call_line(entry), width))
     return lines

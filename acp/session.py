@@ -228,7 +228,11 @@ class Session:
         self.updated_at: Optional[str] = None
         self.context: Dict[str, Any] = {}  # last usage_update: {used, size, ...}
         self.usage: Optional[Dict[str, Any]] = None  # cumulative usage of the last prompt answer
-        self.history: List[Dict[str, str]] = []  # merged chunks: {"role", "text"}
+        self._history: List[Dict[str, str]] = []  # merged chunks: {"role", "text"}
+        # The text of the last entry that came since `history` was last read, as pieces:
+        # joined when read. Adding each chunk to the text so far copied all of it, every
+        # chunk: a long message streamed in small chunks took quadratic time.
+        self._tail: List[str] = []
         self.unknown_updates: Deque[Update] = collections.deque(maxlen=100)
         self.closed = False
         self.current_turn: Optional[Turn] = None
@@ -239,6 +243,25 @@ class Session:
 
     def __repr__(self) -> str:
         return "Session(%r, title=%r)" % (self.session_id, self.title)
+
+    @property
+    def history(self) -> List[Dict[str, str]]:
+        """The messages so far, the chunks of each merged: `{"role", "text"}` with role
+        `user`, `agent` or `thought` (a loaded session's replayed history too, ACP.md
+        §3.5)."""
+        self._join_tail()
+        return self._history
+
+    @history.setter
+    def history(self, entries: List[Dict[str, str]]) -> None:
+        self._history = entries
+        self._tail = []
+
+    def _join_tail(self) -> None:
+        if self._tail:
+            entry = self._history[-1]
+            entry["text"] = "".join([entry["text"]] + self._tail)
+            self._tail = []
 
     # ------------------------------------------------------------------ setup
 
@@ -264,10 +287,11 @@ class Session:
         if kind in ("agent_message_chunk", "user_message_chunk", "agent_thought_chunk"):
             role = {"agent_message_chunk": "agent", "user_message_chunk": "user"}.get(kind, "thought")
             text = text_of(update)
-            if self.history and self.history[-1]["role"] == role:
-                self.history[-1]["text"] += text
+            if self._history and self._history[-1]["role"] == role:
+                self._tail.append(text)  # joined when read (`history`)
             else:
-                self.history.append({"role": role, "text": text})
+                self._join_tail()
+                self._history.append({"role": role, "text": text})
         elif kind == "tool_call":
             self._merge_tool_call(update, replace=True)
         elif kind == "tool_call_update":

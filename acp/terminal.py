@@ -3,9 +3,9 @@ subprocesses with captured output.
 
 `terminal/create` starts the command and answers at once with a `terminalId`;
 `terminal/output` returns what was captured (stdout and stderr interleaved, trimmed from
-the front to `outputByteLimit` bytes on a character boundary) and the exit status once
-known; `terminal/wait_for_exit` waits; `terminal/kill` stops the command but keeps the
-terminal readable; `terminal/release` kills if needed and forgets it. A command without
+the front to `outputByteLimit` bytes on a character boundary, and never to more than the
+client's own limit) and the exit status once known; `terminal/wait_for_exit` waits;
+`terminal/kill` stops the command but keeps the terminal readable; `terminal/release` kills if needed and forgets it. A command without
 `args` is a shell command line; with `args` it is executed directly.
 
 Nothing runs without consent (ACP.md §5): before a command starts, its `cwd` must lie
@@ -27,10 +27,13 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Union
 from ._core import jsonrpc
 from .process_tree import ProcessTree, spawn_options
 from .fs import is_within  # the one containment rule, shared with fs/*
+from .os_strings import check_os_string
 
 log = logging.getLogger(__name__)
 
-DEFAULT_OUTPUT_LIMIT = 32 * 1024 * 1024  # when the agent gives none: still bounded memory
+# The most output one terminal keeps (ACP.md §5): when the agent gives no
+# outputByteLimit, and as the ceiling of one it gives, so memory stays bounded.
+DEFAULT_OUTPUT_LIMIT = 32 * 1024 * 1024
 READ_CHUNK = 65536
 
 CwdFor = Callable[[Optional[str]], Optional[str]]
@@ -153,7 +156,8 @@ class Terminals:
     def __init__(self, cwd_for: CwdFor, default_limit: int = DEFAULT_OUTPUT_LIMIT, *,
                  policy: TerminalPolicy = refuse_terminals, roots_for: Optional[RootsFor] = None) -> None:
         """`policy` decides whether a command runs; `roots_for(session_id)` lists the
-        folders its `cwd` must lie in (None: anywhere)."""
+        folders its `cwd` must lie in (None: anywhere). `default_limit` is the most
+        output a terminal keeps: the agent's `outputByteLimit` may lower it, not raise it."""
         self.cwd_for = cwd_for
         self.default_limit = default_limit
         self.policy = policy
@@ -190,15 +194,24 @@ class Terminals:
             limit = self.default_limit
         if limit < 0:
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: outputByteLimit must be >= 0")
+        limit = min(limit, self.default_limit)  # the agent's wish within ours (ACP.md §5)
         env = dict(os.environ)
-        for item in p.get("env") or []:
+        for index, item in enumerate(p.get("env") or []):
             if not (isinstance(item, dict) and isinstance(item.get("name"), str)
                     and isinstance(item.get("value"), str)):
                 raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: env entries are {name, value}")
+            check_os_string(item["name"], "env[%d].name" % index)
+            check_os_string(item["value"], "env[%d].value" % index)
+            if not item["name"] or "=" in item["name"]:  # (subprocess would raise ValueError)
+                raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: env[%d].name must be a "
+                                           "non-empty name without '='" % index)
             env[item["name"]] = item["value"]
         args = p.get("args") or []
         if not all(isinstance(a, str) for a in args):
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: args must be strings")
+        check_os_string(p["command"], "command")
+        for index, arg in enumerate(args):
+            check_os_string(arg, "args[%d]" % index)
         sid = session_id if isinstance(session_id, str) else None
         self._check_cwd(sid, cwd)
         await self._consent(TerminalRequest(sid, p["command"], list(args), cwd,

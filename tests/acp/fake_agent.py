@@ -22,13 +22,17 @@ The prompt's first word picks a scenario (see `Agent.turn`). Environment:
   FAKE_ACP_BANNER=text     write this line to stdout before any protocol
   FAKE_ACP_CAPS=bare       advertise no optional capability (no loadSession, no list)
   FAKE_ACP_LATE_COMMANDS=s send the commands list only s seconds after session/new
+  FAKE_ACP_NAMES=hostile   put terminal escape sequences in the agent's title and
+                           version and in every session id
 
 Hostile turns (an agent that does what a well-behaved one never would): FORGE answers
 the running prompt with a forged string id first; BADUTF8 sends a request that is not
 UTF-8 and reports the client's answer; ERRDATA fails the prompt with an error whose
 `data` holds the reason (and control characters, and bulk); BIGANSWER answers the
 prompt with one over-long line; IDLESS sends a permission request without an id; DEAF
-answers, then reads nothing more.
+answers, then reads nothing more; SAYJSON "json string" sends that text as the message
+(an `Error:` with escape sequences, say), STDERR "json string" writes it as a line on
+stderr.
 
 How it runs: plain threads, no event loop (this is a test double; a Python that starts
 an agent some 200 times per suite run pays for `import asyncio` each time). Each request
@@ -57,6 +61,9 @@ OPTIONS = [{"optionId": "allow_once", "kind": "allow_once", "name": "Allow once"
            {"optionId": "allow_always", "kind": "allow_always", "name": "Always allow"},
            {"optionId": "reject_once", "kind": "reject_once", "name": "Deny"}]
 LOG = os.environ.get("FAKE_ACP_LOG")
+#: FAKE_ACP_NAMES=hostile: what the names the client shows carry (a new window title,
+#: a cleared screen).
+NAME_ESCAPES = "\x1b]0;PWNED\x07\x1b[2J" if os.environ.get("FAKE_ACP_NAMES") == "hostile" else ""
 
 #: Held by the one thread that runs the agent's code (see the module's docstring).
 LOCK = threading.Condition()
@@ -220,7 +227,12 @@ class Agent:
         self.write(data)
 
     def send(self, obj):
-        self.write_line(json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate travels only as a "\ud800" escape
+            data = json.dumps(obj, separators=(",", ":")).encode("ascii")
+        self.write_line(data + b"\n")
 
     def request(self, method, params):
         msg_id = self.next_id
@@ -307,7 +319,8 @@ class Agent:
                                       "mcpCapabilities": {"http": True, "sse": True},
                                       "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
                                       "sessionCapabilities": {"close": {}, "list": {}}},
-                "agentInfo": {"name": "fake", "title": "Fake agent", "version": "0.0.1"},
+                "agentInfo": {"name": "fake", "title": "Fake agent" + NAME_ESCAPES,
+                              "version": "0.0.1" + NAME_ESCAPES},
                 "authMethods": [{"id": "fake-login", "name": "Log in"}],
                 "_echo": {"clientCapabilities": params.get("clientCapabilities"),
                           "clientInfo": params.get("clientInfo")}}
@@ -323,7 +336,7 @@ class Agent:
             raise Failure({"code": -32602, "message": "Invalid params: cwd is required"})
         if not os.path.isdir(cwd):
             raise Failure({"code": -32603, "message": "Directory does not exist or cannot be accessed: %s" % cwd})
-        sid = str(uuid.uuid4())
+        sid = str(uuid.uuid4()) + NAME_ESCAPES
         session = {"id": sid, "cwd": cwd, "closed": False, "title": None, "mode": MODES[0],
                    "allow_all": "off", "history": [], "tokens": 0, "updatedAt": "2026-01-01T00:00:00Z"}
         self.sessions[sid] = session
@@ -602,6 +615,24 @@ class Agent:
         pause(0.05)
         self.hang_up(rest == "reset")
         pause(60)
+
+    def turn_chunks(self, session, rest):
+        """`CHUNKS n`: one message streamed as n word-sized chunks, "w0 w1 ...", as a
+        model's pieces arrive (ACP.md §3.3)."""
+        for n in range(int(rest)):
+            self.chunk(session["id"], "w%d " % n)
+        return {"stopReason": "end_turn"}
+
+    def turn_sayjson(self, session, rest):
+        """`SAYJSON "json string"`: exactly that text as the message (escapes and all)."""
+        self.chunk(session["id"], json.loads(rest))
+        return {"stopReason": "end_turn"}
+
+    def turn_stderr(self, session, rest):
+        """`STDERR "json string"`: that text as a line on our stderr."""
+        sys.stderr.write(json.loads(rest) + "\n")
+        sys.stderr.flush()
+        return {"stopReason": "end_turn"}
 
     def turn_unicode(self, session, rest):
         self.chunk(session["id"], "a\u2028b\u2029c \u65e5\u672c \U0001F30D \"q\" \\ \t\r\x0c end")

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from acp import NotAdvertised, RequestTimeout, TerminalConsentAsker, TerminalRequest
-from acp_testlib import make_client, read_log, run, workspace
+from acp_testlib import WINDOWS, make_client, read_log, run, workspace
 from test_acp_cli import cli, err, out
 
 pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
@@ -198,6 +198,61 @@ def test_reads_and_writes_are_size_limited(tmp_path):
     assert not os.path.exists(root + "/big")
 
 
+#: Strings no system call can take: a NUL ends a C string early; a lone surrogate has
+#: no bytes (except on Windows, whose names are UTF-16 and may hold one).
+UNSPEAKABLE = [pytest.param("a\x00b", "contains a NUL character", id="nul"),
+               pytest.param("a\ud800b", "holds a lone surrogate (U+D800)", id="surrogate",
+                            marks=pytest.mark.skipif(WINDOWS, reason="Windows names may hold a lone surrogate"))]
+
+
+@pytest.mark.stdio_only  # the check is the client's, whatever the transport
+@pytest.mark.parametrize("name,problem", UNSPEAKABLE)
+@pytest.mark.parametrize("method", ["fs/read_text_file", "fs/write_text_file"])
+def test_a_path_the_system_cannot_take_is_invalid_params(tmp_path, method, name, problem):
+    root = workspace(tmp_path)
+    params = {"path": os.path.join(root, name), "content": "x"}
+    proc = cli(["--cwd", root, raw(method, params)])
+    assert proc.returncode == 0, err(proc)
+    error = raw_result(out(proc))["error"]
+    assert error["code"] == -32602 and error["message"] == "Invalid params: path %s" % problem
+    assert "Traceback" not in err(proc), err(proc)
+
+
+@pytest.mark.stdio_only  # the check is the client's, whatever the transport
+@pytest.mark.parametrize("name,problem", UNSPEAKABLE)
+@pytest.mark.parametrize("field", ["command", "args[1]", "env[0].name", "env[0].value"])
+def test_a_command_the_system_cannot_take_is_invalid_params(tmp_path, field, name, problem):
+    root = workspace(tmp_path)
+    marker = tmp_path / "work" / "ran"
+    create = toucher(marker)
+    if field == "command":
+        create = {"command": "echo " + name}
+    elif field == "args[1]":
+        create["args"][1] += "# " + name
+    else:
+        create["env"] = [{"name": name, "value": "v"} if field.endswith("name") else {"name": "ACP_T", "value": name}]
+    proc = cli(["--yes", "--cwd", root, term(create)])
+    assert proc.returncode == 0, err(proc)
+    answer = json.loads(out(proc).split("TERM-RESULT ", 1)[1])[0]
+    assert answer["error"]["code"] == -32602
+    assert answer["error"]["message"] == "Invalid params: %s %s" % (field, problem)
+    assert "Traceback" not in err(proc), err(proc)
+    assert not marker.exists()
+
+
+@pytest.mark.stdio_only  # the check is the client's, whatever the transport
+@pytest.mark.parametrize("name", ["A=B", ""])  # (subprocess refuses both on Windows, "=" on POSIX)
+def test_an_environment_name_that_is_empty_or_has_an_equals_sign_is_invalid_params(tmp_path, name):
+    root = workspace(tmp_path)
+    marker = tmp_path / "work" / "ran"
+    proc = cli(["--yes", "--cwd", root, term(dict(toucher(marker), env=[{"name": name, "value": "v"}]))])
+    answer = json.loads(out(proc).split("TERM-RESULT ", 1)[1])[0]
+    assert answer["error"] == {"code": -32602,
+                               "message": "Invalid params: env[0].name must be a non-empty name without '='"}
+    assert "Traceback" not in err(proc), err(proc)
+    assert not marker.exists()
+
+
 # ------------------------------------------------------------------ messages
 
 
@@ -273,6 +328,20 @@ def test_error_data_is_shown_escaped_and_bounded(tmp_path):
     assert "Internal error (-32603)" in text and "Query closed before response received" in text
     assert "\x1b" not in text
     assert "more characters)" in text and len(text) < 1500
+
+
+#: What a hostile agent puts in text the command line shows: a new window title, a
+#: cleared screen.
+ESCAPES = "\x1b]0;PWNED\x07\x1b[2J"
+ESCAPES_SHOWN = "\\x1b]0;PWNED\\a\\x1b[2J"
+
+
+@pytest.mark.parametrize("flags", [[], ["--json"]])
+def test_an_error_answer_reaches_stderr_escaped(tmp_path, flags):
+    proc = cli(flags + ["--cwd", workspace(tmp_path), "SAYJSON " + json.dumps("Error: boom" + ESCAPES)])
+    assert proc.returncode == 1
+    assert "Error: boom" + ESCAPES_SHOWN in err(proc)
+    assert "\x1b" not in err(proc) and "\x07" not in err(proc)
 
 
 def test_cli_exits_non_zero_naming_the_limit_when_a_line_is_too_long(tmp_path):
@@ -403,3 +472,39 @@ def test_cli_asks_on_a_terminal_before_a_terminal_command_runs(tmp_path, answer,
     answers = json.loads(stdout.decode().split("TERM-RESULT ", 1)[1])
     assert marker.exists() is runs
     assert ("error" in answers[0]) is not runs
+
+
+@pytest.mark.stdio_only  # the greeting is the command line's, whatever the transport
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs a Linux pseudo-terminal")
+def test_the_chat_greeting_shows_the_agent_names_escaped(tmp_path):
+    import pty
+    import subprocess
+
+    from test_acp_cli import ROOT, TIMEOUT, cli_env
+
+    master, slave = pty.openpty()
+    os.write(master, b"/quit\n")  # typed ahead: read once the chat has greeted
+    proc = subprocess.Popen([sys.executable, "-m", "acp", "--cwd", workspace(tmp_path)], stdin=slave,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=cli_env(FAKE_ACP_NAMES="hostile"), cwd=ROOT)
+    os.close(slave)
+    try:
+        _, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    greeting = stderr.decode()
+    assert proc.returncode == 0, greeting
+    assert "Connected to Fake agent%s 0.0.1%s (session " % (ESCAPES_SHOWN, ESCAPES_SHOWN) in greeting
+    assert "%s). Type a prompt" % ESCAPES_SHOWN in greeting  # the session id's own
+    assert "\x1b" not in greeting and "\x07" not in greeting
+
+
+@pytest.mark.stdio_only  # the agent's stderr is ours only when it is our child
+def test_verbose_logs_the_agent_stderr_escaped(tmp_path):
+    proc = cli(["--verbose", "--cwd", workspace(tmp_path), "STDERR " + json.dumps("from the agent" + ESCAPES)])
+    assert proc.returncode == 0, err(proc)
+    assert "acp.agent: from the agent%s\n" % ESCAPES_SHOWN in err(proc)
+    assert "\x1b" not in err(proc) and "\x07" not in err(proc)

@@ -96,6 +96,26 @@ def test_output_byte_limit_keeps_the_end_on_a_character_boundary(tmp_path):
     assert set(output["output"][:-4]) == {"\u65e5"}
 
 
+def test_the_client_caps_the_output_byte_limit_the_agent_asks_for(tmp_path):
+    """An agent's outputByteLimit lowers what a terminal keeps, never raises it past the
+    client's own limit (32 MiB unless the host sets another; 1000 bytes here)."""
+    script = "import sys; sys.stdout.write('x' * 5000 + 'TAIL'); sys.stdout.flush()"
+    plan = {"create": {"command": sys.executable, "args": ["-c", script], "outputByteLimit": 2 ** 62},
+            "steps": ["wait", "output", "release"]}
+
+    async def main():
+        async with make_client(terminal="allow") as client:
+            client.terminals.default_limit = 1000
+            await client.initialize()
+            session = await client.new_session(workspace(tmp_path))
+            result = await session.prompt("TERM " + json.dumps(plan))
+            return json.loads(result.text[len("TERM-RESULT "):])
+
+    output = run(main())[2]["result"]
+    assert output["truncated"] is True
+    assert output["output"] == "x" * 996 + "TAIL"
+
+
 def test_kill_stops_the_command_and_keeps_its_output(tmp_path):
     pid_file = tmp_path / "pid"
     if WINDOWS:
