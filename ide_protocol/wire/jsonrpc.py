@@ -301,7 +301,8 @@ def error_response(id: Optional[Id], error: Union[JsonRpcError, Dict[str, Any]])
 
 
 def require_params(params: Any, required: Tuple[str, ...] = (), types: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-    """Check that params is an object with the given keys and types, or raise -32602."""
+    """Check that params is an object with the given keys and types, or raise -32602.
+    An optional key may be null (as if absent); a required key with a type may not."""
     if params is None:
         params = {}
     if not isinstance(params, dict):
@@ -309,6 +310,8 @@ def require_params(params: Any, required: Tuple[str, ...] = (), types: Optional[
     for key in required:
         if key not in params:
             raise JsonRpcError(INVALID_PARAMS, "Invalid params: missing %r" % key)
+        if params[key] is None and types is not None and key in types:
+            raise JsonRpcError(INVALID_PARAMS, "Invalid params: %r is null" % key)
     for key, kind in (types or {}).items():
         if key in params and params[key] is not None:
             value = params[key]

@@ -508,3 +508,27 @@ def test_verbose_logs_the_agent_stderr_escaped(tmp_path):
     assert proc.returncode == 0, err(proc)
     assert "acp.agent: from the agent%s\n" % ESCAPES_SHOWN in err(proc)
     assert "\x1b" not in err(proc) and "\x07" not in err(proc)
+
+
+def test_verbose_logs_the_agents_messages_escaped(tmp_path):
+    """JSON escapes C0 controls, but C1 controls (which terminals may run as escape
+    sequences), the bidi controls and U+2028 come raw in the agent's lines: the
+    `A>C` log of `--verbose` shows them escaped."""
+    proc = cli(["--verbose", "--cwd", workspace(tmp_path), "SAYJSON " + json.dumps("c1 \x9b2J bidi \u202e line \u2028.")])
+    assert proc.returncode == 0, err(proc)
+    assert "c1 \\x9b2J bidi \\u202e line \\u2028." in err(proc)
+    assert not any(char in err(proc) for char in "\x9b\u202e\u2028")
+
+
+@pytest.mark.stdio_only  # the check is the client's, whatever the transport
+@pytest.mark.parametrize("request_line", [
+    "TERM " + json.dumps({"create": {"command": None}, "steps": []}),
+    "RAW fs/read_text_file " + json.dumps({"path": None}),
+    "RAW fs/write_text_file " + json.dumps({"path": "/x", "content": None}),
+])
+def test_a_required_param_that_is_null_is_invalid_params(tmp_path, request_line):
+    proc = cli(["--yes", "--cwd", workspace(tmp_path), request_line])
+    assert proc.returncode == 0, err(proc)
+    answer = out(proc).split("-RESULT ", 1)[1]
+    assert '"code": -32602' in answer and "is null" in answer, answer
+    assert "Traceback" not in err(proc), err(proc)
