@@ -5,6 +5,7 @@ broken message changes nothing it does not belong to (ACP.md §1, §2, §5)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -39,6 +40,28 @@ def term(create):
 def toucher(path):
     """A terminal command whose only effect is creating `path` (proof that it ran)."""
     return {"command": sys.executable, "args": ["-c", "open(%r, 'w').close()" % str(path)]}
+
+
+@contextlib.contextmanager
+def cli_on_a_terminal(args, **env):
+    """The command line with a pseudo-terminal on its stdin (Linux): the process and the
+    terminal's master end, both ended when the block ends."""
+    import pty
+    import subprocess
+
+    from test_acp_cli import ROOT, cli_env
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "acp"] + args, stdin=slave, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=cli_env(**env), cwd=ROOT)
+    os.close(slave)
+    try:
+        yield proc, master
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
 
 
 # ------------------------------------------------------------------ terminals
@@ -439,21 +462,15 @@ def test_commands_waits_briefly_for_a_late_list(tmp_path):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs a Linux pseudo-terminal")
 @pytest.mark.parametrize("answer,runs", [("1", True), ("3", False), ("", False)])
 def test_cli_asks_on_a_terminal_before_a_terminal_command_runs(tmp_path, answer, runs):
-    import pty
     import select
-    import subprocess
     import time
 
-    from test_acp_cli import ROOT, cli_env, over_transport
+    from test_acp_cli import over_transport
 
     root = workspace(tmp_path)
     marker = tmp_path / "work" / "ran"
     args = over_transport(["--cwd", root, term(toucher(marker))], {})
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "acp"] + args, stdin=slave, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=cli_env(), cwd=ROOT)
-    os.close(slave)
-    try:
+    with cli_on_a_terminal(args) as (proc, master):
         asked, deadline = b"", time.monotonic() + 30
         while b"Answer (Enter refuses): " not in asked and time.monotonic() < deadline:
             ready, _, _ = select.select([proc.stderr], [], [], 1.0)
@@ -461,11 +478,6 @@ def test_cli_asks_on_a_terminal_before_a_terminal_command_runs(tmp_path, answer,
                 asked += os.read(proc.stderr.fileno(), 65536)
         os.write(master, answer.encode() + b"\n")
         stdout, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
     question = asked.decode()
     assert "The agent wants to run a command:" in question
     assert "$ %s -c " % sys.executable in question and "in %s" % root in question
@@ -477,24 +489,11 @@ def test_cli_asks_on_a_terminal_before_a_terminal_command_runs(tmp_path, answer,
 @pytest.mark.stdio_only  # the greeting is the command line's, whatever the transport
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs a Linux pseudo-terminal")
 def test_the_chat_greeting_shows_the_agent_names_escaped(tmp_path):
-    import pty
-    import subprocess
+    from test_acp_cli import TIMEOUT
 
-    from test_acp_cli import ROOT, TIMEOUT, cli_env
-
-    master, slave = pty.openpty()
-    os.write(master, b"/quit\n")  # typed ahead: read once the chat has greeted
-    proc = subprocess.Popen([sys.executable, "-m", "acp", "--cwd", workspace(tmp_path)], stdin=slave,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=cli_env(FAKE_ACP_NAMES="hostile"), cwd=ROOT)
-    os.close(slave)
-    try:
+    with cli_on_a_terminal(["--cwd", workspace(tmp_path)], FAKE_ACP_NAMES="hostile") as (proc, master):
+        os.write(master, b"/quit\n")  # typed ahead: read once the chat has greeted
         _, stderr = proc.communicate(timeout=TIMEOUT)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
     greeting = stderr.decode()
     assert proc.returncode == 0, greeting
     assert "Connected to Fake agent%s 0.0.1%s (session " % (ESCAPES_SHOWN, ESCAPES_SHOWN) in greeting
