@@ -207,10 +207,10 @@ def test_line_exactly_at_limit_passes():
 def test_an_event_of_many_short_lines_costs_memory_in_proportion_to_its_data():
     """The limit counts the data of an event, and now the decoder's memory follows it:
     each `data:` line used to be kept as a Python string of its own, so an event of
-    short lines just under a 1 MiB limit held ~20 MiB (4 MiB: ~97 MiB). The decoder's
+    short lines just under a 256 KiB limit held ~5 MiB (4 MiB: ~97 MiB). The decoder's
     own allocations are measured (tracemalloc), fed as the client feeds it."""
     import tracemalloc
-    limit = 1024 * 1024
+    limit = 256 * 1024
     line = b"data:ab\n"                 # 8 bytes on the wire, 3 counted towards the limit
     count = limit // 3 - 10             # just under the limit: the event is dispatched
     piece = line * (64 * 1024 // len(line))
