@@ -427,6 +427,40 @@ def test_socket_refusing_even_for_a_fresh_lock(env: Env, server: Serve, capsys: 
     assert "refused" in finding["message"]
 
 
+def test_the_sockets_of_many_locks_are_probed_at_once(env: Env, capsys: Any, monkeypatch: Any) -> None:
+    """Each probe may wait up to 1 s (a fresh lock): one after another, 40 locks of
+    live IDEs whose sockets do not answer held doctor for 40 s. Every probe here waits
+    until all 20 are under way at once (a barrier), which only a parallel scan gets
+    through; the report keeps the order of the lock files all the same. A lock whose
+    pid names no process here is probed too, as an older lock (PROTOCOL.md §1), to tell
+    another PID namespace from a stale lock."""
+    count = 20
+    barrier = threading.Barrier(count, timeout=30)
+    probed: Dict[str, Any] = {}
+
+    def probe(socket_path: str, timestamp: Any, cwd: str, now_ms: Any = None) -> str:
+        probed[socket_path] = timestamp
+        barrier.wait()  # BrokenBarrierError (a failure) unless all probes run together
+        return "refused by this test"
+
+    monkeypatch.setattr(lock_rules, "probe_lock_socket", probe)
+    monkeypatch.setattr(lockfile, "MAX_PARALLEL_PROBES", count)
+    folder = os.path.realpath(env.root)
+    gone = dead_pid()
+    now = time.time() * 1000
+    for n in range(count):
+        env.write("%02d.lock" % n, {"socketPath": "/nonexistent/%d.sock" % n, "scheme": "unix", "headers": {},
+                                    "pid": os.getpid() if n % 2 else gone, "ideName": "IDE %d" % n,
+                                    "timestamp": now, "workspaceFolders": [folder]})
+    result = doctor(capsys, folder, "--no-handshake", watch=(env.lock_dir,))
+    assert [os.path.basename(lock["path"]) for lock in result.report["locks"]] == ["%02d.lock" % n
+                                                                                  for n in range(count)]
+    for n in range(count):
+        assert result.codes("%02d.lock" % n) == ["socket-unreachable" if n % 2 else "pid-not-running"], result.report
+        assert probed["/nonexistent/%d.sock" % n] == (now if n % 2 else None)
+    assert result.text.index("00.lock") < result.text.index("01.lock") < result.text.index("19.lock")
+
+
 # ------------------------------------------------------------ the handshake
 
 

@@ -15,9 +15,9 @@ from typing import Any, Dict
 
 import pytest
 
-from hostile_peer import HostileIde, answer, chunk, event, result_of, run_program, run_script, sse_head
-from ide_protocol.client import IdeTimeout
-from ide_protocol.client.connection import MAX_MESSAGE_BYTES, open_socket
+from hostile_peer import SESSION, HostileIde, answer, chunk, event, result_of, run_program, run_script, sse_head
+from ide_protocol.client import HttpStatusError, IdeClient, IdeTimeout
+from ide_protocol.client.connection import MAX_MESSAGE_BYTES, READ_SIZE, open_socket
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="Unix sockets only")
 
@@ -122,6 +122,54 @@ def test_an_oversized_body_is_refused_not_collected(hostile: Any) -> None:
     assert "larger than" in ran.err, ran
     # At most the body limit, and its copy when joined: far below the 300 MB sent.
     assert ran.peak_mb is not None and ran.peak_mb < RSS_CAP_MB + 2 * MAX_MESSAGE_BYTES / 2 ** 20, ran
+
+
+def _tiny_chunks(status: str, size: int) -> Any:
+    """An `application/json` answer of `size` bytes (blanks, then the JSON) sent in
+    chunks of 2 bytes: 7 bytes on the wire for every 2 of the body."""
+    head = (b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nmcp-session-id: %s\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" % (status.encode(), SESSION.encode()))
+    blanks = chunk(b"  ") * ((size - 256) // 2)  # made here, before the client measures
+
+    def handler(sock: socket.socket, request: Dict[str, Any]) -> None:
+        message = json.dumps(result_of(request, {"content": [{"type": "text", "text": "null"}]})).encode()
+        sock.sendall(head)
+        sock.sendall(blanks)
+        sock.sendall(chunk(b" " * (256 - len(message)) + message) + b"0\r\n\r\n")
+    return handler
+
+
+# (A refusal's body is read by the same `read_body`: one case, the slow part being the
+# 131 072 chunks parsed under tracemalloc.)
+@pytest.mark.parametrize("status", ["200 OK"])
+def test_a_body_in_tiny_chunks_costs_memory_in_proportion_to_its_size(hostile: Any, status: str) -> None:
+    """`read_body` (a 200 JSON answer, and the body of a refusal) counted a body's
+    bytes against its limit but kept one bytes object per chunk: a body in 2-byte
+    chunks cost some twenty times its size (4 MiB: 114 MiB more RSS). The client's
+    own allocations while it reads a 256 KiB body are measured (tracemalloc), over a
+    real socket; what the server thread sends was made before."""
+    import tracemalloc
+    size = 256 * 1024
+    ide = hostile(tools__call=_tiny_chunks(status, size))
+
+    async def main() -> int:
+        client = IdeClient.from_lock_file(ide.lock_path, timeout=60)
+        async with client:
+            tracemalloc.start()
+            try:
+                try:
+                    result = await client.call_tool("get_selection", {})
+                    assert result == {"content": [{"type": "text", "text": "null"}]}
+                except HttpStatusError as exc:
+                    assert exc.status == 500 and len(exc.body) == size
+                return tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+
+    peak = asyncio.run(main())
+    # The body, its copy, its JSON text, and the parser's events for one read (a Data
+    # event and its bytes for every 7 bytes read); before: 16 MiB, and growing with the body.
+    assert peak < 16 * READ_SIZE + 4 * size, peak
 
 
 def _big_selections(sock: socket.socket, request: Dict[str, Any]) -> None:

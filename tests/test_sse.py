@@ -202,3 +202,43 @@ def test_line_exactly_at_limit_passes():
     line = b"data: " + b"z" * 14  # 20 bytes
     assert dec(line + b"\r\n\r\n", max_event=20) == [SSEEvent("message", "z" * 14)]
     assert dec(line + b"z\r\n\r\n", max_event=20) == []
+
+
+def test_an_event_of_many_short_lines_costs_memory_in_proportion_to_its_data():
+    """The limit counts the data of an event, and now the decoder's memory follows it:
+    each `data:` line used to be kept as a Python string of its own, so an event of
+    short lines just under a 256 KiB limit held ~5 MiB (4 MiB: ~97 MiB). The decoder's
+    own allocations are measured (tracemalloc), fed as the client feeds it."""
+    import tracemalloc
+    limit = 256 * 1024
+    line = b"data:ab\n"                 # 8 bytes on the wire, 3 counted towards the limit
+    count = limit // 3 - 10             # just under the limit: the event is dispatched
+    piece = line * (64 * 1024 // len(line))
+    per_piece = len(piece) // len(line)
+    decoder = SSEDecoder(max_event=limit)
+    tracemalloc.start()
+    try:
+        fed = 0
+        while fed < count:
+            n = min(per_piece, count - fed)
+            assert decoder.feed(piece[:n * len(line)]) == []
+            fed += n
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * limit, peak
+    (event,) = decoder.feed(b"\n")
+    assert event.data == "\n".join(["ab"] * count) and decoder.dropped == 0
+
+
+@pytest.mark.parametrize("values", [
+    [b"\xe6\x97", b"\xa5x"],            # a character cut in two by a line end: two U+FFFDs, not one
+    [b"\xf0\x9f\x98", b"", b"\x80\x80", b"caf\xc3\xa9 \xff"],
+    [b"\xed\xa0\x80", b"ok"],           # an encoded surrogate: replaced, never a lone surrogate
+])
+def test_invalid_utf8_in_data_lines_is_replaced_line_by_line(values):
+    """Each line is decoded on its own (WHATWG: the stream is decoded before it is cut
+    into lines, and a line end never belongs to a character), whatever the buffer."""
+    wire = b"".join(b"data:" + v + b"\n" for v in values) + b"\n"
+    expected = "\n".join(v.decode("utf-8", "replace") for v in values)
+    assert dec(wire) == [SSEEvent("message", expected)]

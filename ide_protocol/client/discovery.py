@@ -9,7 +9,7 @@ each lock was passed over.
 from __future__ import annotations
 
 import os
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Callable, List, NamedTuple, Optional, Tuple
 
 from ..common import lock_rules, lockfile
 from ..common.lockfile import LockInfo
@@ -54,11 +54,13 @@ def choose(folder: Optional[str] = None, lock_dir: Optional[str] = None) -> Choi
     raise NoIdeFound(cwd, directory, usable, rejected)
 
 
-def describe_choice(chosen: LockInfo, passed_over: List[LockInfo]) -> str:
+def describe_choice(chosen: LockInfo, passed_over: List[LockInfo], show: Callable[[str], str] = str) -> str:
     """One line per lock: which of several IDEs serving one folder was chosen, and why
-    (PROTOCOL.md §1: the first lock, in lock file name order, that lists the folder)."""
+    (PROTOCOL.md §1: the first lock, in lock file name order, that lists the folder).
+    Each lock's name and path pass through `show` (a program's terminal escaper, as
+    for `NoIdeFound.describe`)."""
     def name(info: LockInfo) -> str:
-        return "%s (pid %d, %s)" % (info.ide_name, info.pid, info.path or "?")
+        return "%s (pid %d, %s)" % (show(info.ide_name), info.pid, show(info.path or "?"))
 
     lines = ["%d live IDE locks list this folder; chose %s: the first by lock file name, "
              "as the CLI takes the first lock that lists its folder (PROTOCOL.md §1)"

@@ -8,7 +8,7 @@ one that refuses (`HttpStatusError`) and one that speaks garbage (`ProtocolViola
 from __future__ import annotations
 
 import asyncio
-from typing import Sequence, Tuple
+from typing import Callable, Sequence, Tuple
 
 from ..common.lockfile import LockInfo
 from ..wire import http11
@@ -55,11 +55,19 @@ class NoIdeFound(ClientError):
         self.directory = directory
         self.others = list(others)
         self.rejected = list(rejected)
+        super().__init__(self.describe())
+
+    def describe(self, show: Callable[[str], str] = str) -> str:
+        """The message, one line per lock, with every value it quotes (the locks' names,
+        folders and paths, the reasons that quote a lock's content) passed through
+        `show`: a lock file is anyone's to write, so a program printing this on a
+        terminal gives its escaper, which keeps each value on its line."""
         lines = ["no IDE lock in %s lists the folder %s (the physical folder, compared lexically with each listed one, PROTOCOL.md §1)"
-                 % (directory, folder)]
+                 % (show(self.directory), show(self.folder))]
         for info in self.others:
             lines.append("  other IDE: %s (pid %d) folders %s — lock %s"
-                         % (info.ide_name, info.pid, ", ".join(info.workspace_folders), info.path))
+                         % (show(info.ide_name), info.pid, show(", ".join(info.workspace_folders)),
+                            show(str(info.path))))
         for path, reason in self.rejected:
-            lines.append("  skipped: %s: %s" % (path, reason))
-        super().__init__("\n".join(lines))
+            lines.append("  skipped: %s: %s" % (show(path), show(reason)))
+        return "\n".join(lines)

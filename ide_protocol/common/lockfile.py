@@ -27,7 +27,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from . import lock_cleanup, lock_rules
 from .lock_rules import LOCK_SUFFIX, LockFileError
@@ -47,6 +47,7 @@ __all__ = [
     "remove_stale_locks",
     "read_locks",
     "scan_locks",
+    "probe_lock_sockets",
     "find_lock_for_folder",
 ]
 
@@ -396,7 +397,7 @@ def scan_locks(directory: Optional[str], cwd: str,
             elif check_socket:
                 to_probe.append((len(result), info))
         result.append((path, info))
-    reasons = _probe_all([info for _, info in to_probe], cwd, now_ms)
+    reasons = probe_lock_sockets([(info.socket_path, info.timestamp) for _, info in to_probe], cwd, now_ms)
     for (index, probed), reason in zip(to_probe, reasons):
         if reason is not None:
             path = result[index][0]
@@ -410,19 +411,21 @@ def scan_locks(directory: Optional[str], cwd: str,
 MAX_PARALLEL_PROBES = 16
 
 
-def _probe_all(infos: List[LockInfo], cwd: str, now_ms: float) -> List[Optional[str]]:
-    """`probe_lock_socket` of every lock, in parallel: a probe may wait up to 1 s (a
-    fresh lock) or 250 ms, so one after another, a folder of live servers that do not
-    answer would hold the caller for seconds per lock."""
-    def probe(info: LockInfo) -> Optional[str]:
-        return lock_rules.probe_lock_socket(info.socket_path, info.timestamp, cwd, now_ms)
-    if len(infos) <= 1:
-        return [probe(info) for info in infos]
+def probe_lock_sockets(targets: Sequence[Tuple[str, Any]], cwd: str, now_ms: float) -> List[Optional[str]]:
+    """`lock_rules.probe_lock_socket` of every `(socketPath, timestamp)`, in parallel,
+    its verdicts in the same order: a probe may wait up to 1 s (a fresh lock) or 250 ms
+    (PROTOCOL.md §1), so one after another, a folder of live servers that do not answer
+    would hold the caller for seconds per lock. Every reader of the lock folder that
+    probes (`scan_locks`, `doctor`) probes here."""
+    def probe(target: Tuple[str, Any]) -> Optional[str]:
+        return lock_rules.probe_lock_socket(target[0], target[1], cwd, now_ms)
+    if len(targets) <= 1:
+        return [probe(target) for target in targets]
     from concurrent.futures import ThreadPoolExecutor  # (only needed here: imported late)
     from .guest_threads import leave_signals_to_host
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_PROBES, len(infos)), thread_name_prefix="lock-probe",
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_PROBES, len(targets)), thread_name_prefix="lock-probe",
                             initializer=leave_signals_to_host) as pool:  # (a host's signals stay with it)
-        return list(pool.map(probe, infos))
+        return list(pool.map(probe, targets))
 
 
 def remove_stale_locks(directory: Optional[str] = None) -> List[str]:

@@ -9,9 +9,11 @@ lets a peer rewrite or hide lines of a diff a person is reviewing.
 
 `safe_text` keeps newline and tab and shows every other such character as a visible
 escape (`\\x1b`, `\\r`, `\\u202e`): the person sees that something odd was sent, and
-the terminal executes nothing. Every program here (`serve`, the tracer, the client's
-`watch`, the ACP command line) prints peer text only through it; styling added by the
-program itself is applied after escaping.
+the terminal executes nothing. Every program here (`serve`, the tracer, the client,
+the checker, the doctor, the ACP command line) prints peer text only through it (the
+one-line form, for the lock-file and server text of `client`, `check`, `trace` and
+`doctor`: `programs.options.one_line`); styling added by the program itself is
+applied after escaping.
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from ..wire import jsonrpc
 from ..common import tools
 from ..common.terminal_text import safe_text
 from ..client import ClientError, IdeClient, NoIdeFound, discovery, program_client_info
-from .options import LOCK_DIR_DEFAULT, no_ide_advice
+from .options import LOCK_DIR_DEFAULT, no_ide_advice, one_line
 from .progname import program_name
 from .stdio import utf8_output
 
@@ -86,7 +86,7 @@ def _client(args: argparse.Namespace) -> IdeClient:
                                         client_version=me["version"])
     lock, passed_over = discovery.choose(args.folder, args.lock_dir)
     if passed_over:  # several IDEs serve this folder: say which one answers, and why
-        print(discovery.describe_choice(lock, passed_over), file=sys.stderr, flush=True)
+        print(discovery.describe_choice(lock, passed_over, one_line), file=sys.stderr, flush=True)
     return IdeClient(lock, timeout=args.timeout, client_name=me["name"], client_version=me["version"])
 
 
@@ -106,8 +106,8 @@ async def _run(args: argparse.Namespace) -> int:
     queue = client.subscribe() if args.action == "watch" else None
     async with client:
         if not args.json:
-            print("# connected to %s (pid %d), session %s" % (client.lock.ide_name, client.lock.pid,
-                                                             client.session_id), file=sys.stderr)
+            print("# connected to %s (pid %d), session %s" % (one_line(client.lock.ide_name), client.lock.pid,
+                                                             one_line(client.session_id)), file=sys.stderr)
         if args.action == "list":
             tool_list = client.tools or []
             if args.json:
@@ -158,16 +158,20 @@ def run_command(command: Awaitable[int], label: str, error_status: int,
                 errors: Tuple[Type[BaseException], ...] = (ClientError, OSError, ValueError)) -> int:
     """Run a command-line program's coroutine; its exit status. Ctrl-C is 130, no IDE
     found is 1, an expected failure (`errors`) is `error_status` with one line on
-    stderr, never a traceback (shared by `client` and `trace`)."""
+    stderr, never a traceback (shared by `client` and `trace`).
+
+    An error's text quotes the server (a JSON-RPC error's message, the body of an HTTP
+    refusal) or the lock files (`NoIdeFound`): it is printed through `one_line`, here,
+    for every command that runs through this function."""
     try:
         return asyncio.run(command)  # type: ignore[arg-type]
     except KeyboardInterrupt:
         return 130
     except NoIdeFound as exc:
-        print("%s: %s\n%s" % (label, exc, no_ide_advice(exc.folder)), file=sys.stderr)
+        print("%s: %s\n%s" % (label, exc.describe(one_line), no_ide_advice(exc.folder)), file=sys.stderr)
         return 1
     except errors as exc:
-        print("%s: %s" % (label, exc), file=sys.stderr)
+        print("%s: %s" % (label, one_line(exc)), file=sys.stderr)
         return error_status
 
 

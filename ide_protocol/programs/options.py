@@ -4,6 +4,8 @@
   in every program, so that what works in one works in the others.
 * The lock folder: `--lock-dir DIR` (where lock files are written or read).
 * With no IDE for a folder: say what to run next (`serve` there, or `doctor`).
+* Text from a lock file or a server, printed on one line of a program's output:
+  `one_line`.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import argparse
 import os
 from typing import Optional
 
+from ..common.terminal_text import safe_text
 from .progname import program_name
 
 LOCK_DIR_DEFAULT = "$COPILOT_HOME/ide or ~/.copilot/ide"
@@ -42,9 +45,17 @@ def add_lock_dir(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("--lock-dir", metavar="DIR", default=None, help=help_text)
 
 
+def one_line(text: object) -> str:
+    """Untrusted text (from a lock file, a server's answer, an error that quotes one)
+    for one line of a program's output: `safe_text`'s one-line form, so that it drives
+    nothing on the terminal and a newline in it cannot print a line of the peer's own
+    making; a tab is shown as an escape too, so that it cannot push columns about."""
+    return safe_text(text, multiline=False).replace("\t", "\\t")
+
+
 def no_ide_advice(folder: Optional[str]) -> str:
     """What to run when no IDE serves `folder`: the last lines of every no-IDE error."""
-    where = os.path.abspath(folder or os.curdir)
+    where = one_line(os.path.abspath(folder or os.curdir))
     return ("to start one: `%s` in %s (or open the folder in an editor with Copilot CLI's IDE integration);\n"
             "to see why the CLI finds none: `%s %s`"
             % (program_name("serve"), where, program_name("doctor"), where))

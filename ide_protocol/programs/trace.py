@@ -57,7 +57,7 @@ from ..client import ClientError, discover, open_socket
 from ..common.lockfile import LockInfo
 from ..server.transport import listen_unix, wait_server_closed
 from ..common.terminal_text import safe_text
-from .options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of
+from .options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of, one_line
 from .progname import program_name
 
 READ_SIZE = 256 * 1024
@@ -549,8 +549,9 @@ async def _run(args: argparse.Namespace) -> int:
             pass
     try:
         await tracer.start()
-        print("run the CLI as:  cd %s && COPILOT_HOME=%s copilot" % (
-            target.workspace_folders[0] if target.workspace_folders else ".", home), file=sys.stderr, flush=True)
+        print("run the CLI as:  cd %s && COPILOT_HOME=%s copilot" % (  # (the folder: the lock's text)
+            one_line(target.workspace_folders[0]) if target.workspace_folders else ".", one_line(home)),
+            file=sys.stderr, flush=True)
         await stop.wait()
     finally:
         await tracer.stop()

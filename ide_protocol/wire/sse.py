@@ -94,11 +94,17 @@ class SSEEvent:
 class SSEDecoder:
     """Incremental decoder: bytes in (split anywhere), events out.
 
-    `max_event` bounds the data buffered for one event and the length of one line; past
-    it the decoder drops the whole event (the rest of an over-long line is skipped up
-    to its end, and later `data:` lines of that event are ignored up to the blank line
-    that ends it) and counts it in `dropped`, rather than growing without limit on a
-    broken stream. The outcome never depends on how the bytes were split.
+    `max_event` bounds the data buffered for one event (in characters, the "\\n"
+    joining its lines included) and the length of one line (in bytes); past it the
+    decoder drops the whole event (the rest of an over-long line is skipped up to its
+    end, and later `data:` lines of that event are ignored up to the blank line that
+    ends it) and counts it in `dropped`, rather than growing without limit on a broken
+    stream. The outcome never depends on how the bytes were split.
+
+    The data of an event is kept in one buffer, as the bytes received (at most four for
+    each character counted), and decoded once when the event is dispatched, so that
+    the memory held follows what the limit counts: kept as one string per line, a
+    flood of short `data:` lines under the limit cost some twenty times the limit.
     """
 
     def __init__(self, max_event: int = 64 * 1024 * 1024) -> None:
@@ -119,7 +125,8 @@ class SSEDecoder:
 
     def _reset(self) -> None:
         self._event = ""
-        self._data: List[str] = []
+        self._data = bytearray()  # the event's data lines as received, joined by b"\n"
+        self._lines = 0           # how many `data:` lines (an empty one counts)
         self._size = 0
         self._id: Optional[str] = None
         self._retry: Optional[int] = None
@@ -128,7 +135,8 @@ class SSEDecoder:
         if not self._drop_event:
             self.dropped += 1
         self._drop_event = True
-        self._data = []
+        self._data = bytearray()
+        self._lines = 0
         self._size = 0
 
     def feed(self, data: bytes) -> List[SSEEvent]:
@@ -197,34 +205,42 @@ class SSEDecoder:
         return events
 
     def _line(self, raw: bytes, events: List[SSEEvent]) -> None:
+        """One line, without its line end. It is cut at its first colon as bytes: a
+        colon or a space is one byte that is never part of a UTF-8 sequence, so this is
+        the cut of the decoded line, and a `data:` value is kept undecoded."""
         if not raw:
-            if self._data and not self._drop_event:
-                data = "\n".join(self._data)
+            if self._lines and not self._drop_event:
+                # Decoding the joined lines is decoding each line on its own: the "\n"
+                # between two lines ends any sequence cut short before it.
+                data = self._data.decode("utf-8", "replace")
                 events.append(SSEEvent(self._event or "message", data, self._id, self._retry))
             if self._id is not None:
                 self.last_event_id = self._id
             self._drop_event = False
             self._reset()
             return
-        line = raw.decode("utf-8", "replace")
-        if line.startswith(":"):
+        if raw.startswith(b":"):
             return
-        field, sep, value = line.partition(":")
-        if sep and value.startswith(" "):
+        field, sep, value = raw.partition(b":")
+        if sep and value.startswith(b" "):
             value = value[1:]
-        if field == "data":
+        if field == b"data":
             if self._drop_event:
                 return
-            self._size += len(value) + (1 if self._data else 0)  # with the "\n" joining lines
+            chars = len(value) if value.isascii() else len(value.decode("utf-8", "replace"))
+            self._size += chars + (1 if self._lines else 0)  # with the "\n" joining lines
             if self._size > self.max_event:
                 self._overflow()
                 return
-            self._data.append(value)
-        elif field == "event":
-            self._event = value
-        elif field == "id":
-            if "\0" not in value:
-                self._id = value
-        elif field == "retry":
-            if value and all("0" <= c <= "9" for c in value):
+            if self._lines:
+                self._data += b"\n"
+            self._data += value
+            self._lines += 1
+        elif field == b"event":
+            self._event = value.decode("utf-8", "replace")
+        elif field == b"id":
+            if b"\0" not in value:
+                self._id = value.decode("utf-8", "replace")
+        elif field == b"retry":
+            if value and all(0x30 <= c <= 0x39 for c in value):
                 self._retry = int(value)

@@ -10,7 +10,7 @@ from typing import List, Optional
 
 from ...client import ClientError, NoIdeFound
 from ...client import discovery as lock_choice  # not the checks of §1 (.discovery)
-from ..options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of, no_ide_advice
+from ..options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of, no_ide_advice, one_line
 from ..progname import program_name
 from ..stdio import utf8_output
 from .registry import CHECKS, DEFAULT_CHECK_TIMEOUT, FAIL, PASS, Result, SKIP, WARN
@@ -50,16 +50,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         else:
             lock, passed_over = lock_choice.choose(args.folder, args.lock_dir)
             if passed_over:  # several IDEs serve the folder: say which one is checked, and why
-                print(lock_choice.describe_choice(lock, passed_over), file=sys.stderr, flush=True)
+                print(lock_choice.describe_choice(lock, passed_over, one_line), file=sys.stderr, flush=True)
             _, raw = load_lock(lock.path) if lock.path else (lock, None)
     except NoIdeFound as exc:
-        print("%s: %s\n%s" % (PROG, exc, no_ide_advice(args.folder)), file=sys.stderr)
+        print("%s: %s\n%s" % (PROG, exc.describe(one_line), no_ide_advice(args.folder)), file=sys.stderr)
         return 2
     except (ClientError, OSError, ValueError) as exc:
-        print("%s: %s" % (PROG, exc), file=sys.stderr)
+        print("%s: %s" % (PROG, one_line(exc)), file=sys.stderr)
         return 2
-    if not args.json:
-        print("checking %s (pid %s) at %s" % (lock.ide_name, lock.pid, lock.socket_path), flush=True)
+    if not args.json:  # (the lock's text, and each result's: `Result.line`, escaped)
+        print("checking %s (pid %s) at %s" % (one_line(lock.ide_name), one_line(lock.pid), one_line(lock.socket_path)),
+              flush=True)
 
     def show(result: Result) -> None:
         if not args.json:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional
 
+from ..options import one_line
+
 if TYPE_CHECKING:  # (for the type checker only: context.py imports this module)
     from .context import CheckContext
 
@@ -67,9 +69,14 @@ class Result:
                 "title": self.title, "evidence": self.evidence}
 
     def line(self) -> str:
-        text = "%-4s %-32s %s (PROTOCOL.md %s)" % (self.status, self.name, self.message or self.title, self.section)
+        """The result for a terminal: its line, then the evidence of a FAIL or a WARN.
+        A message and the evidence quote the server (its headers, its body, its
+        errors): each line is shown through `one_line`, so that none of it drives the
+        terminal or prints a report line of the server's making."""
+        text = "%-4s %-32s %s (PROTOCOL.md %s)" % (self.status, self.name, one_line(self.message or self.title),
+                                                   self.section)
         if self.evidence and self.status in (FAIL, WARN):
-            text += "\n" + "\n".join("       | " + l for l in self.evidence.splitlines()[:40])
+            text += "\n" + "\n".join("       | " + one_line(l) for l in self.evidence.splitlines()[:40])
         return text
 
     def __repr__(self) -> str:

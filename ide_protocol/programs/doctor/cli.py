@@ -6,8 +6,8 @@ when it would not, 2 on a usage error (as argparse does).
 Lock files are untrusted input (any local program can write one), and so are the file
 names in the lock directory: every string taken from them goes through
 `common.terminal_text.safe_text` before it reaches the terminal, with newline and tab
-escaped too, since each finding is one line. The JSON output is pure ASCII
-(``ensure_ascii``) with DEL escaped as well, so it is safe to print as it is.
+escaped too, since each finding is one line (`options.one_line`). The JSON output is
+pure ASCII (``ensure_ascii``) with DEL escaped as well, so it is safe to print as it is.
 """
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ import os
 import sys
 from typing import List, Optional, TextIO
 
-from ...common.terminal_text import safe_text
-from ..options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of
+from ..options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of, one_line
 from ..progname import program_name
 from ..stdio import utf8_output
 from . import diagnose as dx
@@ -42,13 +41,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=dx.HANDSHAKE_TIMEOUT, metavar="SECONDS",
                    help="how long to wait for each answer of the handshake (default %(default)s)")
     return p
-
-
-def one_line(text: object) -> str:
-    """Untrusted text for one line of the report: `safe_text`'s one-line form (a
-    newline would let a lock's author print a finding of their own), and a tab shown
-    as an escape too, so that it cannot push the report's columns about."""
-    return safe_text(text, multiline=False).replace("\t", "\\t")
 
 
 def _lock_label(report: dx.Report, lock: dx.LockReport) -> str:

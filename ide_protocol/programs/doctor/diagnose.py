@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ...common import lock_rules
+from ...common import lock_rules, lockfile
 from ...common.lockfile import LockInfo
 from ..progname import program_name
 from . import rules
@@ -163,11 +163,16 @@ _READ_FIX = {
 }
 
 
-def _scan(lock: LockReport, read: Tuple[Optional[Dict[str, Any]], List[lock_rules.LockFileError]], cwd: str,
-          now_ms: Optional[float]) -> Optional[Dict[str, Any]]:
-    """Validate (``read``: `lock_rules.read_locks`'s verdict), pid and socket: the CLI's
-    scan. Returns the content when the CLI would list the lock, else None with the
-    findings added."""
+#: A lock whose socket is to be probed: its content, and `lock_rules.pid_running`'s verdict.
+_ToProbe = Tuple[LockReport, Dict[str, Any], bool, str]
+
+
+def _scan(lock: LockReport, read: Tuple[Optional[Dict[str, Any]], List[lock_rules.LockFileError]]
+          ) -> Optional[_ToProbe]:
+    """Validate (``read``: `lock_rules.read_locks`'s verdict) and the pid: the CLI's
+    scan up to its socket probe. Returns what `_judge_socket` needs when the socket is
+    to be probed (a running pid, or one that names no process here), else None with
+    the findings added."""
     raw, problems = read
     if isinstance(raw, dict):
         name = raw.get("ideName")
@@ -187,8 +192,24 @@ def _scan(lock: LockReport, read: Tuple[Optional[Dict[str, Any]], List[lock_rule
     lock.folders = list(raw["workspaceFolders"])
     lock.is_trusted = raw.get("isTrusted") is True
     alive, why = lock_rules.pid_running(raw["pid"])
-    if not alive and why == lock_rules.NO_SUCH_PROCESS \
-            and lock_rules.probe_lock_socket(raw["socketPath"], None, cwd, now_ms) is None:
+    if not alive and why != lock_rules.NO_SUCH_PROCESS:
+        _pid_not_running(lock, raw, why)
+        return None
+    return lock, raw, alive, why
+
+
+def _probe_target(raw: Dict[str, Any], alive: bool) -> Tuple[str, Any]:
+    """What `lockfile.probe_lock_sockets` probes for a lock: its socket as the CLI
+    probes it (PROTOCOL.md §1), or, for a pid that names no process here, one attempt
+    as for an older lock (no timestamp), to tell another PID namespace from a stale
+    lock."""
+    return raw["socketPath"], raw["timestamp"] if alive else None
+
+
+def _judge_socket(lock: LockReport, raw: Dict[str, Any], alive: bool, why: str, reason: Optional[str]) -> bool:
+    """The end of the CLI's scan, given the probe's verdict (``reason``: None when the
+    socket accepts): whether the CLI would list the lock, the findings added if not."""
+    if not alive and reason is None:
         # No such process here, yet something answers on its socket: the IDE runs in
         # another PID namespace (a container, WSL, Flatpak, Snap), not a stale lock.
         lock.add("pid-not-visible", "the CLI skips this lock: its pid %s is not visible from here (%s), yet its "
@@ -196,20 +217,23 @@ def _scan(lock: LockReport, read: Tuple[Optional[Dict[str, Any]], List[lock_rule
                  "Flatpak, Snap), not a stale lock" % (raw["pid"], why, raw["socketPath"]),
                  "run copilot where the IDE runs, or join the two sides with `python3 -m ide_protocol relay` "
                  "(docs/RELAY.md); the IDE's plugin could also write a pid the CLI's namespace can see")
-        return None
+        return False
     if not alive:
-        lock.add("pid-not-running", "the CLI skips this lock: pid %s is not running as the CLI sees it (%s)"
-                 % (raw["pid"], why),
-                 "restart the IDE (its lock is stale); an IDE in a container, Flatpak or Snap must write a pid "
-                 "the CLI's PID namespace can see")
-        return None
-    reason = lock_rules.probe_lock_socket(raw["socketPath"], raw["timestamp"], cwd, now_ms)
+        _pid_not_running(lock, raw, why)
+        return False
     if reason is not None:
         lock.add("socket-unreachable", "the CLI skips this lock: its socket %s does not accept a connection (%s)"
                  % (raw["socketPath"], reason),
                  "restart the IDE or its Copilot integration: the server behind this lock is not listening")
-        return None
-    return raw
+        return False
+    return True
+
+
+def _pid_not_running(lock: LockReport, raw: Dict[str, Any], why: str) -> None:
+    lock.add("pid-not-running", "the CLI skips this lock: pid %s is not running as the CLI sees it (%s)"
+             % (raw["pid"], why),
+             "restart the IDE (its lock is stale); an IDE in a container, Flatpak or Snap must write a pid "
+             "the CLI's PID namespace can see")
 
 
 def _folder_finding(lock: LockReport, cwd: str) -> None:
@@ -330,13 +354,21 @@ def diagnose(folder: str, env: Optional[Mapping[str, str]] = None, home: Optiona
     report.auto_connect = rules.auto_connect_enabled(config)
     _check_lock_dir(report, env, home, bool(cli_config_dir))
     now_ms = time.time() * 1000
-    scanned = []
+    to_probe: List[_ToProbe] = []
     paths = [os.path.join(report.lock_dir, name) for name in lock_rules.lock_names(report.lock_dir) or []]
     for path, read in zip(paths, lock_rules.read_locks(paths)):  # (retries shared: bounded as a whole)
         lock = LockReport(path=path)
         report.locks.append(lock)
-        raw = _scan(lock, read, cwd, now_ms)
-        if raw is None:
+        scanned_pid = _scan(lock, read)
+        if scanned_pid is not None:
+            to_probe.append(scanned_pid)
+    # Every socket at once, as the client's discovery probes them (a probe may wait a
+    # second); the findings stay with their lock, in the order of the lock files.
+    reasons = lockfile.probe_lock_sockets([_probe_target(raw, alive) for _lock, raw, alive, _why in to_probe],
+                                          cwd, now_ms)
+    scanned = []
+    for (lock, raw, alive, why), reason in zip(to_probe, reasons):
+        if not _judge_socket(lock, raw, alive, why, reason):
             continue
         lock.usable = True
         lock.matches = lock_rules.lists_folder(lock.folders, cwd)
