@@ -79,13 +79,13 @@ def test_a_raising_policy_gives_an_error_response_not_a_dead_connection(tmp_path
 
 def two_questions_then_cancel(tmp_path, log, policy, until):
     """The fake agent's PERM2 turn (two permission requests at once) under `policy`,
-    cancelled once `until()` holds; the turn's result."""
+    cancelled once `until(client)` holds; the turn's result."""
     async def main():
         async with make_client(log=log, permission=policy) as client:
             await client.initialize()
             session = await client.new_session(workspace(tmp_path))
             turn = session.prompt("PERM2")
-            while not until():
+            while not until(client):
                 await asyncio.sleep(0.01)
             await turn.cancel()
             return await turn
@@ -101,7 +101,7 @@ def test_cancel_answers_every_pending_request_cancelled(tmp_path):
         asked.append(request.tool_call_id)
         await asyncio.sleep(3600)
 
-    assert two_questions_then_cancel(tmp_path, log, never, lambda: len(asked) == 2).stop_reason == "cancelled"
+    assert two_questions_then_cancel(tmp_path, log, never, lambda client: len(asked) == 2).stop_reason == "cancelled"
     entries = read_log(log)
     ids = [m["id"] for d, m in entries if d == "A>C" and m.get("method") == "session/request_permission"]
     answers = {m["id"]: m["result"] for d, m in entries if d == "C>A" and m.get("id") in ids and "result" in m}
@@ -199,7 +199,9 @@ def test_two_questions_at_once_are_asked_one_after_the_other(tmp_path):
         answered.append(request.title)
         return choice
 
-    two_questions_then_cancel(tmp_path, log, policy, lambda: len(answered) == 2)
+    # Cancelled once both answers are sent (a cancel before would answer them cancelled).
+    two_questions_then_cancel(tmp_path, log, policy,
+                              lambda client: len(answered) == 2 and client.connection.peer.handler_tasks == 0)
     entries = read_log(log)
     titles = {m["id"]: m["params"]["toolCall"]["title"] for d, m in entries
               if d == "A>C" and m.get("method") == "session/request_permission"}
