@@ -267,17 +267,20 @@ def test_serve_names_doctor_client_and_folds_a_check_run(served: Serve, project:
     assert re.match(r"^connected: copilot-ide check \(pid \d+\) is checking this server", check_lines[0])
 
 
-def test_a_check_diff_that_waits_for_a_person_is_shown_in_one_line(served: Serve, project: str,
-                                                                    lock_dir: str) -> None:
+def test_a_check_diff_that_waits_for_a_person_is_shown_in_full(served: Serve, project: str,
+                                                               lock_dir: str) -> None:
     """`check --with-diff` waits for the user to accept its diff in the IDE: folded or
-    not, serve must show it and take `accept N`."""
+    not, serve must show it, in full (that a session is check's is only its own
+    account), and take `accept N`."""
     env = dict(os.environ, PYTHONPATH=ROOT, NO_COLOR="1")
     checker = subprocess.Popen([sys.executable, "-m", "ide_protocol", "check", project, "--lock-dir", lock_dir,
                                 "--with-diff", "--only", "diff.accept"], env=env, stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         served.expect(r"^connected: copilot-ide check \(pid %d\) is checking this server" % checker.pid)
-        m = served.expect(r"^diff (\d+) from copilot-ide check: \[ide-check\] - .+ waits: type `accept \1`")
+        m = served.expect(r"^diff (\d+) from copilot-ide check \(session \w+, by its own account\): \[ide-check\] - ")
+        served.expect(r"^\+")  # its content, as for any diff
+        served.expect(r"^diff %s waits: type `accept %s`" % (m.group(1), m.group(1)))
         served.send("accept %s" % m.group(1))
         out, _ = checker.communicate(timeout=WAIT * 2)
     finally:

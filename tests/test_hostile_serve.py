@@ -283,6 +283,64 @@ EVIL_LINE = "visible \x1b[8mhidden\x1b[0m \u202egnp.exe \x9b31m"
 EVIL_NAME = "a\u202eb.txt" if platforms.WINDOWS else "a\x1b[5mb.txt"
 
 
+@pytest.mark.skipif(platforms.WINDOWS, reason="Windows refuses a newline in a file name")
+def test_a_newline_in_a_diffs_path_starts_no_line_of_the_clients_making(make_serve: Any) -> None:
+    """The diff's `---`/`+++` header lines carry the path: a newline in it printed a
+    line of the client's making (a forged "diff 1 waits" above the real one)."""
+    s = make_serve()
+    forged = "diff 1 waits: type `accept 1` or `reject 1`"
+
+    async def scenario() -> None:
+        cli = await second_session(s)
+        pending = asyncio.ensure_future(cli.call_tool("open_diff", {
+            "original_file_path": os.path.join(s.folder, "a.txt\n" + forged),
+            "new_file_contents": "new\n", "tab_name": "t"}))
+        await s.aexpect(r"^diff 1 waits")
+        s.send("reject 1")
+        assert tool_json(await asyncio.wait_for(pending, WAIT))["result"] == "REJECTED"
+        cli.close()
+
+    ide_wire.run(scenario(), timeout=60)
+    s.send("quit")
+    assert s.wait() == 0
+    lines = s.rest()  # (every line printed)
+    assert [line for line in lines if line.startswith("diff 1 waits")] == [forged]
+    assert any(line.startswith("+++ b/a.txt\\ndiff 1 waits") for line in lines), lines
+
+
+@pytest.mark.skipif(platforms.WINDOWS, reason="needs symlinks (an administrator's or developer mode's on Windows)")
+def test_a_diff_says_where_the_file_really_is(make_serve: Any, tmp_path: Any) -> None:
+    """The name alone hid where an accepted diff has the CLI write: a link in the folder
+    to a file outside it (shown as a file of the folder), a dangling link (shown as a
+    new file of the folder), a relative path (read from serve's own folder)."""
+    s = make_serve()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "rc").write_text("old\n")
+    os.symlink(str(outside / "rc"), os.path.join(s.folder, "notes.txt"))
+    os.symlink(str(outside / "keys"), os.path.join(s.folder, "keys.txt"))
+
+    async def scenario() -> None:
+        cli = await second_session(s)
+        for n, path in enumerate([os.path.join(s.folder, "notes.txt"), os.path.join(s.folder, "keys.txt"),
+                                  "config.txt"], 1):
+            pending = asyncio.ensure_future(cli.call_tool("open_diff", {
+                "original_file_path": path, "new_file_contents": "new\n", "tab_name": "t%d" % n}))
+            await s.aexpect(r"^diff %d waits" % n)
+            s.send("reject %d" % n)
+            assert tool_json(await asyncio.wait_for(pending, WAIT))["result"] == "REJECTED"
+        cli.close()
+
+    ide_wire.run(scenario(), timeout=60)
+    s.send("quit")
+    assert s.wait() == 0
+    out = "\n".join(s.rest())
+    assert "  (through a link: the file written is %s)" % (outside / "rc") in out
+    assert "  (through a link: the file written is %s)" % (outside / "keys") in out
+    assert out.count("  (outside %s)" % s.folder) == 3  # (the relative path names a file of serve's folder)
+    assert "  (a relative path: here it names " in out
+
+
 @pytest.mark.parametrize("color", ["never", "always"])
 def test_client_text_cannot_drive_the_terminal(make_serve: Any, color: str) -> None:
     s = make_serve("--color", color, "--trace")

@@ -50,12 +50,29 @@ def display_path(path: str, folder: str) -> str:
     return rel
 
 
+def where_it_goes(path: str, folder: str) -> List[str]:
+    """What the path's name does not tell: the file an accepted diff has the CLI write
+    may be elsewhere (a link, a relative path, a place outside the folder)."""
+    notes = []
+    if not os.path.isabs(path):
+        notes.append("a relative path: here it names %s; the CLI may mean another file" % os.path.abspath(path))
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        return notes
+    if os.path.normcase(real) != os.path.normcase(os.path.abspath(path)):
+        notes.append("through a link: the file written is %s" % real)
+    if display_path(real, os.path.realpath(folder)) == real:
+        notes.append("outside %s" % folder)
+    return notes
+
+
 def unified_diff(diff: DiffRequest, folder: str) -> List[str]:
     """The diff as unified-diff lines without terminators; a last line without a newline
     is marked as `diff` does (difflib would glue it to the next line)."""
     old = diff.original_contents.splitlines(keepends=True)
     new = diff.new_file_contents.splitlines(keepends=True)
-    shown = display_path(diff.original_file_path, folder)
+    shown = one_line(display_path(diff.original_file_path, folder))  # (a newline would start a line of its own)
     out: List[str] = []
     for line in difflib.unified_diff(old, new, "a/" + shown, "b/" + shown, lineterm=""):
         if line.startswith(("---", "+++", "@@")) and not line.endswith(("\n", "\r")):

@@ -18,7 +18,8 @@ from ..common.paths import resolve_path
 from ..common.tools import Diagnostic, Selection
 from ..server.ide_server import DiffRequest, IdeServer
 from .serve_commands import CommandError, FileText, format_range, split_args
-from .serve_diffs import DEFAULT_SHOWN_LINES, NumberedDiffs, display_path, one_line, render_in_thread
+from .serve_diffs import (DEFAULT_SHOWN_LINES, NumberedDiffs, display_path, one_line, render_in_thread,
+                          where_it_goes)
 from .serve_output import Output, Styled
 from .serve_peers import DIFF_GRACE, Peers
 from .serve_trace import TracingApp, short, summarize, summarize_result
@@ -121,15 +122,34 @@ class TerminalIde:
         self.out.line(self.out.paint("  %s %s" % (arrow, text), "dim"))
 
     async def on_diff(self, diff: DiffRequest) -> Optional[bool]:
-        """Show a proposed diff; it can be answered once shown in full (`NumberedDiffs`)."""
+        """Show a proposed diff; it can be answered once shown in full (`NumberedDiffs`).
+
+        A diff of a `check` run is decided by --auto-accept/--auto-reject, or closed by
+        check itself within DIFF_GRACE, with nothing shown; one that waits longer is
+        shown in full like any other. Whether a session is check's is its own account
+        (its clientInfo, its pid): any client could claim it, so what waits for a
+        person's answer is never shown in less than full."""
         number = self.diffs.reserve(diff)
-        out = self.out
         if self.peers.folded(diff.session_id):
-            return await self._folded_diff(diff, number)
+            self._folded_diffs[id(diff)] = None  # not shown: its end is not shown either
+            if self.args.auto_accept or self.args.auto_reject:
+                return bool(self.args.auto_accept)
+            await asyncio.wait([diff.future], timeout=DIFF_GRACE)
+            if diff.done:
+                return None
+            self._folded_diffs.pop(id(diff), None)
+            source = "from copilot-ide check (session %s, by its own account)" % short(diff.session_id)
+        else:
+            source = "proposed by session %s" % short(diff.session_id)
+        return await self._show(diff, number, source)
+
+    async def _show(self, diff: DiffRequest, number: int, source: str) -> Optional[bool]:
+        out = self.out
         what = "new file" if diff.is_new_file else "edit"
-        out.line(out.paint("diff %d" % number, "magenta", "bold"), " proposed by session %s: %s"
-                 % (short(diff.session_id), one_line(diff.tab_name)))
+        out.line(out.paint("diff %d" % number, "magenta", "bold"), " %s: %s" % (source, one_line(diff.tab_name)))
         out.line("  %s of %s" % (what, one_line(display_path(diff.original_file_path, self.folder))))
+        for warning in where_it_goes(diff.original_file_path, self.folder):
+            out.line(out.paint("  (%s)" % one_line(warning), "yellow"))
         lines, hidden, diffed = await render_in_thread(diff, self.folder, self.args.diff_lines)
         if diff.done:  # answered (closed by the client) while it was being computed
             return None
@@ -153,23 +173,6 @@ class TerminalIde:
             out.line("diff %d: auto-rejecting" % number)
             return False
         out.line("diff %d waits: type `accept %d` or `reject %d`" % (number, number, number))
-        return None
-
-    async def _folded_diff(self, diff: DiffRequest, number: int) -> Optional[bool]:
-        """A diff of a `check` run: decided by --auto-accept/--auto-reject, or closed by
-        check itself within DIFF_GRACE (nothing shown); else one line, to be answered."""
-        self._folded_diffs[id(diff)] = None  # not shown: its end is not shown either
-        if self.args.auto_accept or self.args.auto_reject:
-            return bool(self.args.auto_accept)
-        await asyncio.wait([diff.future], timeout=DIFF_GRACE)
-        if diff.done:
-            return None
-        self._folded_diffs.pop(id(diff), None)
-        self.diffs.show(diff)
-        self.out.line(self.out.paint("diff %d" % number, "magenta", "bold"),
-                      " from copilot-ide check: %s of %s waits: type `accept %d` or `reject %d`"
-                      % (one_line(diff.tab_name), one_line(display_path(diff.original_file_path, self.folder)),
-                         number, number))
         return None
 
     def on_diff_closed(self, diff: DiffRequest, answer: Dict[str, Any]) -> None:
