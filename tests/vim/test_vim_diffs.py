@@ -150,6 +150,50 @@ def test_several_pending_diffs_each_have_their_tab(vim: VimSession, client: Stre
     assert diff_tabs(vim) == [""]
 
 
+def test_two_diffs_of_one_tab_name_are_answered_each_in_its_own_tab(vim: VimSession, client: StreamClient,
+                                                                    workspace: str) -> None:
+    """Two `open_diff` with one tab name both wait, each in its own tab (PROTOCOL.md §4):
+    an answer given in a diff's tab is that diff's, never the other one's (which would
+    save a file the person did not review there), and the other stays reachable. The
+    CLI's `close_diff` of that name closes the oldest of them."""
+    path = os.path.join(workspace, "hello.txt")
+    other = os.path.join(workspace, "other.txt")
+    with open(other, "w", encoding="utf-8") as f:
+        f.write("other\n")
+    first = client.open_diff(path, "FIRST reviewed\n", "X")
+    wait_until(lambda: diff_tabs(vim) == ["", "X"], what="the first diff's tab")
+    second = client.open_diff(other, "SECOND unseen\n", "X")
+    wait_until(lambda: diff_tabs(vim) == ["", "X", "X"], what="the second diff's tab")
+    assert "pending diffs: 2" in vim.eval("execute('CopilotIdeStatus')")
+    vim.ex("2tabnext")                               # the first diff's tab
+    assert vim.eval("getbufline(winbufnr(2), 1, '$')") == ["FIRST reviewed"]
+    vim.ex("CopilotIdeAccept")
+    answer = first.result(WAIT)
+    assert (answer["result"], answer["message"]) == ("SAVED", "User accepted changes for %s" % path)
+    assert not second.done()
+    assert diff_tabs(vim) == ["", "X"]
+    assert "pending diffs: 1" in vim.eval("execute('CopilotIdeStatus')")
+    vim.ex("2tabnext")                               # the second diff's tab, closed: its no
+    assert vim.eval("getbufline(winbufnr(2), 1, '$')") == ["SECOND unseen"]
+    vim.ex("tabclose")
+    answer = second.result(WAIT)
+    assert (answer["result"], answer["message"]) == ("REJECTED", "User rejected changes for %s" % other)
+    assert diff_tabs(vim) == [""]
+    # The CLI's close_diff by that name: the oldest goes, the newer one stays pending.
+    third = open_and_wait(vim, client, path, "THIRD\n", "X")
+    fourth = client.open_diff(other, "FOURTH\n", "X")
+    wait_until(lambda: diff_tabs(vim) == ["", "X", "X"], what="two diff tabs again")
+    assert client.tool_json("close_diff", {"tab_name": "X"})["already_closed"] is False
+    assert third.result(WAIT)["trigger"] == "closed_via_tool"
+    wait_until(lambda: diff_tabs(vim) == ["", "X"], what="the oldest diff's tab closed")
+    assert not fourth.done()
+    vim.ex("2tabnext")
+    assert vim.eval("getbufline(winbufnr(2), 1, '$')") == ["FOURTH"]
+    vim.ex("CopilotIdeReject")
+    assert fourth.result(WAIT)["message"] == "User rejected changes for %s" % other
+    assert diff_tabs(vim) == [""]
+
+
 def test_a_diff_waits_while_vim_is_in_insert_mode(vim: VimSession, client: StreamClient, workspace: str) -> None:
     path = os.path.join(workspace, "hello.txt")
     vim.keys("i")

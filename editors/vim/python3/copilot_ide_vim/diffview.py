@@ -2,9 +2,11 @@
 right (read-only, named after the tab name), in Vim's diff mode.
 
 Runs only on Vim's thread (from the plugin's timer or a command). The tab is found by
-its tab-local variable `t:copilot_ide_diff` (tab numbers change as tabs come and go),
-which holds the tab name as Vim can hold it (`vim_name`: control characters in caret
-notation; a NUL cannot be in a Vim string at all).
+its tab-local variable `t:copilot_ide_diff_number` (tab numbers change as tabs come and
+go), which holds the view's `number`, not the tab name: two diffs may have one tab name
+and each waits in its own tab (PROTOCOL.md §4). `t:copilot_ide_diff` holds the tab name
+as Vim can hold it, for the person and their scripts (`vim_name`: control characters in
+caret notation; a NUL cannot be in a Vim string at all).
 
 Only the user's closing of the diff rejects it: the tab (`:tabclose`), the proposal's
 window (`:q` in it) or its buffer (`:bwipeout`). The proposal buffer is
@@ -27,7 +29,13 @@ import vim  # type: ignore
 from .positions import lines_of
 from .vimtext import as_int, echo, literal, visible
 
-TAB_VAR = "copilot_ide_diff"
+TAB_VAR = "copilot_ide_diff"  # the tab name, as Vim shows it
+NUMBER_VAR = "copilot_ide_diff_number"  # the view's number: what finds the tab
+
+
+def number_here() -> int:
+    """The number of the diff whose tab is the current one, 0 in any other tab."""
+    return as_int(vim.eval("get(t:, %s, 0)" % literal(NUMBER_VAR)))
 
 
 def file_state(path: str) -> Optional[Tuple[int, int]]:
@@ -102,7 +110,7 @@ class DiffView:
                 vim.command("tabedit " + vim.eval("fnameescape(%s)" % literal(name)))
             finally:
                 vim.command("let &shortmess = " + literal(saved_shortmess))
-        vim.command("let t:%s = %s" % (TAB_VAR, literal(self.vim_name)))
+        vim.command("let t:%s = %s | let t:%s = %d" % (TAB_VAR, literal(self.vim_name), NUMBER_VAR, self.number))
         vim.command("diffthis")
         filetype = vim.eval("&l:filetype")
         vim.command("rightbelow vertical new")
@@ -138,8 +146,8 @@ class DiffView:
 
     def tab_number(self) -> int:
         """The tab's number now, 0 when it is gone."""
-        return as_int(vim.eval("index(map(range(1, tabpagenr('$')), {_, t -> gettabvar(t, %s, '')}), %s) + 1"
-                               % (literal(TAB_VAR), literal(self.vim_name))))
+        return as_int(vim.eval("index(map(range(1, tabpagenr('$')), {_, t -> gettabvar(t, %s, 0)}), %d) + 1"
+                               % (literal(NUMBER_VAR), self.number)))
 
     def closed_by_user(self) -> bool:
         """Whether the user closed the open diff's tab or the proposal's window. A window
@@ -163,7 +171,7 @@ class DiffView:
         elif tab:
             current = as_int(vim.eval("tabpagenr()"))
             vim.command("%dtabnext" % tab)
-            vim.command("diffoff! | unlet! t:%s" % TAB_VAR)
+            vim.command("diffoff! | unlet! t:%s t:%s" % (TAB_VAR, NUMBER_VAR))
             if current != tab:
                 vim.command("%dtabnext" % current)
         self._wipe()

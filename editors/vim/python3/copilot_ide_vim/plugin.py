@@ -32,7 +32,7 @@ import vim  # type: ignore
 
 from . import loader, positions, quickfix
 from .bell import Bell
-from .diffview import DiffView, buffer_of, file_state
+from .diffview import DiffView, buffer_of, file_state, number_here
 from .vimtext import as_int, echo, error, literal, one_message
 
 VISUAL = ("v", "V", "\x16")
@@ -48,7 +48,9 @@ class VimIde:
         self.server: Any = None
         self.inbox: "queue.SimpleQueue[Callable[[], None]]" = queue.SimpleQueue()
         self.bell: Optional[Bell] = None  # rung when work is queued for Vim's thread
-        self.views: Dict[str, DiffView] = {}  # tab name -> pending diff's view
+        # view's number -> pending diff's view; not by tab name: two diffs may have one
+        # tab name, and each waits in its own view (PROTOCOL.md §4)
+        self.views: Dict[int, DiffView] = {}
         self.diff_count = 0
         self.watches: List[Tuple[str, Optional[Tuple[int, int]], float]] = []  # path, state, until
         self._last_key: Any = None
@@ -353,16 +355,15 @@ class VimIde:
             return
         view.close()
         self._watch(view)
-        self.views.pop(view.tab_name, None)
+        self.views.pop(view.number, None)
         self.server.post(view.diff.accept if accept else view.diff.reject)
         echo("Copilot IDE: %s %s" % ("accepted" if accept else "rejected", view.tab_name))
 
     def _find(self, name: str) -> Optional[DiffView]:
         if not name:
-            here = vim.eval("get(t:, 'copilot_ide_diff', '')")
-            mine = [v for v in self.views.values() if here and v.vim_name == here]
-            if mine:
-                return mine[0]
+            here = self.views.get(number_here())
+            if here is not None:
+                return here
             if len(self.views) == 1:
                 return next(iter(self.views.values()))
             error("no pending diff" if not self.views else
@@ -373,7 +374,7 @@ class VimIde:
                 [v for v in self.views.values() if name in v.vim_name]
         if len(found) == 1:
             return found[0]
-        error(("no pending diff matches %r" if not found else "%r matches several pending diffs") % name)
+        error(("no pending diff matches %r" if not found else "%r matches several pending diffs: name one by its number (:CopilotIdeStatus)") % name)
         return None
 
     def complete(self, lead: str) -> List[str]:
@@ -398,7 +399,7 @@ class VimIde:
         the user's keys away)."""
         self.diff_count += 1
         view = DiffView(diff, self.diff_count)
-        self.views[view.tab_name] = view
+        self.views[view.number] = view
         if vim.eval("mode()") == "n":
             self._open(view)
         return None  # answered later, by the user
@@ -426,14 +427,17 @@ class VimIde:
                 self._rejected_by_closing(view)
 
     def on_diff_closed(self, diff: Any, answer: Dict[str, Any]) -> None:
-        view = self.views.pop(diff.tab_name, None)
-        if view is not None and view.diff is diff:
-            view.close()
-            self._watch(view)
-            if not self._quiet:
-                echo("Copilot IDE: %s %s (%s)" % (diff.tab_name, answer.get("result"), answer.get("trigger")))
-        elif view is not None:  # a newer diff of the same tab name: keep it
-            self.views[view.tab_name] = view
+        """The server answered `diff` (the CLI's `close_diff`, whose server picks the
+        oldest diff of that tab name; a session's end; the stop): its view goes, and
+        another diff of the same tab name stays."""
+        view = next((v for v in self.views.values() if v.diff is diff), None)
+        if view is None:
+            return
+        del self.views[view.number]
+        view.close()
+        self._watch(view)
+        if not self._quiet:
+            echo("Copilot IDE: %s %s (%s)" % (diff.tab_name, answer.get("result"), answer.get("trigger")))
 
     def proposal_wiped(self, bufnr: int) -> None:
         """The proposal's buffer was wiped by the user (`:bwipeout`): no. (Its window
@@ -445,7 +449,7 @@ class VimIde:
                 self._rejected_by_closing(view, later=True)
 
     def _rejected_by_closing(self, view: DiffView, later: bool = False) -> None:
-        self.views.pop(view.tab_name, None)
+        self.views.pop(view.number, None)
         if later:
             self.inbox.put(view.close)
         else:
