@@ -456,6 +456,39 @@ def test_output_with_lone_surrogates_stays_utf8(bridge: Any) -> None:
     assert_stopped_cleanly(b, "end of input")
 
 
+def test_a_unified_diff_marks_a_last_line_without_newline_and_a_large_one_is_left_out(bridge: Any) -> None:
+    """A removed last line without a newline had the added line glued to it (`-DEBUG =
+    False+import os...`: diff-mode showed one removal and no addition); it is marked as
+    `diff` marks it. Texts too large to diff quickly (difflib took minutes on 96 000
+    short lines, a core busy, the diff never sent) come without `unified`: the editor
+    shows the proposal."""
+    b = bridge()
+    b.hello("codepoints", unified_diff=True)
+    path = os.path.join(b.folder, "settings.py")
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write("DEBUG = False")
+
+    async def scenario() -> None:
+        cli = await b.connected_cli()
+        for n, new in enumerate(["import os; os.system('x')\n", "x\n" * 30000]):
+            call = asyncio.ensure_future(cli.call_tool("open_diff", {
+                "original_file_path": path, "new_file_contents": new, "tab_name": "T%d" % n}))
+            diff = await b.aexpect("diff")
+            if n == 0:
+                assert diff["unified"].endswith("@@ -1 +1 @@\n-DEBUG = False\n\\ No newline at end of file\n"
+                                                "+import os; os.system('x')\n"), diff["unified"]
+            else:
+                assert "unified" not in diff and diff["new"] == new
+            b.send({"type": "diff_answer", "diff": diff["id"], "accept": False})
+            assert tool_json(await asyncio.wait_for(call, WAIT))["result"] == "REJECTED"
+            await b.aexpect("diff_closed")
+        cli.close()
+
+    ide_wire.run(scenario())
+    b.send({"type": "stop"})
+    assert_stopped_cleanly(b, "stop")
+
+
 def test_hello_may_ask_for_unified_diffs(bridge: Any) -> None:
     b = bridge()
     b.hello("codepoints", unified_diff=True)

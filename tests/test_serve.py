@@ -561,11 +561,10 @@ def test_file_text_ranges_follow_editor_numbering(tmp_path: Any) -> None:
 
 
 def test_unified_diff_marks_missing_final_newline(tmp_path: Any) -> None:
-    class FakeDiff:
-        original_file_path = os.path.join(str(tmp_path), "x.txt")
-        original_contents = "one\ntwo"
-        new_file_contents = "one\nthree\n"
+    from ide_protocol.server.diffs import DiffRequest, PendingDiffs
 
-    lines = serve.unified_diff(FakeDiff(), str(tmp_path))  # type: ignore[arg-type]
+    diff = DiffRequest(PendingDiffs(), "t", os.path.join(str(tmp_path), "x.txt"), "one\nthree\n", None,
+                       original_contents="one\ntwo")
+    lines = serve.unified_diff(diff, str(tmp_path))
     assert lines[:2] == ["--- a/x.txt", "+++ b/x.txt"]
     assert lines[3:] == [" one", "-two", "\\ No newline at end of file", "+three"]

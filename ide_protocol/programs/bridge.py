@@ -290,7 +290,7 @@ class Bridge:
         message = {"type": "diff", "id": number, "tab": diff.tab_name, "path": diff.original_file_path,
                    "original": diff.original_contents, "new": diff.new_file_contents,
                    "new_file": diff.is_new_file, "session": diff.session_id}
-        if not self.unified:
+        if not self.unified or not diff.small_enough_to_diff():  # (too large: the proposal alone)
             self._show(diff, number, message)
             return None
         # difflib on two large texts can take long: a daemon thread (never waited for at

@@ -13,7 +13,6 @@ the loop must keep answering), and at most `max_lines` lines are printed.
 from __future__ import annotations
 
 import asyncio
-import difflib
 import os
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -24,14 +23,10 @@ from .serve_commands import CommandError, split_args
 
 #: Diff lines printed at most per diff (`serve --diff-lines`).
 DEFAULT_SHOWN_LINES = 2000
-#: Above this many characters (both sides together), or lines (either side), no line
-#: diff is computed: difflib's time grows with the square of the lines (50 000 lines
-#: took seconds, 200 000 most of a minute), and no one reads such a diff here.
-MAX_DIFFED_CHARS = 8 * 1024 * 1024
-MAX_DIFFED_LINES = 20000
 #: Up to this many characters (both sides) the diff is computed at once: milliseconds,
 #: and the diff is then shown, and answerable, before the next command is read.
 RENDER_AT_ONCE = 256 * 1024
+RENDER_LINES_AT_ONCE = 2000  # (and lines: difflib on many short repetitive lines takes seconds)
 
 
 def one_line(text: Any) -> str:
@@ -68,29 +63,14 @@ def where_it_goes(path: str, folder: str) -> List[str]:
 
 
 def unified_diff(diff: DiffRequest, folder: str) -> List[str]:
-    """The diff as unified-diff lines without terminators; a last line without a newline
-    is marked as `diff` does (difflib would glue it to the next line)."""
-    old = diff.original_contents.splitlines(keepends=True)
-    new = diff.new_file_contents.splitlines(keepends=True)
-    shown = one_line(display_path(diff.original_file_path, folder))  # (a newline would start a line of its own)
-    out: List[str] = []
-    for line in difflib.unified_diff(old, new, "a/" + shown, "b/" + shown, lineterm=""):
-        if line.startswith(("---", "+++", "@@")) and not line.endswith(("\n", "\r")):
-            out.append(line.rstrip("\n"))
-            continue
-        stripped = line.rstrip("\r\n")
-        out.append(stripped)
-        if stripped == line:
-            out.append("\\ No newline at end of file")
-    return out
+    """The diff's lines (`DiffRequest.unified_diff_lines`), the file named as shown here:
+    relative to the folder, escaped to one line (a newline would start a line of its own)."""
+    return diff.unified_diff_lines(one_line(display_path(diff.original_file_path, folder)))
 
 
 def render(diff: DiffRequest, folder: str, max_lines: int) -> Tuple[List[str], int, bool]:
     """(lines to print, lines left out, whether a line diff was computed at all)."""
-    size = len(diff.original_contents) + len(diff.new_file_contents)
-    if size > MAX_DIFFED_CHARS:
-        return [], 0, False
-    if max(diff.original_contents.count("\n"), diff.new_file_contents.count("\n")) > MAX_DIFFED_LINES:
+    if not diff.small_enough_to_diff():
         return [], 0, False
     lines = unified_diff(diff, folder)
     if len(lines) > max_lines:
@@ -102,7 +82,8 @@ async def render_in_thread(diff: DiffRequest, folder: str, max_lines: int) -> Tu
     """`render`, at once for a small diff, else in a daemon thread: the loop goes on,
     and stopping `serve` never waits for it (the loop's default executor would be
     waited for at exit)."""
-    if len(diff.original_contents) + len(diff.new_file_contents) <= RENDER_AT_ONCE:
+    if (len(diff.original_contents) + len(diff.new_file_contents) <= RENDER_AT_ONCE
+            and diff.original_contents.count("\n") + diff.new_file_contents.count("\n") <= RENDER_LINES_AT_ONCE):
         return render(diff, folder, max_lines)
     loop = asyncio.get_event_loop()
     future: "asyncio.Future[Tuple[List[str], int, bool]]" = loop.create_future()

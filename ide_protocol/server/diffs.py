@@ -38,6 +38,12 @@ if TYPE_CHECKING:  # (imports only for the type checker: no cycle at run time)
 #: takes microseconds); larger ones in the executor, so other connections go on.
 READ_AT_ONCE = 256 * 1024
 
+#: Past these sizes no line diff is computed (`DiffRequest.small_enough_to_diff`):
+#: difflib's time grows with the square of the lines (50 000 lines took seconds,
+#: 200 000 most of a minute), and no one reads such a diff.
+MAX_DIFFED_CHARS = 8 * 1024 * 1024
+MAX_DIFFED_LINES = 20000
+
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
@@ -204,13 +210,40 @@ class DiffRequest:
         else:
             raise ValueError("on_diff returned %r; expected True/False, 'accept'/'reject' or None" % (decision,))
 
-    def unified_diff(self, context: int = 3) -> str:
+    def small_enough_to_diff(self) -> bool:
+        """Whether a line diff of the two texts is quick to compute: difflib is close to
+        quadratic on repetitive lines, so past `MAX_DIFFED_CHARS` characters or
+        `MAX_DIFFED_LINES` lines on a side the programs show the proposal instead."""
+        if len(self.original_contents) + len(self.new_file_contents) > MAX_DIFFED_CHARS:
+            return False
+        return max(self.original_contents.count("\n"), self.new_file_contents.count("\n")) <= MAX_DIFFED_LINES
+
+    def unified_diff_lines(self, name: Optional[str] = None, context: int = 3) -> List[str]:
+        """The diff as unified-diff lines without their terminators, the files named
+        `a/NAME` and `b/NAME` (NAME: the path without its leading `/`). A last line
+        without a newline is followed by `\\ No newline at end of file`, as `diff`
+        marks it: difflib would glue the next line to it (a removed `DEBUG = False` and
+        an added line would read as one removed line). Slow for large texts: see
+        `small_enough_to_diff`."""
         import difflib
 
+        shown = name if name is not None else self.original_file_path.lstrip("/")
         old = self.original_contents.splitlines(keepends=True)
         new = self.new_file_contents.splitlines(keepends=True)
-        name = self.original_file_path
-        return "".join(difflib.unified_diff(old, new, "a/" + name.lstrip("/"), "b/" + name.lstrip("/"), n=context))
+        out: List[str] = []
+        for line in difflib.unified_diff(old, new, "a/" + shown, "b/" + shown, n=context, lineterm=""):
+            if line.startswith(("---", "+++", "@@")) and not line.endswith(("\n", "\r")):
+                out.append(line)
+                continue
+            stripped = line.rstrip("\r\n")
+            out.append(stripped)
+            if stripped == line:
+                out.append("\\ No newline at end of file")
+        return out
+
+    def unified_diff(self, context: int = 3) -> str:
+        """`unified_diff_lines` as one text, each line ended by a newline."""
+        return "".join(line + "\n" for line in self.unified_diff_lines(context=context))
 
     def __repr__(self) -> str:
         return "DiffRequest(%r, %r)" % (self.tab_name, self.original_file_path)
