@@ -341,6 +341,32 @@ def test_a_diff_says_where_the_file_really_is(make_serve: Any, tmp_path: Any) ->
     assert "  (a relative path: here it names " in out
 
 
+def test_a_file_that_is_not_utf8_is_never_shown_as_unchanged(make_serve: Any) -> None:
+    """A Latin-1 file is read with its invalid bytes as U+FFFD: a proposal holding U+FFFD
+    there showed "(no changes)", yet accepting changes the file's bytes."""
+    s = make_serve()
+    path = os.path.join(s.folder, "cafe.txt")
+    with open(path, "wb") as f:
+        f.write(b"caf\xe9\n")
+
+    async def scenario() -> None:
+        cli = await second_session(s)
+        pending = asyncio.ensure_future(cli.call_tool("open_diff", {
+            "original_file_path": path, "new_file_contents": "caf\ufffd\n", "tab_name": "t"}))
+        await s.aexpect(r"^diff 1 waits")
+        s.send("reject 1")
+        assert tool_json(await asyncio.wait_for(pending, WAIT))["result"] == "REJECTED"
+        cli.close()
+
+    ide_wire.run(scenario(), timeout=60)
+    s.send("quit")
+    assert s.wait() == 0
+    lines = s.rest()
+    assert "  (no changes)" not in lines
+    assert "  (no changes to the text shown)" in lines
+    assert any(line.startswith("  (the file is not UTF-8: its invalid bytes show as U+FFFD") for line in lines)
+
+
 @pytest.mark.parametrize("color", ["never", "always"])
 def test_client_text_cannot_drive_the_terminal(make_serve: Any, color: str) -> None:
     s = make_serve("--color", color, "--trace")

@@ -563,8 +563,11 @@ def test_file_text_ranges_follow_editor_numbering(tmp_path: Any) -> None:
 def test_unified_diff_marks_missing_final_newline(tmp_path: Any) -> None:
     from ide_protocol.server.diffs import DiffRequest, PendingDiffs
 
-    diff = DiffRequest(PendingDiffs(), "t", os.path.join(str(tmp_path), "x.txt"), "one\nthree\n", None,
-                       original_contents="one\ntwo")
-    lines = serve.unified_diff(diff, str(tmp_path))
+    async def diffed() -> List[str]:  # (a DiffRequest's future belongs to a loop)
+        diff = DiffRequest(PendingDiffs(), "t", os.path.join(str(tmp_path), "x.txt"), "one\nthree\n", None,
+                           original_contents="one\ntwo")
+        return serve.unified_diff(diff, str(tmp_path))
+
+    lines = asyncio.run(diffed())
     assert lines[:2] == ["--- a/x.txt", "+++ b/x.txt"]
     assert lines[3:] == [" one", "-two", "\\ No newline at end of file", "+three"]

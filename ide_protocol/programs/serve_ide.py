@@ -150,6 +150,9 @@ class TerminalIde:
         out.line("  %s of %s" % (what, one_line(display_path(diff.original_file_path, self.folder))))
         for warning in where_it_goes(diff.original_file_path, self.folder):
             out.line(out.paint("  (%s)" % one_line(warning), "yellow"))
+        if not diff.original_is_exact:
+            out.line(out.paint("  (the file is not UTF-8: its invalid bytes show as U+FFFD below, and accepting "
+                               "replaces them with the proposal's text)", "yellow"))
         lines, hidden, diffed = await render_in_thread(diff, self.folder, self.args.diff_lines)
         if diff.done:  # answered (closed by the client) while it was being computed
             return None
@@ -158,7 +161,7 @@ class TerminalIde:
                                "file elsewhere before accepting)" % (len(diff.original_contents),
                                                                      len(diff.new_file_contents)), "yellow"))
         elif not lines:
-            out.line("  (no changes)")
+            out.line("  (no changes)" if diff.original_is_exact else "  (no changes to the text shown)")
         for line in lines:
             out.line(color_diff_line(out, line))
         if hidden:

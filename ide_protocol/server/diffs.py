@@ -83,9 +83,12 @@ def check_original(path: str, limit: int) -> Optional[os.stat_result]:
     return st
 
 
-def read_original(path: str, expected: os.stat_result, limit: int) -> str:
-    """The text of the regular file `check_original` found (decoded as UTF-8 with
-    replacement, line endings untouched). Blocking: run it off the loop when large."""
+def read_original(path: str, expected: os.stat_result, limit: int) -> Tuple[str, bool]:
+    """The text of the regular file `check_original` found (UTF-8, line endings
+    untouched), and whether it is exact: a file that is not UTF-8 is decoded with its
+    invalid bytes as U+FFFD, which then no longer tell what the file holds (a proposal
+    with U+FFFD there would show no change, yet change the bytes). Blocking: run it off
+    the loop when large."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     flags |= getattr(os, "O_BINARY", 0)
     try:
@@ -115,19 +118,25 @@ def read_original(path: str, expected: os.stat_result, limit: int) -> str:
                 raise tools.ToolError("original_file_path %s grew past the limit of %d bytes" % (path, limit))
     finally:
         os.close(fd)
-    return b"".join(chunks).decode("utf-8", errors="replace")
+    data = b"".join(chunks)
+    try:
+        return data.decode("utf-8"), True
+    except UnicodeDecodeError:
+        return data.decode("utf-8", errors="replace"), False
 
 
-async def load_original(path: str, limit: int) -> Tuple[str, bool]:
-    """(text, is_new_file) of the original file, read by the rules above: at once when
-    small, in the loop's executor when large."""
+async def load_original(path: str, limit: int) -> Tuple[str, bool, bool]:
+    """(text, is_new_file, exact) of the original file, read by the rules above
+    (`read_original`): at once when small, in the loop's executor when large."""
     st = check_original(path, limit)
     if st is None:
-        return "", True
+        return "", True, True
     if st.st_size <= READ_AT_ONCE:
-        return read_original(path, st, limit), False
-    loop = asyncio.get_event_loop()
-    return await loop.run_in_executor(None, read_original, path, st, limit), False
+        text, exact = read_original(path, st, limit)
+    else:
+        loop = asyncio.get_event_loop()
+        text, exact = await loop.run_in_executor(None, read_original, path, st, limit)
+    return text, False, exact
 
 
 class DiffRequest:
@@ -140,7 +149,7 @@ class DiffRequest:
 
     def __init__(self, diffs: "PendingDiffs", tab_name: str, original_file_path: str, new_file_contents: str,
                  session: "Optional[Session]", original_contents: str = "",
-                 is_new_file: Optional[bool] = None) -> None:
+                 is_new_file: Optional[bool] = None, original_is_exact: bool = True) -> None:
         self._diffs = diffs
         self.tab_name = tab_name
         self.original_file_path = original_file_path
@@ -150,6 +159,9 @@ class DiffRequest:
         self.created = time.time()
         self.future: "asyncio.Future[Dict[str, Any]]" = asyncio.get_event_loop().create_future()
         self.original_contents = original_contents
+        #: False when the file is not UTF-8: its invalid bytes show as U+FFFD in
+        #: `original_contents` (`read_original`), and an accept replaces them.
+        self.original_is_exact = original_is_exact
         self.is_new_file = not os.path.exists(original_file_path) if is_new_file is None else is_new_file
 
     @property

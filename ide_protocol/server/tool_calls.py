@@ -210,7 +210,7 @@ class IdeTools:
         tab, path = args["tab_name"], args["original_file_path"]
         try:
             # Read and checked before the diff exists (diffs.py): a failure leaves nothing.
-            original, is_new = await load_original(path, self.max_file)
+            original, is_new, exact = await load_original(path, self.max_file)
         except asyncio.CancelledError:
             if ctx.session is not None and ctx.session.ended:
                 return tools.diff_answer(False, tools.CLIENT_DISCONNECTED, tab, path)
@@ -219,7 +219,7 @@ class IdeTools:
             # It ended while the file was read: nobody will show this diff (§4).
             return tools.diff_answer(False, tools.CLIENT_DISCONNECTED, tab, path)
         diff = DiffRequest(self.diffs, tab, path, args["new_file_contents"], ctx.session,
-                           original_contents=original, is_new_file=is_new)
+                           original_contents=original, is_new_file=is_new, original_is_exact=exact)
         self.diffs.add(diff)  # (beside any other of that tab name, §4, as VS Code)
         try:
             if self.on_diff is None:
