@@ -46,6 +46,8 @@ class BridgeProc:
                                      stderr=subprocess.PIPE, env=env, cwd=REPO)
         self.messages: "queue.Queue[Optional[Dict[str, Any]]]" = queue.Queue()
         self.raw: List[bytes] = []
+        self.reading = threading.Event()  # cleared: the editor stops reading (after the line in hand)
+        self.reading.set()
         threading.Thread(target=self._pump, daemon=True).start()
         self.ready: Dict[str, Any] = {}
 
@@ -54,6 +56,7 @@ class BridgeProc:
         for line in self.proc.stdout:
             self.raw.append(line)
             self.messages.put(json.loads(line.decode("utf-8")))  # every line must be JSON
+            self.reading.wait()
         self.messages.put(None)
 
     def send(self, message: Any) -> None:
@@ -73,6 +76,11 @@ class BridgeProc:
 
     async def aexpect(self, kind: str) -> Dict[str, Any]:
         return await asyncio.get_event_loop().run_in_executor(None, self.expect, kind)
+
+    async def aexpect_any(self) -> Dict[str, Any]:
+        message = await asyncio.get_event_loop().run_in_executor(None, self.next)
+        assert message is not None
+        return message
 
     def hello(self, unit: str = "utf-16", **extra: Any) -> Dict[str, Any]:
         self.send(dict({"type": "hello", "protocol": 1, "unit": unit}, **extra))
@@ -487,6 +495,50 @@ def test_a_unified_diff_marks_a_last_line_without_newline_and_a_large_one_is_lef
     ide_wire.run(scenario())
     b.send({"type": "stop"})
     assert_stopped_cleanly(b, "stop")
+
+
+def test_an_editor_that_stops_reading_loses_messages_whole_and_a_diff_it_cannot_see_is_rejected(
+        bridge: Any) -> None:
+    """Past the output limit (the editor does not read) messages are dropped, whole: a
+    `dropped` message says how many, and a diff that could not be handed over is
+    rejected at once (before, it waited for an answer nobody could give, and the notice
+    was a line of plain text in the JSON stream)."""
+    b = bridge("--output-limit", "300000")
+    b.hello("codepoints")
+    path = os.path.join(b.folder, "a.txt")
+    big = "x" * 200000 + "\n"
+
+    async def scenario() -> None:
+        cli = await b.connected_cli()
+        b.reading.clear()
+        calls = [asyncio.ensure_future(cli.call_tool("open_diff", {
+            "original_file_path": path, "new_file_contents": big + str(n), "tab_name": "T%d" % n}))
+            for n in range(4)]
+        done, _ = await asyncio.wait(calls, timeout=WAIT, return_when=asyncio.FIRST_COMPLETED)
+        assert done and all(tool_json(c.result())["result"] == "REJECTED" for c in done)
+        b.reading.set()
+        shown = []
+        while len(shown) + len(done) < 4:
+            message = await b.aexpect_any()
+            if message["type"] == "diff":
+                shown.append(message)
+                b.send({"type": "diff_answer", "diff": message["id"], "accept": False})
+            else:
+                assert message["type"] in ("dropped", "diff_closed"), message
+        for call in calls:
+            assert tool_json(await asyncio.wait_for(call, WAIT))["result"] == "REJECTED"
+        cli.close()
+
+    ide_wire.run(scenario())
+    b.send({"type": "stop"})
+    rest = []
+    while True:
+        message = b.next()
+        if message is None:
+            break
+        rest.append(message)
+    seen = [json.loads(line.decode("utf-8")) for line in b.raw]  # every line JSON (the pump checked)
+    assert any(m["type"] == "dropped" and m["messages"] >= 1 for m in seen), [m["type"] for m in seen]
 
 
 def test_hello_may_ask_for_unified_diffs(bridge: Any) -> None:

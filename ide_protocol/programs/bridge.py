@@ -74,7 +74,7 @@ def _path(message: Dict[str, Any]) -> str:
 class Bridge:
     """One editor on stdin/stdout, one `IdeServer`. Runs on the loop's thread only."""
 
-    def __init__(self, folders: List[str], name: Optional[str], write: Callable[[Dict[str, Any]], None],
+    def __init__(self, folders: List[str], name: Optional[str], write: Callable[[Dict[str, Any]], bool],
                  server_options: Dict[str, Any]) -> None:
         self.folders = folders
         self.name = name
@@ -319,7 +319,11 @@ class Bridge:
         if diff.done:  # closed before it could be shown: the editor hears of neither
             return
         self._shown.add(number)
-        self.write(message)
+        if not self.write(message):
+            # Not handed to the editor (it does not read, and the output is full): nobody
+            # could answer it, so it is rejected now; the editor hears of a `dropped`.
+            self._shown.discard(number)
+            diff.reject()
 
     def on_diff_closed(self, diff: DiffRequest, answer: Dict[str, Any]) -> None:
         number = self._ids.pop(id(diff), None)
@@ -350,8 +354,8 @@ async def run(args: argparse.Namespace, writer: BoundedWriter) -> int:
     if args.lock_dir:
         options["lock_dir"] = args.lock_dir
 
-    def write(message: Dict[str, Any]) -> None:
-        writer.write(encode(message))
+    def write(message: Dict[str, Any]) -> bool:
+        return writer.write(encode(message))
 
     bridge = Bridge([os.path.abspath(f) for f in args.folders], args.name, write, options)
     installed = install_signals(loop, bridge.stop)
@@ -402,6 +406,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="debounce of selection/diagnostics pushes (default: %(default)s)")
     parser.add_argument("--lock-dir", default=None, metavar="DIR",
                         help="where to write the lock file (default: $COPILOT_HOME/ide or ~/.copilot/ide)")
+    parser.add_argument("--output-limit", type=int, default=OUTPUT_LIMIT, metavar="BYTES",
+                        help="output queued at most while the editor does not read; past it messages are "
+                             "dropped (a diff among them is rejected) and a `dropped` message says how many "
+                             "(default: %(default)s)")
     parser.add_argument("--verbose", "-v", action="store_true", help="log the server's progress to stderr")
     return parser
 
@@ -421,7 +429,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         fd = sys.stdout.fileno()
     except (AttributeError, OSError, ValueError):
         fd = 1
-    writer = BoundedWriter(fd, OUTPUT_LIMIT)
+    if args.output_limit < 1:
+        print("%s: --output-limit must be >= 1" % PROG, file=sys.stderr)
+        return 2
+    writer = BoundedWriter(fd, args.output_limit, notice=lambda count: encode({"type": "dropped", "messages": count}))
     try:
         return asyncio.run(run(args, writer))
     except KeyboardInterrupt:

@@ -21,7 +21,7 @@ import select
 import sys
 import threading
 import time
-from typing import Any, Deque, List, Optional, Union
+from typing import Any, Callable, Deque, List, Optional, Union
 
 from ..common.terminal_text import safe_text
 
@@ -39,9 +39,11 @@ class _Dropped:
     def __init__(self) -> None:
         self.count = 0
 
-    def notice(self) -> bytes:
-        return ("[serve: %d line%s of output dropped here: nobody was reading]\n"
-                % (self.count, "" if self.count == 1 else "s")).encode("ascii")
+
+def dropped_lines_notice(count: int) -> bytes:
+    """`serve`'s line where lines were dropped."""
+    return ("[serve: %d line%s of output dropped here: nobody was reading]\n"
+            % (count, "" if count == 1 else "s")).encode("ascii")
 
 
 def _cut(line: bytes, limit: int) -> bytes:
@@ -65,9 +67,16 @@ class BoundedWriter:
     output (EPIPE, closed) is given up quietly: serving goes on without it.
     """
 
-    def __init__(self, fd: int, limit: int = DEFAULT_OUTPUT_LIMIT) -> None:
+    def __init__(self, fd: int, limit: int = DEFAULT_OUTPUT_LIMIT,
+                 notice: Optional[Callable[[int], bytes]] = None) -> None:
+        """`notice(count)`: the line written where `count` lines were dropped, for an
+        output of messages (the bridge's JSON lines), whose lines are also never cut:
+        one too long for the queue is dropped whole. Without it: `serve`'s notice, and
+        a line too long is cut, with a note."""
         self.fd = fd
         self.limit = limit
+        self._notice = notice or dropped_lines_notice
+        self._whole = notice is not None
         self.dropped = 0          # lines dropped in all (for status and tests)
         self.written = 0          # bytes written in all (progress, seen by close)
         self.broken = False
@@ -79,7 +88,7 @@ class BoundedWriter:
         self._thread.start()
 
     def write(self, data: bytes) -> bool:
-        if len(data) > self.limit:
+        if len(data) > self.limit and not self._whole:
             data = _cut(data, self.limit)  # one line past the whole buffer: its start, and why
         with self._cond:
             if self.broken:
@@ -109,7 +118,7 @@ class BoundedWriter:
             while self._items and size < _BATCH:
                 item = self._items.popleft()
                 if isinstance(item, _Dropped):
-                    batch.append(item.notice())  # its count is final: later drops queue anew
+                    batch.append(self._notice(item.count))  # its count is final: later drops queue anew
                 else:
                     self._queued -= len(item)
                     batch.append(item)
