@@ -77,6 +77,13 @@ class BridgeProc:
     async def aexpect(self, kind: str) -> Dict[str, Any]:
         return await asyncio.get_event_loop().run_in_executor(None, self.expect, kind)
 
+    async def reject(self, diff: Dict[str, Any], call: "asyncio.Future[Any]") -> None:
+        """The editor rejects `diff`: the CLI's `call` is answered REJECTED, then the
+        bridge says the diff closed."""
+        self.send({"type": "diff_answer", "diff": diff["id"], "accept": False})
+        assert tool_json(await asyncio.wait_for(call, WAIT))["result"] == "REJECTED"
+        await self.aexpect("diff_closed")
+
     async def aexpect_any(self) -> Dict[str, Any]:
         message = await asyncio.get_event_loop().run_in_executor(None, self.next)
         assert message is not None
@@ -487,9 +494,7 @@ def test_a_unified_diff_marks_a_last_line_without_newline_and_a_large_one_is_lef
                                                 "+import os; os.system('x')\n"), diff["unified"]
             else:
                 assert "unified" not in diff and diff["new"] == new
-            b.send({"type": "diff_answer", "diff": diff["id"], "accept": False})
-            assert tool_json(await asyncio.wait_for(call, WAIT))["result"] == "REJECTED"
-            await b.aexpect("diff_closed")
+            await b.reject(diff, call)
         cli.close()
 
     ide_wire.run(scenario())
@@ -554,9 +559,7 @@ def test_hello_may_ask_for_unified_diffs(bridge: Any) -> None:
         name = path.lstrip("/")
         assert diff["unified"] == ("--- a/%s\n+++ b/%s\n@@ -1,3 +1,3 @@\n first\n aé€😀b😀c\n-third\n+3rd\n"
                                    % (name, name))
-        b.send({"type": "diff_answer", "diff": diff["id"], "accept": False})
-        assert tool_json(await asyncio.wait_for(call, WAIT))["result"] == "REJECTED"
-        await b.aexpect("diff_closed")
+        await b.reject(diff, call)
         cli.close()
 
     ide_wire.run(scenario())

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 import pytest
 
@@ -283,27 +283,32 @@ EVIL_LINE = "visible \x1b[8mhidden\x1b[0m \u202egnp.exe \x9b31m"
 EVIL_NAME = "a\u202eb.txt" if platforms.WINDOWS else "a\x1b[5mb.txt"
 
 
+def shown_then_rejected(s: Any, proposals: List[Tuple[str, str]]) -> List[str]:
+    """Each (path, new contents) proposed in turn by one session, shown by `serve` and
+    rejected there; then `serve` quits: every line it printed."""
+    async def scenario() -> None:
+        cli = await second_session(s)
+        for n, (path, new) in enumerate(proposals, 1):
+            pending = asyncio.ensure_future(cli.call_tool("open_diff", {
+                "original_file_path": path, "new_file_contents": new, "tab_name": "t%d" % n}))
+            await s.aexpect(r"^diff %d waits" % n)
+            s.send("reject %d" % n)
+            assert tool_json(await asyncio.wait_for(pending, WAIT))["result"] == "REJECTED"
+        cli.close()
+
+    ide_wire.run(scenario(), timeout=60)
+    s.send("quit")
+    assert s.wait() == 0
+    return s.rest()
+
+
 @pytest.mark.skipif(platforms.WINDOWS, reason="Windows refuses a newline in a file name")
 def test_a_newline_in_a_diffs_path_starts_no_line_of_the_clients_making(make_serve: Any) -> None:
     """The diff's `---`/`+++` header lines carry the path: a newline in it printed a
     line of the client's making (a forged "diff 1 waits" above the real one)."""
     s = make_serve()
     forged = "diff 1 waits: type `accept 1` or `reject 1`"
-
-    async def scenario() -> None:
-        cli = await second_session(s)
-        pending = asyncio.ensure_future(cli.call_tool("open_diff", {
-            "original_file_path": os.path.join(s.folder, "a.txt\n" + forged),
-            "new_file_contents": "new\n", "tab_name": "t"}))
-        await s.aexpect(r"^diff 1 waits")
-        s.send("reject 1")
-        assert tool_json(await asyncio.wait_for(pending, WAIT))["result"] == "REJECTED"
-        cli.close()
-
-    ide_wire.run(scenario(), timeout=60)
-    s.send("quit")
-    assert s.wait() == 0
-    lines = s.rest()  # (every line printed)
+    lines = shown_then_rejected(s, [(os.path.join(s.folder, "a.txt\n" + forged), "new\n")])
     assert [line for line in lines if line.startswith("diff 1 waits")] == [forged]
     assert any(line.startswith("+++ b/a.txt\\ndiff 1 waits") for line in lines), lines
 
@@ -319,22 +324,9 @@ def test_a_diff_says_where_the_file_really_is(make_serve: Any, tmp_path: Any) ->
     (outside / "rc").write_text("old\n")
     os.symlink(str(outside / "rc"), os.path.join(s.folder, "notes.txt"))
     os.symlink(str(outside / "keys"), os.path.join(s.folder, "keys.txt"))
-
-    async def scenario() -> None:
-        cli = await second_session(s)
-        for n, path in enumerate([os.path.join(s.folder, "notes.txt"), os.path.join(s.folder, "keys.txt"),
-                                  "config.txt"], 1):
-            pending = asyncio.ensure_future(cli.call_tool("open_diff", {
-                "original_file_path": path, "new_file_contents": "new\n", "tab_name": "t%d" % n}))
-            await s.aexpect(r"^diff %d waits" % n)
-            s.send("reject %d" % n)
-            assert tool_json(await asyncio.wait_for(pending, WAIT))["result"] == "REJECTED"
-        cli.close()
-
-    ide_wire.run(scenario(), timeout=60)
-    s.send("quit")
-    assert s.wait() == 0
-    out = "\n".join(s.rest())
+    out = "\n".join(shown_then_rejected(s, [(os.path.join(s.folder, "notes.txt"), "new\n"),
+                                             (os.path.join(s.folder, "keys.txt"), "new\n"),
+                                             ("config.txt", "new\n")]))
     assert "  (through a link: the file written is %s)" % (outside / "rc") in out
     assert "  (through a link: the file written is %s)" % (outside / "keys") in out
     assert out.count("  (outside %s)" % s.folder) == 3  # (the relative path names a file of serve's folder)
@@ -348,20 +340,7 @@ def test_a_file_that_is_not_utf8_is_never_shown_as_unchanged(make_serve: Any) ->
     path = os.path.join(s.folder, "cafe.txt")
     with open(path, "wb") as f:
         f.write(b"caf\xe9\n")
-
-    async def scenario() -> None:
-        cli = await second_session(s)
-        pending = asyncio.ensure_future(cli.call_tool("open_diff", {
-            "original_file_path": path, "new_file_contents": "caf\ufffd\n", "tab_name": "t"}))
-        await s.aexpect(r"^diff 1 waits")
-        s.send("reject 1")
-        assert tool_json(await asyncio.wait_for(pending, WAIT))["result"] == "REJECTED"
-        cli.close()
-
-    ide_wire.run(scenario(), timeout=60)
-    s.send("quit")
-    assert s.wait() == 0
-    lines = s.rest()
+    lines = shown_then_rejected(s, [(path, "caf\ufffd\n")])
     assert "  (no changes)" not in lines
     assert "  (no changes to the text shown)" in lines
     assert any(line.startswith("  (the file is not UTF-8: its invalid bytes show as U+FFFD") for line in lines)
