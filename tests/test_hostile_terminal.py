@@ -34,6 +34,10 @@ def test_safe_text_escapes_every_control_but_newline_and_tab() -> None:
     assert safe_text("keep\ttabs\nand newlines, ünïcödé 😀") == "keep\ttabs\nand newlines, ünïcödé 😀"
     assert safe_text("one\nline", multiline=False) == "one\\nline"
     assert safe_text("lone \ud800") == "lone \\ud800"
+    # Invisible characters that can hide text (tags: read by a model, shown by no terminal).
+    assert safe_text("a\xadb\u200bc\u2060d\ufeffe\U000e0041f") == "a\\xadb\\u200bc\\u2060d\\ufeffe\\U000e0041f"
+    assert safe_text("emoji \U0001f468\u200d\U0001f469, script \u0645\u200c\u06cc") == (
+        "emoji \U0001f468\u200d\U0001f469, script \u0645\u200c\u06cc")  # joiners stay
     assert safe_text(42) == "42"
     for code in list(range(0x20)) + list(range(0x7f, 0xa0)):
         if chr(code) not in "\n\t":

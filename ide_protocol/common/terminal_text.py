@@ -25,10 +25,15 @@ __all__ = ["safe_text"]
 # C0 controls except tab (0x09) and newline (0x0a), DEL, the C1 controls (which some
 # terminals execute as CSI, OSC, ...), and the Unicode controls that change the order or
 # the lines of what is displayed: bidirectional embeddings, overrides and isolates, the
-# marks LRM/RLM/ALM, and the line and paragraph separators. Lone surrogates (JSON can
-# carry them) cannot be encoded for the terminal at all: shown escaped too.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
-                     "\u2066-\u2069\ud800-\udfff]")
+# marks LRM/RLM/ALM, and the line and paragraph separators. Then the invisible
+# characters that carry nothing a reader of code needs but can hide text: the soft
+# hyphen, the zero-width space, the word joiner and the invisible operators, the
+# zero-width no-break space (BOM), and the tag characters (U+E0000-E007F: text no
+# terminal shows, yet a program reading the file, a model among them, does). The
+# joiners ZWJ and ZWNJ stay: emoji and several scripts need them. Lone surrogates (JSON
+# can carry them) cannot be encoded for the terminal at all: shown escaped too.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u061c\u200b\u200e\u200f\u2028\u2029"
+                     "\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ud800-\udfff\U000e0000-\U000e007f]")
 
 _UNSAFE_OR_NEWLINE = re.compile(_UNSAFE.pattern[:-1] + "\n]")
 
@@ -42,7 +47,7 @@ def _escape(match: "re.Match[str]") -> str:
     if named is not None:
         return named
     code = ord(char)
-    return "\\x%02x" % code if code < 0x100 else "\\u%04x" % code
+    return "\\x%02x" % code if code < 0x100 else "\\u%04x" % code if code < 0x10000 else "\\U%08x" % code
 
 
 def safe_text(text: object, multiline: bool = True) -> str:
