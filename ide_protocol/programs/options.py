@@ -10,8 +10,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
-from typing import Optional
+from typing import Any, Optional
 
 from ..common.terminal_text import safe_text
 from .progname import program_name
@@ -51,6 +52,13 @@ def one_line(text: object) -> str:
     nothing on the terminal and a newline in it cannot print a line of the peer's own
     making; a tab is shown as an escape too, so that it cannot push columns about."""
     return safe_text(text, multiline=False).replace("\t", "\\t")
+
+
+def terminal_json(value: Any, indent: Optional[int] = 2) -> str:
+    """JSON of untrusted text for a program's output (`--json`, a name quoted), safe on a
+    terminal: ASCII only, so that every control character (DEL and the C1 controls
+    too) and every invisible or reordering one is escaped."""
+    return json.dumps(value, ensure_ascii=True, indent=indent)
 
 
 def no_ide_advice(folder: Optional[str]) -> str:

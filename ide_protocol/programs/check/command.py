@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from typing import List, Optional
 
 from ...client import ClientError, NoIdeFound
 from ...client import discovery as lock_choice  # not the checks of §1 (.discovery)
-from ..options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of, no_ide_advice, one_line
+from ..options import (LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of, no_ide_advice, one_line,
+                       terminal_json)
 from ..progname import program_name
 from ..stdio import utf8_output
 from .registry import CHECKS, DEFAULT_CHECK_TIMEOUT, FAIL, PASS, Result, SKIP, WARN
@@ -70,8 +70,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                                      interactive=args.with_diff, on_result=show))
     counts = summary(results)
     if args.json:
-        print(json.dumps({"lock": lock.path, "socket": lock.socket_path, "ide": lock.ide_name,
-                          "summary": counts, "results": [r.to_json() for r in results]}, indent=2))
+        print(terminal_json({"lock": lock.path, "socket": lock.socket_path, "ide": lock.ide_name,
+                             "summary": counts, "results": [r.to_json() for r in results]}))
     else:
         print("%d checks: %d passed, %d failed, %d warnings, %d skipped"
               % (len(results), counts[PASS], counts[FAIL], counts[WARN], counts[SKIP]))

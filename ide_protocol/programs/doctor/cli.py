@@ -12,12 +12,11 @@ pure ASCII (``ensure_ascii``) with DEL escaped as well, so it is safe to print a
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import List, Optional, TextIO
 
-from ..options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of, one_line
+from ..options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of, one_line, terminal_json
 from ..progname import program_name
 from ..stdio import utf8_output
 from . import diagnose as dx
@@ -90,7 +89,7 @@ def render_text(report: dx.Report, out: TextIO) -> None:
     for lock in report.locks:
         w("\n  %s %s" % (_lock_label(report, lock), one_line(os.path.basename(lock.path))))
         if lock.ide_name is not None:
-            w("  %s" % json.dumps(lock.ide_name, ensure_ascii=True))
+            w("  %s" % terminal_json(lock.ide_name, indent=None))
         if lock.pid is not None:
             w("  pid %s" % one_line(lock.pid))
         if lock.folders:
@@ -112,7 +111,7 @@ def render_text(report: dx.Report, out: TextIO) -> None:
     if report.would_connect:
         assert report.picked is not None
         w("=> copilot started in %s connects to %s at start-up (%s)%s.\n"
-          % (one_line(report.folder), json.dumps(report.ide, ensure_ascii=True),
+          % (one_line(report.folder), terminal_json(report.ide, indent=None),
              one_line(os.path.basename(report.picked.path)),
              "" if report.handshake_tried else "; handshake not tried"))
     else:
@@ -133,7 +132,7 @@ def render_text(report: dx.Report, out: TextIO) -> None:
 def render_json(report: dx.Report) -> str:
     """The report as ASCII-only JSON (`{"folder", "would_connect", "ide", "locks"}` plus
     the lock dir and the findings that concern no single lock)."""
-    return json.dumps(report.to_json(), ensure_ascii=True, indent=2).replace("\x7f", "\\u007f")
+    return terminal_json(report.to_json())
 
 
 def main(argv: Optional[List[str]] = None) -> int:
