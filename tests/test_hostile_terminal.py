@@ -225,9 +225,10 @@ def test_the_choice_between_two_ides_is_shown_escaped(tmp_path: Any, program: st
 
 @unix_only
 def test_trace_shows_the_lock_folder_escaped(tmp_path: Any) -> None:
-    """`trace` says where to run the CLI: `cd` into the lock's first folder."""
+    """`trace` says where to run the CLI: `cd` into the lock's first folder; and what it
+    traces, the lock's ideName on one line (a newline in it printed a line of its own)."""
     import signal
-    ide = hostile_ide(tmp_path, workspaceFolders=["/work " + FORGED])
+    ide = hostile_ide(tmp_path, workspaceFolders=["/work " + FORGED], ideName="IDE " + FORGED)
     env = dict(os.environ, PYTHONPATH=REPO)
     proc = subprocess.Popen([sys.executable, "-m", "ide_protocol", "trace", "--lock", ide.lock_path,
                              "--copilot-home", str(tmp_path / "trace-home")],
@@ -243,5 +244,6 @@ def test_trace_shows_the_lock_folder_escaped(tmp_path: Any) -> None:
             proc.communicate()
         ide.close()
     assert line.startswith("run the CLI as:  cd /work \\x1b]0;pwned"), (line, err)
-    assert_shown_escaped(line + err.decode("utf-8", "replace"))
+    assert_shown_escaped(line + err.decode("utf-8", "replace") + out.decode("utf-8", "replace"))
+    assert "tracing IDE \\x1b]0;pwned" in err.decode("utf-8", "replace") + out.decode("utf-8", "replace")
     assert proc.returncode == 0, err

@@ -363,8 +363,8 @@ class Tracer:
         except BaseException:
             await self.stop()
             raise
-        self.write("tracing %s (pid %d, %s) through %s" % (self.target.ide_name, self.target.pid,
-                                                          self.target.socket_path, self.socket_path))
+        self.write("tracing %s (pid %d, %s) through %s" % (one_line(self.target.ide_name), self.target.pid,
+                                                          one_line(self.target.socket_path), self.socket_path))
         self.write("tracer lock: %s" % self.lock_path)
         return self
 
