@@ -330,7 +330,7 @@ class AgentConnection:
         else:
             self._not_json_rpc(line)
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("A>C %.300s", safe_text(line.decode("utf-8", "replace"), multiline=False))
+            log.debug("A>C %s", safe_text(line[:1200].decode("utf-8", "replace")[:300], multiline=False))
         try:
             await self.peer.receive(obj)
         except Exception:  # Peer.receive does not raise for bad input; this is a bug guard

@@ -22,7 +22,27 @@ import threading
 from typing import IO, Any, Callable, List, Optional
 
 
-class OneQuestionAtATime:
+class _LoopLock:
+    """An `asyncio.Lock` for an object that outlives event loops (the one console of
+    stdin serves every `asyncio.run` of a program): made in the running loop, and made
+    again in a later one (a lock is bound to the loop it first waited in)."""
+
+    def __init__(self) -> None:
+        self._lock: Optional[asyncio.Lock] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+
+    async def __aenter__(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._loop is not loop:
+            self._lock, self._loop = asyncio.Lock(), loop
+        await self._lock.acquire()
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        assert self._lock is not None
+        self._lock.release()
+
+
+class OneQuestionAtATime(_LoopLock):
     """A question and its answer as one exchange, for every asker of one console.
 
     Two questions may come at once (the agent asks for two permissions in parallel, or
@@ -32,18 +52,6 @@ class OneQuestionAtATime:
     above the cursor is the second. So an asker holds this while it shows its question
     and reads the answer; the next question is shown only then.
     """
-
-    def __init__(self) -> None:
-        self._lock: Optional[asyncio.Lock] = None  # made in the loop (3.8 binds a lock to it)
-
-    async def __aenter__(self) -> None:
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        await self._lock.acquire()
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        assert self._lock is not None
-        self._lock.release()
 
 
 class Console:
@@ -56,7 +64,7 @@ class Console:
         self.encoding = encoding
         self._buf = b""
         self._eof = False
-        self._lock: Optional[asyncio.Lock] = None
+        self._reading = _LoopLock()  # one reader of the descriptor at a time
         self.questions = OneQuestionAtATime()  # for every asker reading this console
 
     @classmethod
@@ -78,9 +86,7 @@ class Console:
         written to stderr first (only when reading a terminal)."""
         if prompt and self.isatty():
             write_stderr(prompt)
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
+        async with self._reading:
             while b"\n" not in self._buf and not self._eof:
                 data = await self._read_some()
                 if data:

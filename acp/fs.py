@@ -123,6 +123,9 @@ _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+# A folder opened only to name what is in it: O_PATH (Linux) needs no permission to
+# read the folder, only to pass through it, as opening by the whole path needs.
+_FOLDER = getattr(os, "O_PATH", os.O_RDONLY) | _DIRECTORY
 # Opening beneath a folder needs `dir_fd` and both flags (POSIX; not Windows).
 _BENEATH = bool(_NOFOLLOW and _DIRECTORY) and os.open in os.supports_dir_fd and os.mkdir in os.supports_dir_fd
 
@@ -149,7 +152,7 @@ def _open(target: _Target, shown: str, flags: int, make_folders: bool = False) -
         return os.open(target.real, flags, 0o666)
     relative = os.path.relpath(target.real, target.root)
     names = [] if relative == os.curdir else relative.split(os.sep)
-    folder = os.open(target.root, os.O_RDONLY | _DIRECTORY)
+    folder = os.open(target.root, _FOLDER)
     try:
         if not names:
             return os.open(".", flags, dir_fd=folder)  # the root itself: refused later, not a file
@@ -159,14 +162,15 @@ def _open(target: _Target, shown: str, flags: int, make_folders: bool = False) -
                     os.mkdir(name, 0o777, dir_fd=folder)
                 except FileExistsError:
                     pass
-            inner = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=folder)
+            inner = os.open(name, _FOLDER | _NOFOLLOW, dir_fd=folder)
             os.close(folder)
             folder = inner
         return os.open(names[-1], flags | _NOFOLLOW, 0o666, dir_fd=folder)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise jsonrpc.JsonRpcError(ACCESS_DENIED_CODE, "Access denied: %s changed while it was opened "
-                                       "(a folder or the file is now a link)" % shown, {"path": shown}) from None
+            raise jsonrpc.JsonRpcError(ACCESS_DENIED_CODE, "Access denied: %s leads through a link that its "
+                                       "check did not see (a loop of links, or a folder or the file swapped "
+                                       "for a link since)" % shown, {"path": shown}) from None
         raise
     finally:
         os.close(folder)

@@ -349,7 +349,7 @@ def test_diffs_accepted_rejected_closed_by_the_cli_and_wrong_ids(bridge: Any) ->
             "original_file_path": path, "new_file_contents": "new 😀\n", "tab_name": "tab A"}))
         diff = await b.aexpect("diff")
         assert diff == {"type": "diff", "id": 1, "tab": "tab A", "path": path, "original": SAMPLE,
-                        "new": "new 😀\n", "new_file": False, "session": cli.session_id}
+                        "new": "new 😀\n", "new_file": False, "original_exact": True, "session": cli.session_id}
         b.send({"type": "status"})
         assert (await b.aexpect("status"))["diffs"] == [1]
         assert not accepted.done()
@@ -366,6 +366,7 @@ def test_diffs_accepted_rejected_closed_by_the_cli_and_wrong_ids(bridge: Any) ->
             "original_file_path": os.path.join(b.folder, "new.txt"), "new_file_contents": "x", "tab_name": "B"}))
         diff = await b.aexpect("diff")
         assert diff["id"] == 2 and diff["new_file"] is True and diff["original"] == ""
+        assert diff["original_exact"] is True
         b.send({"type": "diff_answer", "diff": 2, "accept": False})
         answer = tool_json(await asyncio.wait_for(rejected, WAIT))
         assert answer["result"] == "REJECTED" and answer["trigger"] == "rejected_via_button"
@@ -544,6 +545,29 @@ def test_an_editor_that_stops_reading_loses_messages_whole_and_a_diff_it_cannot_
         rest.append(message)
     seen = [json.loads(line.decode("utf-8")) for line in b.raw]  # every line JSON (the pump checked)
     assert any(m["type"] == "dropped" and m["messages"] >= 1 for m in seen), [m["type"] for m in seen]
+
+
+def test_a_diff_of_a_file_that_is_not_utf8_says_so(bridge: Any) -> None:
+    """Its invalid bytes read as U+FFFD: a proposal holding U+FFFD there would look
+    unchanged, yet accepting changes the file's bytes; the editor is told."""
+    b = bridge()
+    b.hello("codepoints")
+    path = os.path.join(b.folder, "cafe.txt")
+    with open(path, "wb") as f:
+        f.write(b"caf\xe9\n")
+
+    async def scenario() -> None:
+        cli = await b.connected_cli()
+        call = asyncio.ensure_future(cli.call_tool("open_diff", {
+            "original_file_path": path, "new_file_contents": "caf\ufffd\n", "tab_name": "T"}))
+        diff = await b.aexpect("diff")
+        assert diff["original"] == "caf\ufffd\n" and diff["original_exact"] is False
+        await b.reject(diff, call)
+        cli.close()
+
+    ide_wire.run(scenario())
+    b.send({"type": "stop"})
+    assert_stopped_cleanly(b, "stop")
 
 
 def test_hello_may_ask_for_unified_diffs(bridge: Any) -> None:

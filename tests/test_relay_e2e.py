@@ -182,6 +182,32 @@ def test_client_through_the_relay_sees_its_own_paths_and_the_ide_its_own(tmp_pat
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))
 
 
+def test_the_relay_logs_the_lock_files_text_escaped(tmp_path: Any) -> None:
+    """The relay logs what it relays: the IDE's name and folders, from its lock file,
+    printed raw (an escape sequence drove the terminal, a newline printed a line of the
+    lock's making)."""
+    setup(tmp_path)
+
+    async def scenario() -> str:
+        server = IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"),
+                           ide_name="Test IDE \x1b]0;pwned\x07\nFAKE: all good")
+        await server.start()
+        relay = start_relay(tmp_path)
+        try:
+            lock = await relay_lock(tmp_path, relay)
+            await stop_relay(relay, lock)
+        finally:
+            if relay.poll() is None:
+                relay.kill()
+                relay.wait()
+            await server.stop()
+        return relay.stderr.read() if relay.stderr else ""
+
+    err = asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+    assert "Test IDE \\x1b]0;pwned\\a\\nFAKE: all good" in err, err
+    assert "\x1b" not in err and not any(line.startswith("FAKE") for line in err.splitlines()), err
+
+
 def test_the_relay_lock_goes_first_when_the_ide_goes_and_none_without_ide(tmp_path: Any) -> None:
     setup(tmp_path)
 

@@ -560,6 +560,26 @@ def test_file_text_ranges_follow_editor_numbering(tmp_path: Any) -> None:
     assert text.resolve("2:3") == ((2, 3), (2, 3))
 
 
+def test_unified_diff_lines_end_at_newline_only_and_names_stay_one_line(tmp_path: Any) -> None:
+    """Lines end at "\\n", as `diff` and `patch` count them: `str.splitlines` also
+    ended one at a form feed, "\\r" or U+2028 (the hunks miscounted, the no-newline
+    marker mid-file, and a file of "\\r"-ended lines slipped past the line limits). A
+    newline in the file's name would forge header lines: escaped."""
+    from ide_protocol.server.diffs import DiffRequest, PendingDiffs
+
+    async def diffed() -> Any:
+        diff = DiffRequest(PendingDiffs(), "t", "/w/x\n+++ b/etc/passwd", "a\x0cb\rc\u2028e\nsame\n", None,
+                           original_contents="a\x0cb\rc\u2028d\nsame\n")
+        many = DiffRequest(PendingDiffs(), "t", "/w/y", "z\r" * 30000, None, original_contents="y\n" * 30000)
+        return diff.unified_diff_lines(), many.small_enough_to_diff(), DiffRequest(
+            PendingDiffs(), "t", "/w/z", "q\n" * 30000, None).small_enough_to_diff()
+
+    lines, small, large = asyncio.run(diffed())
+    assert lines == ["--- a/w/x\\n+++ b/etc/passwd", "+++ b/w/x\\n+++ b/etc/passwd", "@@ -1,2 +1,2 @@",
+                     "-a\x0cb\rc\u2028d", "+a\x0cb\rc\u2028e", " same"]
+    assert small is False and large is False  # 30 000 lines on a side, whatever ends the other's
+
+
 def test_unified_diff_marks_missing_final_newline(tmp_path: Any) -> None:
     from ide_protocol.server.diffs import DiffRequest, PendingDiffs
 

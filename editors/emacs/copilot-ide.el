@@ -246,6 +246,9 @@ incomplete end is kept, as a list, and joined once its line ends."
        (setq copilot-ide--sessions (or (alist-get 'sessions msg) 0))
        (force-mode-line-update t))
       ("diff" (copilot-ide--show-diff msg))
+      ("dropped"
+       (message "copilot-ide: %s messages from the bridge were lost: Emacs did not read them in time \
+(a proposed edit among them was rejected)" (alist-get 'messages msg)))
       ("diff_closed" (copilot-ide--diff-closed msg))
       ("error"
        (setq copilot-ide--last-error (alist-get 'message msg))
@@ -649,6 +652,9 @@ are those of last time (most commands move nothing)."
             (delay-mode-hooks (funcall mode)))))
       (setq copilot-ide--diff (list id path (alist-get 'tab msg)))
       (copilot-ide-diff-mode 1)
+      (when (and (assq 'original_exact msg) (not (alist-get 'original_exact msg)))
+        (setq header-line-format
+              "The file is not UTF-8: its invalid bytes read as U+FFFD here; accepting replaces them"))
       (set-buffer-modified-p nil)
       (setq buffer-read-only t)
       (goto-char (point-min)))

@@ -105,6 +105,10 @@ class PushFeed:
         stream's subscribers: only the stream followed now ends the feed."""
         self.error = None
         self.ended = False
+        self._drop_follower()
+
+    def _drop_follower(self) -> None:
+        """Stop reading the stream followed until now, if any (its connection closed)."""
         old, self._follower = self._follower, None
         if old is not None and not old.done():
             old.cancel()
@@ -117,7 +121,9 @@ class PushFeed:
 
     def follow(self, response: ClientResponse, release: Callable[[ClientConnection], None]) -> None:
         """Read the stream `response` to its end in a task of this feed; its connection
-        goes back to `release` when the stream ended normally, else it is closed."""
+        goes back to `release` when the stream ended normally, else it is closed. A
+        stream followed until now is dropped: one feed reads one stream."""
+        self._drop_follower()
         self._follower = asyncio.ensure_future(self._follow(response, release))
 
     async def _follow(self, response: ClientResponse, release: Callable[[ClientConnection], None]) -> None:

@@ -289,7 +289,8 @@ class Bridge:
         self._ids[id(diff)] = number
         message = {"type": "diff", "id": number, "tab": diff.tab_name, "path": diff.original_file_path,
                    "original": diff.original_contents, "new": diff.new_file_contents,
-                   "new_file": diff.is_new_file, "session": diff.session_id}
+                   "new_file": diff.is_new_file, "original_exact": diff.original_is_exact,
+                   "session": diff.session_id}
         if not self.unified or not diff.small_enough_to_diff():  # (too large: the proposal alone)
             self._show(diff, number, message)
             return None

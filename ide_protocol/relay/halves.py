@@ -28,12 +28,19 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, cast
 from ..client.connection import open_socket
 from ..common import lock_rules, lockfile
 from ..common.lockfile import LockInfo
+from ..common.terminal_text import safe_text
 from ..server.sockets import bind_unix, remove_socket_dir
 from ..server.transport import REQUEST_TIMEOUT
 from .http_relay import serve_cli_connection, serve_ide_connection
 from .link import Link, Stream
 from .pathmap import PathMap
 from .rewrite import Rewriter
+
+
+def _shown(text: object) -> str:
+    """Lock-file text for the log (a terminal, often): escaped, on one line."""
+    return safe_text(text, multiline=False)
+
 
 RELAYED_SUFFIX = " (relayed)"
 WATCH_SECONDS = 1.0
@@ -139,7 +146,7 @@ class RelayLock:
         self.path = lockfile.write_lock(info, self.directory)
         if old:
             lockfile.remove_lock(old)
-        self.log("lock %s for %s (%s)" % (self.path, ", ".join(info.workspace_folders), info.ide_name))
+        self.log("lock %s for %s (%s)" % (self.path, _shown(", ".join(info.workspace_folders)), _shown(info.ide_name)))
 
     def remove(self) -> None:
         if self.path:
@@ -280,7 +287,7 @@ async def run_ide_side(via: Optional[str], folder: Optional[str], lock_file: Opt
                 continue
             found = await loop.run_in_executor(None, pick_ide_lock, folder, lock_file, lock_dir)
             if found is not None and found != current:
-                log("now relaying %s (%s)" % (found.ide_name, found.path))
+                log("now relaying %s (%s)" % (_shown(found.ide_name), _shown(found.path)))
                 current = found
                 link.announce(announcement(found))
             elif found is None and current is not None:
@@ -302,7 +309,7 @@ async def run_ide_side(via: Optional[str], folder: Optional[str], lock_file: Opt
                 await end_child(proc)
                 return code
         else:
-            log("relaying %s (%s)" % (current.ide_name, current.path))
+            log("relaying %s (%s)" % (_shown(current.ide_name), _shown(current.path)))
             link.announce(announcement(current))
         runner = asyncio.ensure_future(link.run())
         watcher = link.spawn(watch())

@@ -30,6 +30,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from ..common import tools
+from ..common.terminal_text import safe_text
 
 if TYPE_CHECKING:  # (imports only for the type checker: no cycle at run time)
     from .sessions import Session
@@ -139,6 +140,12 @@ async def load_original(path: str, limit: int) -> Tuple[str, bool, bool]:
     return text, False, exact
 
 
+def _lines(text: str) -> List[str]:
+    """`text`'s lines with their `\\n` kept (the last may lack it), split there only."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 class DiffRequest:
     """One pending `open_diff`: what to show, and the way to answer it.
 
@@ -224,32 +231,37 @@ class DiffRequest:
 
     def small_enough_to_diff(self) -> bool:
         """Whether a line diff of the two texts is quick to compute: difflib is close to
-        quadratic on repetitive lines, so past `MAX_DIFFED_CHARS` characters or
-        `MAX_DIFFED_LINES` lines on a side the programs show the proposal instead."""
+        quadratic on repetitive lines, so past `MAX_DIFFED_CHARS` characters (both
+        texts together) or `MAX_DIFFED_LINES` lines in either the programs show the
+        proposal instead. Lines are what `unified_diff_lines` compares: ended by `\\n`."""
         if len(self.original_contents) + len(self.new_file_contents) > MAX_DIFFED_CHARS:
             return False
         return max(self.original_contents.count("\n"), self.new_file_contents.count("\n")) <= MAX_DIFFED_LINES
 
     def unified_diff_lines(self, name: Optional[str] = None, context: int = 3) -> List[str]:
-        """The diff as unified-diff lines without their terminators, the files named
-        `a/NAME` and `b/NAME` (NAME: the path without its leading `/`). A last line
-        without a newline is followed by `\\ No newline at end of file`, as `diff`
-        marks it: difflib would glue the next line to it (a removed `DEBUG = False` and
-        an added line would read as one removed line). Slow for large texts: see
-        `small_enough_to_diff`."""
+        """The diff as unified-diff lines without their terminators (`\\n`, or `\\r\\n`),
+        the files named `a/NAME` and `b/NAME` (NAME: the path without its leading `/`,
+        its control characters escaped: a newline would forge header lines).
+
+        Lines end at `\\n` only, as `diff` and `patch` count them: `str.splitlines`
+        would also end one at `\\r`, a form feed or U+2028, and so miscount the hunks
+        and put the marker below mid-file. A last line without a newline is followed by
+        `\\ No newline at end of file`, as `diff` marks it: difflib would glue the next
+        line to it (a removed `DEBUG = False` and an added line would read as one
+        removed line). Slow for large texts: see `small_enough_to_diff`."""
         import difflib
 
-        shown = name if name is not None else self.original_file_path.lstrip("/")
-        old = self.original_contents.splitlines(keepends=True)
-        new = self.new_file_contents.splitlines(keepends=True)
+        shown = safe_text(name if name is not None else self.original_file_path.lstrip("/"), multiline=False)
+        old, new = _lines(self.original_contents), _lines(self.new_file_contents)
         out: List[str] = []
-        for line in difflib.unified_diff(old, new, "a/" + shown, "b/" + shown, n=context, lineterm=""):
-            if line.startswith(("---", "+++", "@@")) and not line.endswith(("\n", "\r")):
+        for index, line in enumerate(difflib.unified_diff(old, new, "a/" + shown, "b/" + shown, n=context,
+                                                          lineterm="")):
+            if index < 2 or line.startswith("@@"):  # the file and hunk headers (content has a +, - or space)
                 out.append(line)
-                continue
-            stripped = line.rstrip("\r\n")
-            out.append(stripped)
-            if stripped == line:
+            elif line.endswith("\n"):
+                out.append(line[:-2] if line.endswith("\r\n") else line[:-1])
+            else:
+                out.append(line)
                 out.append("\\ No newline at end of file")
         return out
 

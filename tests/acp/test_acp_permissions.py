@@ -176,6 +176,25 @@ def test_only_what_the_person_was_shown_and_the_documented_words_answer():
     assert choice == "stop" and "[1] allow always  [2] reject" in text
 
 
+def test_the_askers_of_one_console_serve_one_event_loop_after_another():
+    """The console of stdin outlives an `asyncio.run` (a program may run several): its
+    locks were made once and bound to the first loop, so two questions at once in a
+    later loop failed ("bound to a different event loop")."""
+    asker = TerminalAsker(None, lambda text: None)
+
+    async def two_at_once():
+        async def readline():
+            await asyncio.sleep(0)
+            return "y"
+
+        asker.readline = readline
+        request = PermissionRequest("s", {"title": "x"}, [{"optionId": "a", "kind": "allow_once"}])
+        return await asyncio.gather(asker(request), asker(request))
+
+    assert asyncio.run(two_at_once()) == ["a", "a"]
+    assert asyncio.run(two_at_once()) == ["a", "a"]
+
+
 def test_two_questions_at_once_are_asked_one_after_the_other(tmp_path):
     """A person answers the question on the screen right above the cursor. With two
     permission requests at once, the second question is shown only once the first has

@@ -513,6 +513,13 @@ the file the CLI writes next is reverted in, or asked about when modified."
       (should-not (copilot-ide-tests--locks))
       (copilot-ide-tests--wait (lambda () (not (process-live-p process))) "the bridge's exit"))))
 
+(ert-deftest copilot-ide-lost-messages-are-said ()
+  "The bridge says where messages were lost (Emacs did not read): so does Emacs."
+  (let ((messages (get-buffer-create "*Messages*")))
+    (copilot-ide--handle '((type . "dropped") (messages . 3)))
+    (should (string-match-p "copilot-ide: 3 messages from the bridge were lost"
+                            (with-current-buffer messages (buffer-string))))))
+
 (ert-deftest copilot-ide-bridge-errors-are-reported-not-raised ()
   "A refused line comes back as an error message; the bridge goes on."
   (copilot-ide-tests--with-bridge
