@@ -9,6 +9,7 @@ import glob
 import json
 import re
 import os
+import shlex
 import signal
 import stat
 import subprocess
@@ -206,6 +207,56 @@ def test_the_relay_logs_the_lock_files_text_escaped(tmp_path: Any) -> None:
     err = asyncio.run(asyncio.wait_for(scenario(), LIMIT))
     assert "Test IDE \\x1b]0;pwned\\a\\nFAKE: all good" in err, err
     assert "\x1b" not in err and not any(line.startswith("FAKE") for line in err.splitlines()), err
+
+
+#: A stand-in for the IDE's half: the link's greeting, one LOCK frame (argv[1], JSON), then
+#: it reads until the link ends.
+FAKE_IDE_HALF = ("import os, sys; from ide_protocol.relay import frames; out = sys.stdout.buffer; "
+                 "out.write(frames.MAGIC + frames.encode_lock(__import__('json').loads(sys.argv[1]))); out.flush(); "
+                 "[None for _ in iter(lambda: os.read(0, 65536), b'')]")
+
+
+def cli_half_facing(tmp: Any, lock: Any) -> "subprocess.Popen[str]":
+    via = "%s -c %s %s" % (sys.executable, shlex.quote(FAKE_IDE_HALF), shlex.quote(json.dumps(lock)))
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.Popen([sys.executable, "-m", "ide_protocol", "relay", "cli-side", "--via", via,
+                             "--lock-dir", str(tmp / "cli-ide")], env=env, cwd=str(tmp),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_lock_announcement_that_is_not_one_ends_the_relay_clearly(tmp_path: Any) -> None:
+    """`workspaceFolders` not a list of strings, from the other half: a traceback
+    (iterating an int) before; now a one-line reason, status 1, nothing left."""
+    relay = cli_half_facing(tmp_path, {"ideName": "x", "workspaceFolders": 5})
+    try:
+        code = relay.wait(LIMIT)
+    finally:
+        if relay.poll() is None:
+            relay.kill()
+            relay.wait()
+    err = relay.stderr.read() if relay.stderr else ""
+    assert code == 1 and "Traceback" not in err, err
+    assert "workspaceFolders that are not a list of strings" in err and relay_locks(tmp_path) == []
+
+
+def test_sighup_ends_the_relay_and_removes_its_lock(tmp_path: Any) -> None:
+    """The terminal (or SSH session) that ran the CLI's half closes: SIGHUP left the
+    relay's lock and socket behind, and the CLI took them for a live IDE."""
+    relay = cli_half_facing(tmp_path, {"ideName": "x", "workspaceFolders": [str(tmp_path)]})
+
+    async def scenario() -> None:
+        lock = await relay_lock(tmp_path, relay)
+        relay.send_signal(signal.SIGHUP)
+        code = await asyncio.get_event_loop().run_in_executor(None, relay.wait, 30)
+        assert code == 0, relay.stderr.read() if relay.stderr else ""
+        assert relay_locks(tmp_path) == [] and not os.path.exists(os.path.dirname(lock["socketPath"]))
+
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+    finally:
+        if relay.poll() is None:
+            relay.kill()
+            relay.wait()
 
 
 def test_the_relay_lock_goes_first_when_the_ide_goes_and_none_without_ide(tmp_path: Any) -> None:
@@ -447,6 +498,49 @@ def test_a_cli_that_stops_reading_its_stream_is_cut_off_and_others_keep_working(
                 assert (await client.get_selection())["filePath"] == str(tmp_path / "cliview" / "a.py")
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+
+
+def test_the_push_stream_is_not_cut_after_the_body_limit(tmp_path: Any) -> None:
+    """A GET stream is endless: the relay read the IDE's answers with the body limit of
+    one request (64 MiB), so a long session's stream was cut there, silently, and the CLI
+    got no more pushes. 66 MiB of pushes cross, then one more arrives."""
+    setup(tmp_path)
+    ide_path = str(tmp_path / "project" / "a.py")
+
+    async def scenario() -> None:
+        async with relayed_ide(tmp_path) as (server, lock):
+            client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=30)
+            async with client:
+                queue = client.subscribe()
+                for n in range(34):  # 2 MiB each
+                    server.set_selection(Selection(ide_path, chr(65 + n % 26) * (2 << 20), (0, 0), (0, 1)))
+                    server.flush_pushes()
+                    push = await asyncio.wait_for(queue.get(), 30)
+                    assert push is not IdeClient.END and push.params["text"][0] == chr(65 + n % 26)
+                server.set_selection(Selection(ide_path, "the last", (0, 0), (0, 1)))
+                server.flush_pushes()
+                push = await asyncio.wait_for(queue.get(), 30)
+                assert push is not IdeClient.END and push.params["text"] == "the last", push
+                assert not client.stream_ended
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+
+
+def test_a_message_with_a_lone_surrogate_and_a_mapped_path_crosses(tmp_path: Any) -> None:
+    """JSON may carry a lone surrogate as an escape (`\\ud83d`); with a path to rewrite in
+    the same message, re-encoding it as UTF-8 failed and the relay closed the connection
+    without an answer."""
+    setup(tmp_path)
+
+    async def scenario() -> Any:
+        async with relayed_ide(tmp_path) as (server, lock):
+            client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=30)
+            async with client:
+                return await client.call_tool("get_diagnostics", {
+                    "uri": "file://" + str(tmp_path / "cliview" / "a.py"), "note": "half \ud83d"})
+
+    result = asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+    assert isinstance(result, dict) and "content" in result, result
 
 
 def test_a_megabyte_push_on_the_stream_while_the_client_posts(tmp_path: Any) -> None:

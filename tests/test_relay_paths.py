@@ -20,6 +20,19 @@ def test_posix_longest_prefix_on_whole_components() -> None:
     assert m.path_to_ide("/s") == "/home/me/p/sub"
 
 
+def test_dot_dot_is_resolved_before_the_prefix_is_matched() -> None:
+    """`/w/../../etc/passwd` is `/etc/passwd`, outside the mapping: mapped as if under
+    `/w` it named another file on the other side (`/home/me/p/../../etc/passwd`, which
+    is `/home/etc/passwd`): the person approved one file, the CLI wrote another."""
+    m = PathMap([("/home/me/p", "/w"), ("C:\\proj", "/c")])
+    assert m.path_to_ide("/w/../../etc/passwd") is None
+    assert m.path_to_ide("/w/sub/../a.py") == "/home/me/p/a.py"
+    assert m.path_to_ide("/w/./a.py") == "/home/me/p/a.py"
+    assert m.path_to_cli("/home/me/p/../../../etc/passwd") is None
+    assert m.path_to_cli("C:\\proj\\..\\secret.txt") is None
+    assert m.path_to_cli("C:\\proj\\x\\..\\a.txt") == "/c/a.txt"
+
+
 def test_uris_are_decoded_mapped_and_encoded_again() -> None:
     m = PathMap([("/home/me/p", "/w")])
     assert m.uri_to_cli("file:///home/me/p/a%20b%23.py") == "file:///w/a%20b%23.py"

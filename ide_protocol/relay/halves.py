@@ -104,10 +104,11 @@ def finish(stop: "asyncio.Future[str]", reason: str) -> None:
 
 
 def stop_on_signals(stop: "asyncio.Future[str]") -> List[int]:
-    """SIGINT and SIGTERM resolve `stop` (the program's loop only; Unix)."""
+    """SIGINT, SIGTERM and SIGHUP (the terminal or SSH session that ran it closed)
+    resolve `stop`, so that the lock and the socket go (the program's loop only; Unix)."""
     loop = asyncio.get_event_loop()
     installed: List[int] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)):
         try:
             loop.add_signal_handler(sig, finish, stop, "stopped by signal %d" % sig)
             installed.append(sig)
@@ -137,8 +138,12 @@ class RelayLock:
         return "Nonce " + self.nonce
 
     def announce(self, lock: Dict[str, Any]) -> None:
-        folders = [self.paths.path_to_cli(f) or f for f in lock.get("workspaceFolders") or []
-                   if isinstance(f, str)]
+        """Write the lock for the IDE the other half announced (ValueError: an
+        announcement that is not one)."""
+        given = lock.get("workspaceFolders")
+        if not isinstance(given, list) or not all(isinstance(f, str) for f in given):
+            raise ValueError("the other half announced workspaceFolders that are not a list of strings")
+        folders = [self.paths.path_to_cli(f) or f for f in given]
         name = str(lock.get("ideName") or "IDE")
         info = LockInfo.new(self.socket_path, {"Authorization": self.authorization}, folders,
                             name + RELAYED_SUFFIX, is_trusted=self.trusted)
@@ -171,7 +176,7 @@ async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[st
                 relay_lock.announce(lock)
             except (OSError, ValueError) as exc:
                 outcome["code"] = 1
-                finish(stop, "cannot write the relay's lock: %s" % exc)
+                finish(stop, "cannot write the relay's lock: %s" % _shown(exc))
             return
         had = relay_lock.path is not None
         relay_lock.remove()

@@ -20,6 +20,8 @@ that the caller can say so once).
 """
 from __future__ import annotations
 
+import ntpath
+import posixpath
 import re
 import string
 from typing import List, Optional, Sequence, Tuple
@@ -56,6 +58,10 @@ class _Side:
         None when `path` is not under it."""
         if self.windows != is_windows_path(path):
             return None
+        # `.` and `..` resolved first (as text: each side's system resolves them the same
+        # way), so that `/w/p/../../etc/passwd` is not taken for a path under `/w/p`: it
+        # would be mapped to a different file on the other side.
+        path = ntpath.normpath(path) if self.windows else posixpath.normpath(path)
         candidate = _key(path.replace("/", "\\") if self.windows else path, self.windows)
         if candidate == self.key:
             return ""

@@ -29,6 +29,9 @@ class Rewriter:
         self._seen: Set[str] = set()
 
     def _note(self, value: str) -> None:
+        """Report a path outside every mapping once (its first 200 characters: a path can
+        be as long as a message; at most 1000 of them are remembered)."""
+        value = value[:200]
         if value not in self._seen and len(self._seen) < 1000:
             self._seen.add(value)
             if self._report is not None:
