@@ -25,7 +25,7 @@ from ..client.connection import open_socket
 from ..server.answers import Reply
 from ..server.mcp import refuse_misdirected, refuse_unauthenticated
 from ..server.transport import REQUEST_TIMEOUT
-from ..wire import http11, sse
+from ..wire import http11, jsonrpc, sse
 from .link import Stream, drained
 from .rewrite import Rewriter
 
@@ -46,7 +46,12 @@ def _rewrite_body(body: bytes, rewrite: Callable[[Any], Any]) -> Optional[bytes]
     else:
         new = rewrite(message)
         changed = new is not message
-    return json.dumps(new, ensure_ascii=False, separators=(",", ":")).encode("utf-8") if changed else None
+    if not changed:
+        return None
+    try:
+        return jsonrpc.dumps(new)  # (the one encoder: a lone surrogate, valid as an escape, stays one)
+    except ValueError:  # NaN or an infinity, which JSON has not: passed as it came, the peer judges it
+        return None
 
 
 def _fields(headers: http11.Headers, extra: Mapping[str, str] = {}) -> List[Tuple[str, str]]:
@@ -140,10 +145,14 @@ async def _requests_to_ide(reader: asyncio.StreamReader, writer: asyncio.StreamW
 
 async def _answers_to_cli(stream: Stream, writer: asyncio.StreamWriter, rewriter: Rewriter,
                           methods: "asyncio.Queue[str]", request_timeout: float) -> None:
-    parser = http11.ResponseParser(max_body=http11.DEFAULT_MAX_BODY)
+    # No limit on a body as such: the GET stream is endless (its events are passed on
+    # as they come, each bounded by the SSE decoder); a body kept whole to rewrite it is
+    # bounded below.
+    parser = http11.ResponseParser()
     head: Optional[http11.Response] = None
     streaming: Optional[sse.SSEDecoder] = None
     body: List[bytes] = []
+    kept = 0
     while True:
         data = await stream.read()
         while not methods.empty():
@@ -151,7 +160,7 @@ async def _answers_to_cli(stream: Stream, writer: asyncio.StreamWriter, rewriter
         events = parser.feed(data) if data else parser.feed_eof()
         for event in events:
             if isinstance(event, http11.Response):
-                head, body, streaming = event, [], None
+                head, body, streaming, kept = event, [], None, 0
                 fields = _fields(event.headers)
                 if "text/event-stream" in (event.headers.get("Content-Type") or ""):
                     streaming = sse.SSEDecoder()
@@ -163,6 +172,14 @@ async def _answers_to_cli(stream: Stream, writer: asyncio.StreamWriter, rewriter
                     writer.write(http11.encode_chunk(out))
             elif isinstance(event, http11.Data):
                 body.append(event.data)
+                kept += len(event.data)
+                try:
+                    http11.rules.check_body_size(kept, http11.DEFAULT_MAX_BODY)
+                except http11.rules.Refusal as exc:
+                    writer.write(http11.write_response(502, [("Content-Type", "text/plain")],
+                                                       ("the IDE's answer: %s" % exc.message).encode("utf-8"),
+                                                       keep_alive=False))
+                    return
             elif isinstance(event, http11.EndOfMessage) and head is not None:
                 if streaming is not None:
                     writer.write(http11.LAST_CHUNK)
