@@ -637,38 +637,75 @@ are those of last time (most commands move nothing)."
       (add-hook 'kill-buffer-hook #'copilot-ide--diff-buffer-killed nil t)
     (remove-hook 'kill-buffer-hook #'copilot-ide--diff-buffer-killed t)))
 
+(defun copilot-ide--local-path-p (path)
+  "Non-nil when PATH, a file name from the CLI, is a plain local absolute one.
+The CLI's text is untrusted: a remote name (TRAMP's /ssh:host:..., also
+once expanded, as in /tmp/../ssh:host:...) given to a file function
+would open a connection, and a relative one or ~ would name a file
+of Emacs's choosing.  Only names passing this are given to file functions."
+  (and (stringp path)
+       (file-name-absolute-p path)
+       (not (string-prefix-p "~" path))
+       (not (file-remote-p path))
+       ;; Expanded without handlers: expanding is itself a file operation.
+       (not (file-remote-p (let ((file-name-handler-alist nil)) (expand-file-name path "/"))))))
+
+(defun copilot-ide--proposal-mode (path)
+  "The major mode to show a proposed text for PATH in: a programming one, else nil.
+The mode comes from `auto-mode-alist' by the CLI's (untrusted) name, and
+the text is untrusted too.  Modes derived from `prog-mode' only colour
+the text; others may act on it (`org-mode' reads the files its
+#+SETUPFILE names, `archive-mode' parses it), so they are not run."
+  (let ((mode (assoc-default path auto-mode-alist #'string-match)))
+    (when (and mode (symbolp mode) (fboundp mode))
+      ;; An autoloaded mode says its parent once loaded: loading is what
+      ;; visiting such a file does, running the mode is not.
+      (when (autoloadp (symbol-function mode))
+        (autoload-do-load (symbol-function mode) mode))
+      (and (provided-mode-derived-p mode 'prog-mode) mode))))
+
 (defun copilot-ide--show-diff (msg)
-  "Show the diff of MSG in a buffer of its own, without selecting it."
+  "Show the diff of MSG in a buffer of its own, without selecting it.
+The diff is registered first: if showing it fails it is rejected (the
+CLI would otherwise wait for an answer no one can give)."
   (let* ((id (alist-get 'id msg))
          (path (alist-get 'path msg))
          (unified (alist-get 'unified msg))
          (buffer (generate-new-buffer (format "*copilot-ide diff: %s*" (file-name-nondirectory path)))))
-    (with-current-buffer buffer
-      (insert (if (and unified (eq copilot-ide-diff-style 'unified)) unified (alist-get 'new msg)))
-      (if (and unified (eq copilot-ide-diff-style 'unified))
-          (diff-mode)
-        (let ((mode (assoc-default path auto-mode-alist #'string-match)))
-          (when (and mode (symbolp mode) (fboundp mode))
-            (delay-mode-hooks (funcall mode)))))
-      (setq copilot-ide--diff (list id path (alist-get 'tab msg)))
-      (copilot-ide-diff-mode 1)
-      (when (and (assq 'original_exact msg) (not (alist-get 'original_exact msg)))
-        (setq header-line-format
-              "The file is not UTF-8: its invalid bytes read as U+FFFD here; accepting replaces them"))
-      (set-buffer-modified-p nil)
-      (setq buffer-read-only t)
-      (goto-char (point-min)))
     (puthash id buffer copilot-ide--diffs)
-    ;; Shown from a timer, at top level: a filter may run inside another command's
-    ;; `save-window-excursion' (anything that waits for output), which would undo it.
-    (run-with-timer 0 nil #'copilot-ide--display-diff buffer)))
+    (condition-case err
+        (with-current-buffer buffer
+          (insert (if (and unified (eq copilot-ide-diff-style 'unified)) unified (alist-get 'new msg)))
+          (if (and unified (eq copilot-ide-diff-style 'unified))
+              (diff-mode)
+            (let ((mode (copilot-ide--proposal-mode path)))
+              (when mode
+                (delay-mode-hooks (funcall mode)))))
+          (setq copilot-ide--diff (list id path (alist-get 'tab msg)))
+          (copilot-ide-diff-mode 1)
+          (when (and (assq 'original_exact msg) (not (alist-get 'original_exact msg)))
+            (setq header-line-format
+                  "The file is not UTF-8: its invalid bytes read as U+FFFD here; accepting replaces them"))
+          (set-buffer-modified-p nil)
+          (setq buffer-read-only t)
+          (goto-char (point-min))
+          ;; Shown from a timer, at top level: a filter may run inside another command's
+          ;; `save-window-excursion' (anything that waits for output), which would undo it.
+          (run-with-timer 0 nil #'copilot-ide--display-diff buffer))
+      (error
+       (remhash id copilot-ide--diffs)
+       (copilot-ide--send `((type . "diff_answer") (diff . ,id) (accept . :false)))
+       (copilot-ide--kill-diff-buffer buffer)
+       (message "copilot-ide: cannot show the edit of %s the CLI proposes, so it is rejected: %s"
+                path (error-message-string err))))))
 
 (defun copilot-ide--display-diff (buffer)
   "Show the diff BUFFER (still pending) without selecting it."
   (when (buffer-live-p buffer)
     (display-buffer buffer copilot-ide-display-buffer-action)
     (message "copilot-ide: the CLI proposes an edit of %s: C-c C-c in %s accepts, C-c C-k rejects"
-             (abbreviate-file-name (nth 1 (buffer-local-value 'copilot-ide--diff buffer)))
+             (let ((path (nth 1 (buffer-local-value 'copilot-ide--diff buffer))))
+               (if (copilot-ide--local-path-p path) (abbreviate-file-name path) path))
              (buffer-name buffer))))
 
 (defun copilot-ide--pending-diff-buffer ()
@@ -737,8 +774,9 @@ an accept and after a yes in the terminal alike."
 
 (defun copilot-ide--watch-file (path)
   "Revert the buffer visiting PATH whenever its file is written, for a few seconds.
-A buffer with unsaved changes is reverted only when the user says so."
-  (let ((buffer (find-buffer-visiting path)))
+A buffer with unsaved changes is reverted only when the user says so.
+PATH comes from the CLI: anything but a plain local name is not looked up."
+  (let ((buffer (and (copilot-ide--local-path-p path) (find-buffer-visiting path))))
     (when buffer
       (setf (alist-get buffer copilot-ide--watched) (+ (float-time) copilot-ide-watch-seconds))
       (unless copilot-ide--watch-timer
