@@ -447,6 +447,97 @@ the file the CLI writes next is reverted in, or asked about when modified."
         (should (equal (buffer-string) "mine from the terminal\n")))
       (copilot-ide-tests--cli-quit cli))))
 
+;;; The CLI's text is untrusted
+
+(defun copilot-ide-tests--propose (cli path new tab)
+  "Have the fake CLI propose NEW as PATH's text in tab TAB (no waiting)."
+  (copilot-ide-tests--cli-send cli `((tool . "open_diff")
+                                     (args . ((original_file_path . ,path)
+                                              (new_file_contents . ,new) (tab_name . ,tab))))))
+
+(defun copilot-ide-tests--open-diff-answer (cli)
+  "The result of the fake CLI's open_diff, once answered."
+  (alist-get 'result (copilot-ide-tests--cli-wait
+                      cli (lambda (m) (equal (alist-get 'tool m) "open_diff")) "the open_diff answer")))
+
+(ert-deftest copilot-ide-remote-paths-never-reach-file-functions ()
+  "A TRAMP-like path from the CLI is shown, but never looked up (that would connect)."
+  (copilot-ide-tests--with-bridge
+    (let* ((cli (copilot-ide-tests--cli))
+           (remote "/ssh:evil.invalid:/tmp/x.txt")
+           seen
+           ;; Recorded and not run: the real ones would open an SSH connection.
+           (guard (lambda (orig name &rest args)
+                    (if (and (stringp name) (string-match-p "evil\\.invalid" name))
+                        (progn (push name seen) nil)
+                      (apply orig name args)))))
+      (dolist (f '(find-buffer-visiting file-truename abbreviate-file-name get-file-buffer))
+        (advice-add f :around guard))
+      (unwind-protect
+          (let ((copilot-ide-diff-style 'proposed))
+            (copilot-ide-tests--propose cli remote "hi\n" "R1")
+            (let ((diff (copilot-ide-tests--wait (lambda () (get-buffer "*copilot-ide diff: x.txt*"))
+                                                 "the diff buffer")))
+              (sleep-for 0.2)           ; the timer that displays it and says so
+              (copilot-ide-tests--cli-send cli '((tool . "close_diff") (args . ((tab_name . "R1")))))
+              (copilot-ide-tests--wait (lambda () (not (buffer-live-p diff))) "the diff buffer killed"))
+            (copilot-ide-tests--open-diff-answer cli)
+            (should-not seen)
+            (should-not copilot-ide--watched))
+        (dolist (f '(find-buffer-visiting file-truename abbreviate-file-name get-file-buffer))
+          (advice-remove f guard)))
+      (should (copilot-ide--local-path-p file))
+      (dolist (path '("/ssh:h:/x" "/tmp/../ssh:h:/x" "/sudo::/etc/passwd" "a.txt" "~/a.txt" nil))
+        (should-not (copilot-ide--local-path-p path)))
+      (copilot-ide-tests--cli-quit cli))))
+
+(ert-deftest copilot-ide-proposal-runs-only-programming-modes ()
+  "An .org proposal is not shown in `org-mode' (it reads the files the text names)."
+  (copilot-ide-tests--with-bridge
+    (let ((cli (copilot-ide-tests--cli))
+          (copilot-ide-diff-style 'proposed)
+          read)
+      (cl-letf (((symbol-function 'org-mode) (lambda () (setq read t) (error "Ran org-mode"))))
+        (copilot-ide-tests--propose cli (expand-file-name "notes.org" workspace)
+                                    "#+SETUPFILE: /dev/zero\n* x\n" "O1")
+        (let ((diff (copilot-ide-tests--wait (lambda () (get-buffer "*copilot-ide diff: notes.org*"))
+                                             "the diff buffer")))
+          (sleep-for 0.1)
+          (should (buffer-live-p diff))
+          (with-current-buffer diff
+            (should (eq major-mode 'fundamental-mode))
+            (should copilot-ide-diff-mode)
+            (copilot-ide-reject))))
+      (should-not read)
+      (should (equal (alist-get 'result (copilot-ide-tests--open-diff-answer cli)) "REJECTED"))
+      ;; A programming mode still colours its text.
+      (copilot-ide-tests--propose cli (expand-file-name "b.el" workspace) "(ignore)\n" "E1")
+      (with-current-buffer (copilot-ide-tests--wait (lambda () (get-buffer "*copilot-ide diff: b.el*"))
+                                                    "the .el diff buffer")
+        (should (eq major-mode 'emacs-lisp-mode))
+        (copilot-ide-reject))
+      (copilot-ide-tests--open-diff-answer cli)
+      (copilot-ide-tests--cli-quit cli))))
+
+(define-derived-mode copilot-ide-tests-broken-mode prog-mode "Broken"
+  "A programming mode that cannot show its text."
+  (error "Buffer format not recognized"))
+
+(ert-deftest copilot-ide-diff-that-cannot-be-shown-is-rejected ()
+  "A proposal whose mode fails is rejected at once, and said so: the CLI never waits for ever."
+  (copilot-ide-tests--with-bridge
+    (let ((cli (copilot-ide-tests--cli))
+          (copilot-ide-diff-style 'proposed)
+          (auto-mode-alist (cons '("\\.broken\\'" . copilot-ide-tests-broken-mode) auto-mode-alist)))
+      (copilot-ide-tests--propose cli (expand-file-name "data.broken" workspace) "x\n" "B1")
+      (let ((answer (copilot-ide-tests--open-diff-answer cli)))
+        (should (equal (alist-get 'result answer) "REJECTED")))
+      (should (= (hash-table-count copilot-ide--diffs) 0))
+      (should-not (get-buffer "*copilot-ide diff: data.broken*"))
+      (should (string-match-p "cannot show the edit of .*data\\.broken.*rejected"
+                              (with-current-buffer "*Messages*" (buffer-string))))
+      (copilot-ide-tests--cli-quit cli))))
+
 (ert-deftest copilot-ide-references-reach-the-cli ()
   "`copilot-ide-send-file' and `copilot-ide-send-region' push add_file_reference."
   (copilot-ide-tests--with-bridge
