@@ -17,8 +17,8 @@ import os
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..common.terminal_text import safe_text
 from ..server.ide_server import DiffRequest
+from .options import one_line  # a one-line field from the client (tab name, path), escaped
 from .serve_commands import CommandError, split_args
 
 #: Diff lines printed at most per diff (`serve --diff-lines`).
@@ -29,9 +29,6 @@ RENDER_AT_ONCE = 256 * 1024
 RENDER_LINES_AT_ONCE = 2000  # (and lines: difflib on many short repetitive lines takes seconds)
 
 
-def one_line(text: Any) -> str:
-    """A one-line field from the client (tab name, path) escaped, newlines included."""
-    return safe_text(text, multiline=False)
 
 
 def display_path(path: str, folder: str) -> str:
