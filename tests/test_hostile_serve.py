@@ -202,9 +202,10 @@ def test_original_over_the_body_limit_is_refused(make_serve: Any, tmp_path: Any)
 
 def test_32_mb_open_diff_does_not_stall_other_connections(make_serve: Any, tmp_path: Any) -> None:
     """While a 32 MB open_diff (its original a 32 MB file) is sent, read and shown, a
-    get_selection on another connection keeps being answered. The bound is generous
-    (the contract's figure is 200 ms; this machine is shared and noisy): it proves the
-    loop is not held for the whole big request, which took many seconds before."""
+    get_selection on another connection keeps being answered: several answers come
+    before the diff is shown (a loop held for the whole big request, as before, answers
+    none until then). Counted, not timed: the time is the benchmark's to measure (a
+    3 s bound here failed once on a host loaded by two suites at once)."""
     folder = os.path.join(str(tmp_path), "ws")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "big.txt")
@@ -217,6 +218,7 @@ def test_32_mb_open_diff_does_not_stall_other_connections(make_serve: Any, tmp_p
         lines[i] = "changed " + lines[i]
     s = make_serve()
     latencies: List[float] = []
+    answered_meanwhile: List[int] = []
 
     async def scenario() -> None:
         cli = await second_session(s)
@@ -226,6 +228,7 @@ def test_32_mb_open_diff_does_not_stall_other_connections(make_serve: Any, tmp_p
         while not shown.done():
             latencies.append(await ask_selection(cli, timeout=60))
             await asyncio.sleep(0.05)
+        answered_meanwhile.append(len(latencies))
         await shown
         assert not big.done()  # still waiting for the person
         latencies.append(await ask_selection(cli))
@@ -235,8 +238,7 @@ def test_32_mb_open_diff_does_not_stall_other_connections(make_serve: Any, tmp_p
         cli.close()
 
     ide_wire.run(scenario(), timeout=240)
-    assert len(latencies) >= 2
-    assert max(latencies) < 3.0, latencies
+    assert answered_meanwhile[0] >= 2, latencies
     s.send("quit")
     assert s.wait() == 0
 
