@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 
 from ide_protocol.client import CLIENT_NAME, describe_client, program_client_info
-from ide_protocol.programs import serve as serve_program
+from ide_protocol.programs.serve import ide as serve_program
 from ide_protocol.programs.options import no_ide_advice
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

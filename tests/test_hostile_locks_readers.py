@@ -24,7 +24,8 @@ from hostile_peer import REPO, HostileIde, chunk, nested, run_program, sse_head
 from ide_wire import cli_for, make_server, run, until
 from ide_protocol.client.session import _json_error
 from ide_protocol.common import lock_rules, lockfile, tools
-from ide_protocol.programs import serve_output, trace
+from ide_protocol.programs import trace
+from ide_protocol.programs.terminal import output as serve_output
 from ide_protocol.wire import json_text, jsonrpc
 
 unix_only = pytest.mark.skipif(not hasattr(socket, "AF_UNIX") or not hasattr(os, "mkfifo"), reason="POSIX only")

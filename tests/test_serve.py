@@ -20,7 +20,7 @@ from typing import Any, List, Optional
 import pytest
 
 from ide_protocol.common import lockfile
-from ide_protocol.programs import serve
+from ide_protocol.programs.serve import commands as serve_commands, diffs as serve_diffs
 from ide_protocol.common.paths import path_to_uri
 
 import ide_wire
@@ -537,19 +537,19 @@ def test_diff_colour_on_a_terminal_and_no_color(tmp_path: Any, no_color: bool) -
 
 
 def test_split_args_quotes_and_backslashes() -> None:
-    assert serve.split_args('select "my file.py" 1-2', 1) == (["select"], '"my file.py" 1-2')
-    assert serve.split_args('"my file.py" 1-2', 2) == (["my file.py", "1-2"], "")
-    assert serve.split_args(r"C:\src\x.py 3 error it's  broken", 3) == ([r"C:\src\x.py", "3", "error"],
+    assert serve_commands.split_args('select "my file.py" 1-2', 1) == (["select"], '"my file.py" 1-2')
+    assert serve_commands.split_args('"my file.py" 1-2', 2) == (["my file.py", "1-2"], "")
+    assert serve_commands.split_args(r"C:\src\x.py 3 error it's  broken", 3) == ([r"C:\src\x.py", "3", "error"],
                                                                        "it's  broken")
-    with pytest.raises(serve.CommandError):
-        serve.split_args("'open", 1)
+    with pytest.raises(serve_commands.CommandError):
+        serve_commands.split_args("'open", 1)
 
 
 def test_file_text_ranges_follow_editor_numbering(tmp_path: Any) -> None:
     path = os.path.join(str(tmp_path), "f.txt")
     with open(path, "w", encoding="utf-8", newline="") as f:
         f.write("ab\r\n😀😀c\rlast")
-    text = serve.FileText(path)
+    text = serve_commands.FileText(path)
     assert text.lines == ["ab", "😀😀c", "last"]
     rng = text.resolve("2:2-2:4")  # a backwards selection is normalised too
     assert rng == ((2, 2), (2, 4))
@@ -586,7 +586,7 @@ def test_unified_diff_marks_missing_final_newline(tmp_path: Any) -> None:
     async def diffed() -> List[str]:  # (a DiffRequest's future belongs to a loop)
         diff = DiffRequest(PendingDiffs(), "t", os.path.join(str(tmp_path), "x.txt"), "one\nthree\n", None,
                            original_contents="one\ntwo")
-        return serve.unified_diff(diff, str(tmp_path))
+        return serve_diffs.unified_diff(diff, str(tmp_path))
 
     lines = asyncio.run(diffed())
     assert lines[:2] == ["--- a/x.txt", "+++ b/x.txt"]

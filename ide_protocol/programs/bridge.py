@@ -13,8 +13,8 @@ PROTOCOL.md §1) and answering pending diffs `client_disconnected` (§4): a `sto
 message, the end of stdin (the editor exited or closed the pipe), SIGTERM, SIGHUP,
 SIGINT.
 
-The parts: `bridge_positions` converts columns; `serve_stdin.StdinReader` reads lines
-for the loop; `serve_output.BoundedWriter` writes without ever blocking the loop; this
+The parts: `bridge_positions` converts columns; `terminal.stdin.StdinReader` reads lines
+for the loop; `terminal.output.BoundedWriter` writes without ever blocking the loop; this
 module holds the messages and the run.
 """
 from __future__ import annotations
@@ -34,9 +34,9 @@ from ..server.diffs import DiffRequest
 from ..server.ide_server import IdeServer
 from .bridge_positions import UNITS, PositionError, wire_position
 from .progname import program_name
-from .serve import install_signals, remove_signals
-from .serve_output import BoundedWriter
-from .serve_stdin import StdinReader
+from .terminal.output import BoundedWriter
+from .terminal.signals import install_signals, remove_signals
+from .terminal.stdin import StdinReader
 
 PROG = program_name("bridge")
 #: The version of the bridge's own protocol (docs/BRIDGE.md), named in hello and ready.

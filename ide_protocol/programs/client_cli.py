@@ -21,7 +21,7 @@ from ..common.terminal_text import safe_text
 from ..client import ClientError, IdeClient, NoIdeFound, discovery, program_client_info
 from .options import LOCK_DIR_DEFAULT, no_ide_advice, one_line
 from .progname import program_name
-from .stdio import utf8_output
+from .terminal.stdio import utf8_output
 
 
 def _add_options(p: argparse.ArgumentParser, defaults: bool) -> None:

@@ -566,7 +566,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     from .client_cli import run_command
-    from .stdio import utf8_output
+    from .terminal.stdio import utf8_output
 
     utf8_output()
     parser = _parser()

@@ -12,7 +12,7 @@ from ...client import discovery as lock_choice  # not the checks of §1 (.discov
 from ..options import (LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of, no_ide_advice, one_line,
                        terminal_json)
 from ..progname import program_name
-from ..stdio import utf8_output
+from ..terminal.stdio import utf8_output
 from .registry import CHECKS, DEFAULT_CHECK_TIMEOUT, FAIL, PASS, Result, SKIP, WARN
 from .runner import load_lock, run_checks, summary
 

@@ -18,7 +18,7 @@ from typing import List, Optional, TextIO
 
 from ..options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of, one_line, terminal_json
 from ..progname import program_name
-from ..stdio import utf8_output
+from ..terminal.stdio import utf8_output
 from . import diagnose as dx
 
 PROG = program_name("doctor")

@@ -1,16 +1,16 @@
 """What `serve` shows of the traffic: one-line summaries of tool calls, and `--trace`.
 
 Everything here produces text from what a client sent; it is printed through
-`serve_output.Output`, which escapes it for the terminal.
+`terminal.output.Output`, which escapes it for the terminal.
 """
 from __future__ import annotations
 
 import json
 from typing import Any, Dict
 
-from ..common import tools
-from ..server.answers import PendingReply, Reply, Stream
-from .serve_output import Output
+from ...common import tools
+from ...server.answers import PendingReply, Reply, Stream
+from ..terminal.output import Output
 
 
 def short(session_id: Any) -> str:

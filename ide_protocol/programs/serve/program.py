@@ -1,61 +1,29 @@
-"""`python3 -m ide_protocol serve [FOLDER]`: a complete terminal "IDE" for one folder.
-
-It is what an editor integration would be, with the terminal as the editor: it writes
-the lock file and serves the `/ide` protocol (so Copilot CLI started in FOLDER connects
-to it), prints who connects and every tool call as it happens, shows each proposed diff
-as a coloured unified diff and lets its user accept or reject it, and reads commands on
-standard input, one per line, so a person or a script (through a pipe) can drive it:
-
-    select PATH L1[:C1]-L2[:C2]    the editor's selection (pushed as selection_changed)
-    ref PATH [L1-L2]               send a file (or lines of it) to the CLI (add_file_reference)
-    addsel PATH L1[:C1]-L2[:C2]    send a selection to the CLI's input (add_selection)
-    diag PATH LINE SEVERITY MESSAGE    add a diagnostic (diag PATH clear / diag clear)
-    accept [N | --tab NAME]        answer a waiting diff (reject likewise); N is the number
-                                   printed with it, NAME its tab name (see `help`)
-    deselect                       no active editor (get_selection answers current: false)
-    status, help, quit
-
-Lines and columns are 1-based, as editors show them (a column is a cursor position
-counted in characters, so `1:1-1:6` selects the first five characters); they are
-converted to the wire's 0-based lines and UTF-16 characters. The selection's text is
-read from the file. A PATH is relative to the folder or absolute.
-
-Everything runs on one asyncio loop; standard input is read through
-`loop.connect_read_pipe` (pipes, terminals, sockets). A thread reads it only where the
-loop cannot (Windows consoles and pipes, or `/dev/null`); a regular file is read
-directly. The lock file and the socket directory are removed on every way out: `quit`,
-end of input, Ctrl-C, SIGTERM, SIGHUP.
-
-The program is split by job: `serve_output` (escaped lines through a writer that never
-blocks), `serve_diffs` (the waiting diffs and how they are shown), `serve_commands`
-(command words, ranges, file text), `serve_stdin` (standard input for the loop),
-`serve_trace` (summaries and `--trace`), `serve_ide` (the IDE: callbacks and commands)
-and this module (options, the run and its ways to stop).
-"""
+"""`serve`'s options, its run and its ways to stop: the lock file and the socket go on
+every way out (`quit`, end of input, Ctrl-C, SIGTERM, SIGHUP), and another live IDE
+already serving the folder is warned of, off the loop."""
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
 import os
-import signal
 import sys
 import time
 from typing import List, Optional, Sequence
 
-from ..common.terminal_text import safe_text
-from ..server import ide_server
-from .serve_commands import CommandError, FileText, format_range, parse_range, split_args
-from .serve_diffs import DEFAULT_SHOWN_LINES, NumberedDiffs, display_path, unified_diff
-from .serve_ide import HELP, TerminalIde, color_diff_line
-from .serve_output import DEFAULT_OUTPUT_LIMIT, Output
-from .serve_stdin import StdinReader
-from .options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of
-from .progname import program_name
-from ..common import lock_rules, lockfile
+from ...common import lock_rules, lockfile
+from ...common.terminal_text import safe_text
+from ...server import ide_server
+from ..options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of
+from ..progname import program_name
+from ..terminal.output import DEFAULT_OUTPUT_LIMIT, Output
+from ..terminal.signals import install_signals, remove_signals
+from ..terminal.stdin import StdinReader
+from .commands import CommandError
+from .diffs import DEFAULT_SHOWN_LINES
+from .ide import TerminalIde
 
-__all__ = ["main", "run", "build_parser", "TerminalIde", "Output", "NumberedDiffs", "CommandError", "FileText",
-           "split_args", "parse_range", "format_range", "unified_diff", "display_path", "color_diff_line", "HELP"]
+__all__ = ["main", "run", "build_parser", "warn_if_folder_served"]
 
 PROG = program_name("serve")
 DEFAULT_NAME = "Terminal IDE"
@@ -199,34 +167,6 @@ async def read_commands(ide: TerminalIde, stdin: StdinReader, stop: asyncio.Even
             ide.out.error("%s failed: %s: %s" % (line.strip(), type(exc).__name__, exc))
         if stop.is_set():
             return
-
-
-def install_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> List[int]:
-    """SIGINT, SIGTERM and SIGHUP stop the server cleanly (the lock file must go: it is
-    the only disconnect signal the CLI notices). Where the loop cannot take signals
-    (Windows), a plain handler hands Ctrl-C to the loop."""
-    installed: List[int] = []
-    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
-        sig = getattr(signal, name, None)
-        if sig is None:
-            continue
-        try:
-            loop.add_signal_handler(sig, stop.set)
-            installed.append(sig)
-        except (NotImplementedError, RuntimeError, ValueError):
-            try:
-                signal.signal(sig, lambda *_: loop.call_soon_threadsafe(stop.set))
-            except (OSError, RuntimeError, ValueError):
-                pass
-    return installed
-
-
-def remove_signals(loop: asyncio.AbstractEventLoop, installed: Sequence[int]) -> None:
-    for sig in installed:
-        try:
-            loop.remove_signal_handler(sig)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
 
 
 def main(argv: Optional[List[str]] = None) -> int:

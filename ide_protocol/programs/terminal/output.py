@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any, Callable, Deque, List, Optional, Union
 
-from ..common.terminal_text import safe_text
+from ...common.terminal_text import safe_text
 
 #: Bytes of output queued at most while nobody reads (about 10 000 lines of a diff).
 DEFAULT_OUTPUT_LIMIT = 1024 * 1024

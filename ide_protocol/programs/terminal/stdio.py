@@ -4,7 +4,7 @@ The programs print paths, folder and IDE names, which can hold any character. Py
 writes a pipe or a file in the locale's encoding: on Windows the ANSI code page (cp1252
 and the like), which cannot write a Cyrillic or CJK folder name (``UnicodeEncodeError``)
 and writes "§" as a byte a UTF-8 reader rejects. `serve` encodes its own output as
-UTF-8 (`serve_output`); the other programs call `utf8_output()` first, so that all of
+UTF-8 (`terminal.output`); the other programs call `utf8_output()` first, so that all of
 them write the same bytes. A console needs nothing: Python writes it as UTF-16.
 """
 from __future__ import annotations

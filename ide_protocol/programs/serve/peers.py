@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, Dict, Optional
 
-from ..client.identity import PROGRAM_PREFIX, describe_client
+from ...client.identity import PROGRAM_PREFIX, describe_client
 
 #: The `clientInfo.name` of a `check` run: its sessions are folded into one line.
 CHECK_CLIENT = PROGRAM_PREFIX + "check"

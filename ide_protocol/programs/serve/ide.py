@@ -13,16 +13,16 @@ import json
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..common import tools
-from ..common.paths import resolve_path
-from ..common.tools import Diagnostic, Selection
-from ..server.ide_server import DiffRequest, IdeServer
-from .serve_commands import CommandError, FileText, format_range, split_args
-from .serve_diffs import (DEFAULT_SHOWN_LINES, NumberedDiffs, display_path, one_line, render_in_thread,
+from ...common import tools
+from ...common.paths import resolve_path
+from ...common.tools import Diagnostic, Selection
+from ...server.ide_server import DiffRequest, IdeServer
+from ..terminal.output import Output, Styled
+from .commands import CommandError, FileText, format_range, split_args
+from .diffs import (DEFAULT_SHOWN_LINES, NumberedDiffs, display_path, one_line, render_in_thread,
                           where_it_goes)
-from .serve_output import Output, Styled
-from .serve_peers import DIFF_GRACE, Peers
-from .serve_trace import TracingApp, short, summarize, summarize_result
+from .peers import DIFF_GRACE, Peers
+from .trace import TracingApp, short, summarize, summarize_result
 
 #: Longest JSON shown per message with --trace (open_diff carries whole files).
 TRACE_LIMIT = 2000

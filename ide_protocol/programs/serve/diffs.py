@@ -17,9 +17,9 @@ import os
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..server.ide_server import DiffRequest
-from .options import one_line  # a one-line field from the client (tab name, path), escaped
-from .serve_commands import CommandError, split_args
+from ...server.ide_server import DiffRequest
+from ..options import one_line  # a one-line field from the client (tab name, path), escaped
+from .commands import CommandError, split_args
 
 #: Diff lines printed at most per diff (`serve --diff-lines`).
 DEFAULT_SHOWN_LINES = 2000

@@ -1,7 +1,7 @@
 """The words of `serve`'s commands: splitting a command line, line ranges, file text.
 
 Pure functions and one small class, no I/O but reading the file a command names; the
-commands themselves are `serve_ide.TerminalIde`'s.
+commands themselves are `ide.TerminalIde`'s.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import re
 import stat
 from typing import List, Optional, Tuple
 
-from ..common.paths import utf16_column
+from ...common.paths import utf16_column
 
 #: Largest file a command (select, ref, addsel, diag) reads.
 MAX_FILE_BYTES = 64 * 1024 * 1024
