@@ -111,10 +111,10 @@ class FaultyServer(IdeServer):
             if answer.chunked:  # a chunked body of one chunk: the head, then its one chunk
                 status, headers = fault.out_start(request, answer.status, list(answer.headers))
                 return answers.Reply(status, headers, fault.out_chunk(request, answer.body), chunked=True,
-                                     close=close or answer.close)
+                                     close_after=close or answer.close_after)
             status, headers, payload = fault.out_send(request, body, answer.status, list(answer.headers),
                                                       answer.body)
-            return answers.Reply(status, headers, payload, close=close or answer.close)
+            return answers.Reply(status, headers, payload, close_after=close or answer.close_after)
         if isinstance(answer, answers.Stream):
             status, headers = fault.out_start(request, answer.status, list(answer.headers))
 
@@ -291,7 +291,7 @@ def _judge_rewrite(status: int, close: bool) -> Callable[[IdeServer], None]:
         def judge(request: http11.Request) -> Optional[answers.Reply]:
             refusal = inner(request)
             if refusal is not None and refusal.status == status:
-                return answers.Reply(refusal.status, refusal.headers, refusal.body, close=close)
+                return answers.Reply(refusal.status, refusal.headers, refusal.body, close_after=close)
             return refusal
         server.listener.judge = judge
     return setup
@@ -459,14 +459,14 @@ def _close_diff_as_button(server: IdeServer) -> None:
 
 ERROR_ROW_FAULTS: Dict[str, Fault] = {
     "errors.order_origin_first": F(setup=_judge(lambda s, r: None if _authorized(s, r) else
-                                                 answers.plain(401, "Unauthorized", close=True))),
+                                                 answers.plain(401, "Unauthorized", close_after=True))),
     "errors.order_nonce_before_path": F(setup=_judge(lambda s, r: answers.plain(404, "Not Found") if
                                                       not _has_origin(r) and r.target not in mcp.MCP_PATHS else None)),
     "errors.order_path_before_method": F(setup=_judge(lambda s, r: answers.plain(405, "Method Not Allowed", *ALLOW) if
                                                        not _has_origin(r) and _authorized(s, r)
                                                        and r.method not in mcp.METHODS else None)),
     "errors.refused_before_body": F(setup=_refused_after_the_body(401, lambda s, r: not _authorized(s, r),
-                                                                  answers.plain(401, "Unauthorized", close=True))),
+                                                                  answers.plain(401, "Unauthorized", close_after=True))),
     "errors.close_after_401": F(setup=_judge_rewrite(401, close=False)),
     "errors.close_after_403": F(setup=_judge_rewrite(403, close=False)),
     "errors.open_after_404": F(setup=_judge_rewrite(404, close=True)),
@@ -489,7 +489,7 @@ ERROR_ROW_FAULTS: Dict[str, Fault] = {
     "framing.chunk_extensions": F(setup=_refuse_when(rb"\r\n[0-9a-fA-F]+;", 400)),
     "framing.trailers": F(setup=_refuse_when(rb"\r\n0\r\n[!-~]", 400)),
     "framing.length_and_chunked": F(setup=_input_filter(_length_wins)),
-    "framing.expect_continue": F(setup=_judge(lambda s, r: answers.plain(417, "Expectation Failed", close=True)
+    "framing.expect_continue": F(setup=_judge(lambda s, r: answers.plain(417, "Expectation Failed", close_after=True)
                                               if "expect" in r.headers else None)),
     "framing.pipelining": F(setup=_input_filter(_first_request_of_each_read)),
     "framing.optional_headers": F(intercept=lambda s, r, b: (415, [("Content-Type", "text/plain")], b"no type")
@@ -804,8 +804,6 @@ def test_json_report_and_exit_status(tmp_path: Any) -> None:
     assert report["summary"]["FAIL"] == 1
 
 
-@pytest.mark.skipif(not os.path.exists(os.path.join(ROOT, "ide_protocol", "programs", "serve.py")),
-                    reason="no `serve` command yet")
 @pytest.mark.skipif(platforms.WINDOWS, reason="expects lock.permissions to pass (POSIX modes); on Windows "
                     "tests/test_programs_piped.py runs check against serve over a pipe")
 def test_all_checks_pass_against_the_serve_command(tmp_path: Any) -> None:

@@ -27,12 +27,12 @@ def test_judging_a_head_changes_nothing_and_gives_the_same_verdict_again(tmp_pat
     state = dict(vars(app))
     for _ in range(2):
         assert app.judge_head(good) is None
-        assert app.judge_head(bad).status == 401 and app.judge_head(bad).close
+        assert app.judge_head(bad).status == 401 and app.judge_head(bad).close_after
     assert vars(app) == state  # (no memory: not even of the head it passed last)
     assert app.judge_head(http11.Request("PUT", "/mcp", good.headers)).status == 405
     assert app.judge_head(http11.Request("POST", "/x", good.headers)).status == 404
     origin = http11.Request("POST", "/mcp", list(good.headers) + [("Origin", "http://example.com")])
-    assert app.judge_head(origin).status == 403 and app.judge_head(origin).close
+    assert app.judge_head(origin).status == 403 and app.judge_head(origin).close_after
 
 
 def test_each_request_is_judged_once_and_an_identical_head_again(tmp_path: Any, monkeypatch: Any) -> None:

@@ -144,9 +144,9 @@ def test_a_repeated_request_is_answered_inside_data_received(tmp_path: Any) -> N
             reply = await reply_to(conn, post("/a", b"repeat %d" % i, chunked=True))
             assert (reply.status, reply.body, reply.complete) == (200, b"now:repeat %d" % i, True)
             assert reply.headers.get("connection") == "keep-alive"
-        assert all(no_task for *_, no_task in seen) and listener._tasks == set()
-        assert server_conn.requests == 6 and server_conn._parser.idle
-        assert server_conn._timer is None  # nothing partial: no request timer
+        assert all(no_task for *_, no_task in seen) and listener.busy == 0
+        assert server_conn.requests == 6 and server_conn.http.idle
+        assert not server_conn.http.needs_deadline  # nothing partial: no request timer
         conn.close()
         await released(listener)
     run(main())
@@ -252,7 +252,7 @@ def test_a_repeat_waits_behind_an_answer_that_waits(tmp_path: Any) -> None:
         conn.send_raw(post("/a", b"wait", chunked=True), expect="POST")
         await until(lambda: order == [b"first", b"wait"], what="wait read")
         conn.send_raw(post("/a", b"next", chunked=True), expect="POST")  # a whole repeat, alone
-        await until(lambda: only(listener)._queue or len(order) > 2, what="next read")
+        await until(lambda: only(listener).http.waiting or len(order) > 2, what="next read")
         assert order == [b"first", b"wait"]  # queued, not answered ahead of the waiting one
         gate[0].set()
         assert (await conn.read_reply()).body == b"waited"

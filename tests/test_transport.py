@@ -117,7 +117,7 @@ def test_a_reply_is_written_inside_data_received_and_the_connection_field_settle
         if req.target == "/empty-chunked":
             return Reply(200, (), b"", chunked=True)
         if req.target == "/asks-close":
-            return Reply(200, (("Content-Type", "text/plain"),), b"bye", close=True)
+            return Reply(200, (("Content-Type", "text/plain"),), b"bye", close_after=True)
         return text(201, b"now:" + body)
 
     async def main() -> None:
@@ -141,7 +141,7 @@ def test_a_reply_is_written_inside_data_received_and_the_connection_field_settle
             assert reply.status in (200, 201) and reply.body == b"" and reply.complete
         conn.send_raw(request("/a", b"y"), expect="POST")
         assert (await conn.read_reply()).body == b"now:y"
-        # An answer saying `close=True`: the writer says `Connection: close`, then the connection closes.
+        # An answer saying `close_after=True`: the writer says `Connection: close`, then the connection closes.
         conn.send_raw(request("/asks-close"), expect="POST")
         reply = await conn.read_reply()
         assert reply.body == b"bye" and reply.headers.get_all("connection") == ["close"]
@@ -212,7 +212,7 @@ def test_pipelined_requests_are_answered_in_order(tmp_path: Any) -> None:
     async def main() -> None:
         listener = await serve(tmp_path, app)
         conn = await Conn.open(listener.socket_path)
-        count = 3 * transport.MAX_PENDING + 1  # past the limit: reading pauses and resumes
+        count = 3 * http11.MAX_PENDING + 1  # past the limit: reading pauses and resumes
         conn.send_raw(b"".join(request("/%d" % i, b"b%d" % i, chunked=i % 2 == 0) for i in range(count)))
         for i in range(count):
             conn.parser.expect("POST")
@@ -391,6 +391,9 @@ def test_an_answer_is_closed_unrun_when_its_connection_drops_first(tmp_path: Any
             pass
 
         abort = close
+
+        def is_closing(self) -> bool:
+            return False
 
         def get_write_buffer_size(self) -> int:
             return 0

@@ -17,7 +17,7 @@ from typing import Callable, List, Optional
 
 from ..relay.halves import run_cli_side, run_ide_side
 from ..relay.pathmap import PathMap, parse_map, wsl_pairs
-from ..server.transport import REQUEST_TIMEOUT
+from ..server.limits import REQUEST_TIMEOUT
 from .options import LOCK_DIR_DEFAULT, add_lock_dir
 from .progname import program_name
 

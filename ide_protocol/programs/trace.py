@@ -55,7 +55,7 @@ from ..wire.http11 import rules as http_rules
 from ..common import lockfile
 from ..client import ClientError, discover, open_socket
 from ..common.lockfile import LockInfo
-from ..server.transport import listen_unix, wait_server_closed
+from ..server.sockets import listen_unix, wait_server_closed
 from ..common.terminal_text import safe_text
 from .options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of, one_line
 from .progname import program_name

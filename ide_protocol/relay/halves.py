@@ -30,7 +30,7 @@ from ..common import lock_rules, lockfile
 from ..common.lockfile import LockInfo
 from ..common.terminal_text import safe_text
 from ..server.sockets import bind_unix, remove_socket_dir
-from ..server.transport import REQUEST_TIMEOUT
+from ..server.limits import REQUEST_TIMEOUT
 from .http_relay import serve_cli_connection, serve_ide_connection
 from .link import Link, Stream
 from .pathmap import PathMap

@@ -1,11 +1,12 @@
 """One relayed HTTP connection, each half's share of it.
 
-The CLI's half (`serve_cli_connection`) is where messages are rewritten: it reads the
-CLI's requests with `http11.RequestParser`, checks the relay's own nonce (constant
-time), drops it, maps the paths of each JSON-RPC body toward the IDE and sends the
-request, re-framed with `Content-Length`, on the stream; it reads the IDE's answers
-from the stream with `http11.ResponseParser`, maps a JSON body or each SSE event
-(PROTOCOL.md §2) toward the CLI and writes them re-framed. The IDE's half
+The CLI's half (`serve_cli_connection`) is where messages are rewritten: it is a server
+connection (`http11.ServerConnection`, as on the IDE server: the relay's own nonce
+checked in constant time, requests in order, 408, keep-alive or close) whose answers
+come from the IDE. It maps the paths of each JSON-RPC body toward the IDE and sends the
+request, re-framed with `Content-Length` and without the nonce, on the stream; it reads
+the IDE's answers from the stream with `http11.ResponseParser`, maps a JSON body or
+each SSE event (PROTOCOL.md §2) toward the CLI and writes them re-framed. The IDE's half
 (`serve_ide_connection`) only adds the IDE's nonce, which never leaves its machine, to
 each request head and passes the IDE's bytes back unchanged.
 
@@ -24,12 +25,15 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from ..client.connection import open_socket
 from ..server.answers import Reply
 from ..server.mcp import refuse_misdirected, refuse_unauthenticated
-from ..server.transport import REQUEST_TIMEOUT
+from ..server.limits import REQUEST_TIMEOUT
 from ..wire import http11, jsonrpc, sse
 from .link import Stream, drained
 from .rewrite import Rewriter
 
 READ_SIZE = 64 * 1024
+#: The largest answer of the IDE kept whole (to map its paths) before it is passed on:
+#: the IDE server's own request limit (a GET stream's events pass as they come).
+MAX_KEPT_BODY = http11.DEFAULT_MAX_BODY
 _HOP_FIELDS = ("authorization", "content-length", "transfer-encoding", "connection")
 
 
@@ -65,10 +69,8 @@ def _fields(headers: http11.Headers, extra: Mapping[str, str] = {}) -> List[Tupl
 async def serve_cli_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stream: Stream,
                                rewriter: Rewriter, nonce: str, request_timeout: float = REQUEST_TIMEOUT) -> None:
     """Relay one connection of the CLI over `stream` until either end closes it."""
-    methods: "asyncio.Queue[str]" = asyncio.Queue()
-    await _both_ways(_requests_to_ide(reader, writer, stream, rewriter, nonce.encode("utf-8"), methods,
-                                      request_timeout),
-                     _answers_to_cli(stream, writer, rewriter, methods, request_timeout))
+    relay = _CliConnection(reader, writer, stream, rewriter, nonce.encode("utf-8"), request_timeout)
+    await _both_ways(relay.requests_to_ide(), relay.answers_to_cli())
     stream.close()
     writer.close()
 
@@ -85,115 +87,141 @@ async def _both_ways(up: Any, down: Any) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _requests_to_ide(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stream: Stream,
-                           rewriter: Rewriter, nonce: bytes, methods: "asyncio.Queue[str]",
-                           request_timeout: float) -> None:
-    parser = http11.RequestParser()
-    head: Optional[http11.Request] = None
-    body: List[bytes] = []
-    loop = asyncio.get_event_loop()
-    deadline: Optional[float] = None  # set while a request is partly received
-    while True:
-        try:
-            if deadline is None:
-                data = await reader.read(READ_SIZE)
-            else:
-                data = await asyncio.wait_for(reader.read(READ_SIZE), max(0.0, deadline - loop.time()))
-        except asyncio.TimeoutError:
-            writer.write(http11.write_response(408, [("Content-Type", "text/plain")],
-                                               b"request not completed in time", keep_alive=False))
-            return  # (the connection's close sends it; the other direction may be in drain())
-        except (ConnectionError, OSError):
-            data = b""
-        if deadline is None and data:
-            deadline = loop.time() + request_timeout
-        events = parser.feed(data) if data else parser.feed_eof()
-        for event in events:
-            if isinstance(event, http11.Request):
-                # The relay's own nonce, judged as the IDE server judges its own
-                # (Origin first, then the nonce: PROTOCOL.md §2); the rest is the IDE's.
-                refusal: Optional[Reply] = refuse_unauthenticated(event.headers.index(), nonce)
-                if refusal is None and event.body_follows:
-                    # A misdirected request is refused from its head, its body never read
-                    # (ibid.); one without a body goes on, for the IDE to answer.
-                    refusal = refuse_misdirected(event)
-                if refusal is not None:
-                    writer.write(http11.write_response(refusal.status, refusal.headers, refusal.body,
-                                                       keep_alive=False))
-                    return
-                head, body = event, []
-            elif isinstance(event, http11.Data):
-                body.append(event.data)
-            elif isinstance(event, http11.EndOfMessage) and head is not None:
-                raw = b"".join(body)
-                new = _rewrite_body(raw, rewriter.to_ide) if raw else None
-                request = http11.write_request(head.method, head.target, _fields(head.headers),
-                                               new if new is not None else raw if head.body_follows else None,
-                                               keep_alive=head.keep_alive)
-                methods.put_nowait(head.method)
-                head = None
-                deadline = None if parser.idle else loop.time() + request_timeout  # (a pipelined next one)
-                if not await stream.send(request):
-                    return
-            elif isinstance(event, http11.ParseError):
-                writer.write(http11.write_response(event.status, [("Content-Type", "text/plain")],
-                                                   event.message.encode("utf-8"), keep_alive=False))
-                return
-        if not data:
-            return
+class _CliConnection:
+    """One connection of the CLI on the relay's socket: a server connection whose
+    answers come from the IDE across the link.
 
+    Every HTTP decision is its `http11.ServerConnection`'s (the relay's own nonce and
+    misdirected requests judged by the head, the pipelining cap, 408, keep-alive or
+    close), as on the IDE server. Two tasks move the bytes: `requests_to_ide` reads the
+    CLI and forwards each request when its turn comes (one at a time, as the answers
+    must come back in order), `answers_to_cli` reads the IDE's answers and writes them.
+    Whichever ends an answer forwards the next request (`_forward_ready`)."""
 
-async def _answers_to_cli(stream: Stream, writer: asyncio.StreamWriter, rewriter: Rewriter,
-                          methods: "asyncio.Queue[str]", request_timeout: float) -> None:
-    # No limit on a body as such: the GET stream is endless (its events are passed on
-    # as they come, each bounded by the SSE decoder); a body kept whole to rewrite it is
-    # bounded below.
-    parser = http11.ResponseParser()
-    head: Optional[http11.Response] = None
-    streaming: Optional[sse.SSEDecoder] = None
-    body: List[bytes] = []
-    kept = 0
-    while True:
-        data = await stream.read()
-        while not methods.empty():
-            parser.expect(methods.get_nowait())
-        events = parser.feed(data) if data else parser.feed_eof()
-        for event in events:
-            if isinstance(event, http11.Response):
-                head, body, streaming, kept = event, [], None, 0
-                fields = _fields(event.headers)
-                if "text/event-stream" in (event.headers.get("Content-Type") or ""):
-                    streaming = sse.SSEDecoder()
-                    writer.write(http11.write_response_head(event.status, fields, event.reason or None,
-                                                            keep_alive=event.keep_alive))
-            elif isinstance(event, http11.Data) and streaming is not None:
-                out = b"".join(_sse_to_cli(item, rewriter) for item in streaming.feed(event.data))
-                if out:
-                    writer.write(http11.encode_chunk(out))
-            elif isinstance(event, http11.Data):
-                body.append(event.data)
-                kept += len(event.data)
-                try:
-                    http11.rules.check_body_size(kept, http11.DEFAULT_MAX_BODY)
-                except http11.rules.Refusal as exc:
-                    writer.write(http11.write_response(502, [("Content-Type", "text/plain")],
-                                                       ("the IDE's answer: %s" % exc.message).encode("utf-8"),
-                                                       keep_alive=False))
-                    return
-            elif isinstance(event, http11.EndOfMessage) and head is not None:
-                if streaming is not None:
-                    writer.write(http11.LAST_CHUNK)
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, stream: Stream,
+                 rewriter: Rewriter, nonce: bytes, request_timeout: float) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._stream = stream
+        self._rewriter = rewriter
+        self._nonce = nonce
+        self._request_timeout = request_timeout
+        self.http = http11.ServerConnection(self._judge)
+        self._answers = http11.ResponseParser()
+        self._room = asyncio.Event()  # set when a waiting request was taken (the pipelining cap)
+
+    def _judge(self, request: http11.Request) -> Optional[Reply]:
+        """The relay's own nonce, judged as the IDE server judges its own (Origin first,
+        then the nonce: PROTOCOL.md §2); a misdirected request with a body is refused
+        from its head too (ibid.); one without a body goes on, for the IDE to answer."""
+        refusal = refuse_unauthenticated(request.headers.index(), self._nonce)
+        if refusal is None and request.body_follows:
+            refusal = refuse_misdirected(request)
+        return refusal
+
+    async def _forward_ready(self) -> bool:
+        """Forward the requests whose turn it is (or write what the connection answered
+        by itself); False once the connection is over."""
+        http = self.http
+        while True:
+            item = http.next_item()
+            if item is None:
+                break
+            self._room.set()
+            if isinstance(item, http11.Refused):
+                self._writer.write(item.data)  # (the connection's close sends it)
+                continue
+            head, raw = item.request, item.body
+            new = _rewrite_body(raw, self._rewriter.to_ide) if raw else None
+            request = http11.write_request(head.method, head.target, _fields(head.headers),
+                                           new if new is not None else raw if head.body_follows else None,
+                                           keep_alive=head.keep_alive)
+            self._answers.expect(head.method)
+            if not await self._stream.send(request):
+                return False
+        return http.state is not http11.State.CLOSED
+
+    async def requests_to_ide(self) -> None:
+        http = self.http
+        loop = asyncio.get_event_loop()
+        deadline: Optional[float] = None  # while a request is partly received
+        while True:
+            if not http.wants_data:
+                self._room.clear()
+                await self._room.wait()
+                continue
+            try:
+                if deadline is None:
+                    data = await self._reader.read(READ_SIZE)
                 else:
-                    raw = b"".join(body)
-                    new = _rewrite_body(raw, rewriter.to_cli) if raw else None
-                    writer.write(http11.write_response(head.status, _fields(head.headers),
-                                                       new if new is not None else raw, head.reason or None,
-                                                       keep_alive=head.keep_alive))
-                head = None
-            elif isinstance(event, (http11.ParseError, http11.ConnectionClosed)):
+                    data = await asyncio.wait_for(self._reader.read(READ_SIZE), max(0.0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                http.deadline_passed()
+                data = None
+            except (ConnectionError, OSError):
+                data = b""
+            if data:
+                http.receive_data(data)
+            elif data is not None:
+                http.receive_eof()
+            if not await self._forward_ready():
                 return
-        if not await drained(writer, request_timeout) or not data:
-            return
+            if not http.needs_deadline:
+                deadline = None
+            elif deadline is None:
+                deadline = loop.time() + self._request_timeout
+
+    async def answers_to_cli(self) -> None:
+        # No limit on a body as such: the GET stream is endless (its events are passed on
+        # as they come, each bounded by the SSE decoder); a body kept whole to rewrite it
+        # is bounded below.
+        http, writer, rewriter = self.http, self._writer, self._rewriter
+        head: Optional[http11.Response] = None
+        streaming: Optional[sse.SSEDecoder] = None
+        body: List[bytes] = []
+        kept = 0
+        while True:
+            data = await self._stream.read()
+            for event in self._answers.feed(data) if data else self._answers.feed_eof():
+                if isinstance(event, http11.Response):
+                    if not http.answering:
+                        return  # an answer nobody asked for: the IDE's side is confused
+                    head, body, streaming, kept = event, [], None, 0
+                    if event.status < 200:
+                        continue  # an interim answer (1xx): the real one follows
+                    if "text/event-stream" in (event.headers.get("Content-Type") or ""):
+                        streaming = sse.SSEDecoder()
+                        writer.write(http.send_head(event.status, _fields(event.headers),
+                                                    close_after=not event.keep_alive, reason=event.reason or None))
+                elif isinstance(event, http11.Data) and streaming is not None:
+                    out = b"".join(_sse_to_cli(item, rewriter) for item in streaming.feed(event.data))
+                    writer.write(http.send_chunk(out))
+                elif isinstance(event, http11.Data):
+                    body.append(event.data)
+                    kept += len(event.data)
+                    if kept > MAX_KEPT_BODY:
+                        writer.write(http.send_reply(Reply(
+                            502, (("Content-Type", "text/plain"),),
+                            b"the IDE's answer: body larger than %d bytes" % MAX_KEPT_BODY, close_after=True)))
+                        return
+                elif isinstance(event, http11.EndOfMessage) and head is not None:
+                    if head.status < 200:
+                        pass
+                    elif streaming is not None:
+                        writer.write(http.send_end())
+                    else:
+                        raw = b"".join(body)
+                        new = _rewrite_body(raw, rewriter.to_cli) if raw else None
+                        writer.write(http.send_reply(Reply(head.status, _fields(head.headers),
+                                                           new if new is not None else raw,
+                                                           close_after=not head.keep_alive, reason=head.reason or None)))
+                    head, body = None, []
+                    if not await self._forward_ready():
+                        return
+                elif isinstance(event, (http11.ParseError, http11.ConnectionClosed)):
+                    return
+            if not await drained(writer, self._request_timeout) or not data:
+                return
 
 
 def _sse_to_cli(event: sse.SSEEvent, rewriter: Rewriter) -> bytes:

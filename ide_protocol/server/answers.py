@@ -35,50 +35,25 @@ called only for a request its judge passed.
 
 The framing fields (`Content-Length`, `Transfer-Encoding`) and the `Connection` field
 belong to the wire layer's writers: an application sets none of them. An answer that
-must be the last one on its connection says so (`Reply(close=True)`,
+must be the last one on its connection says so (`Reply(close_after=True)`,
 `Stream(close_after=True)`); the transport
 decides from that and from the request (`http11.keeps_alive_after`) and the writer
 spells the field. Nothing here knows sockets or event loops.
 """
 from __future__ import annotations
 
-from typing import AsyncIterator, Awaitable, Callable, Optional, Sequence, Tuple, Union
+from typing import AsyncIterator, Awaitable, Callable, Optional, Tuple, Union
 
 from ..wire import http11
+from ..wire.http11.server import Fields, Judge, Reply
 
-#: Header fields of an answer: (name, value) pairs. A tuple that does not change (a
-#: session's SSE fields) lets the wire layer reuse the head it encoded for it.
-Fields = Sequence[Tuple[str, str]]
-
-
-class Reply:
-    """A complete response. `chunked`: send the body as one chunk of a chunked body (the
-    SSE answers of PROTOCOL.md §2), else with `Content-Length`. `close`: the connection
-    closes after this answer (a peer without the nonce, a browser)."""
-
-    __slots__ = ("status", "headers", "body", "chunked", "close")
-
-    def __init__(self, status: int, headers: Fields = (), body: bytes = b"", chunked: bool = False,
-                 close: bool = False) -> None:
-        self.status = status
-        self.headers = headers
-        self.body = body
-        self.chunked = chunked
-        self.close = close
-
-    def closing(self) -> "Reply":
-        """The same answer, closing the connection after it."""
-        return self if self.close else Reply(self.status, self.headers, self.body, self.chunked, close=True)
-
-    def __repr__(self) -> str:
-        return "Reply(%d, %r, <%d bytes>%s%s)" % (self.status, self.headers, len(self.body),
-                                                   ", chunked" if self.chunked else "", ", close" if self.close else "")
+__all__ = ["Answer", "App", "Fields", "Judge", "PendingReply", "Reply", "Stream", "plain"]
 
 
 class Stream:
     """A chunked response whose body comes later: the head now, then each piece that
     `chunks` gives, then the last chunk; `close()` when the transport is done with it.
-    `close_after`: the connection closes after this answer (as `Reply.close`)."""
+    `close_after`: the connection closes after this answer (as `Reply.close_after`)."""
 
     __slots__ = ("status", "headers", "chunks", "_close", "close_after")
 
@@ -123,11 +98,6 @@ Answer = Union[Reply, Stream, PendingReply]
 #: the transport answers 500).
 App = Callable[[http11.Request, bytes, int], Answer]
 
-#: The judge of a request by its head alone: the refusal to answer with, or None to
-#: pass it to the application. Pure: no memory between calls.
-Judge = Callable[[http11.Request], Optional[Reply]]
-
-
-def plain(status: int, text: str, *extra: Tuple[str, str], close: bool = False) -> Reply:
+def plain(status: int, text: str, *extra: Tuple[str, str], close_after: bool = False) -> Reply:
     """A short `text/plain` answer (the errors of PROTOCOL.md §2: 401, 403, 404, ...)."""
-    return Reply(status, (("Content-Type", "text/plain"),) + extra, text.encode("utf-8"), close=close)
+    return Reply(status, (("Content-Type", "text/plain"),) + extra, text.encode("utf-8"), close_after=close_after)

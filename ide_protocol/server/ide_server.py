@@ -37,13 +37,12 @@ from .callbacks import Reports
 from .diffs import DiffRequest, PendingDiffs
 from .editor_state import EditorState
 from .limits import (DEFAULT_CONNECTION_IDLE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY,
-                     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_ORPHAN_TIMEOUT)
+                     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_ORPHAN_TIMEOUT, REQUEST_TIMEOUT)
 from .mcp import McpApp, Session
 from .pushes import Debounced, DiagnosticsWindow
 from ..common.tools import Diagnostic, Selection
 from .tool_calls import IdeTools
 from .listener import Listener
-from .transport import REQUEST_TIMEOUT
 
 log = logging.getLogger(__name__)
 
@@ -114,15 +113,14 @@ class IdeServer:
                           on_session_start=self._session_started, on_session_end=self._session_ended,
                           on_stream_open=self._stream_opened, on_exchange=on_exchange,
                           streams_early=self.tools.blocks)
-        self.listener = Listener(self.app.answer, max_body, request_timeout, judge=self.app.judge_head)
-        self.listener.on_connection_closed = self._connection_closed
+        self.listener = Listener(self.app.answer, max_body, request_timeout, judge=self.app.judge_head,
+                                 max_connections=max_connections, on_connection_closed=self._connection_closed)
         #: Seconds a session outlives the last connection that carried it (PROTOCOL.md
         #: §3, "When a session ends"): a client that vanished without DELETE.
         self.orphan_timeout = orphan_timeout
         # Bounded before authentication (README "Limits and safety"): connections (the
         # one idle longest makes room, else 503), sessions (likewise), idle connections
         # closed after `connection_idle_timeout`; None lifts a limit.
-        self.listener.max_connections = max_connections
         self.app.max_sessions = max_sessions
         self.connection_idle_timeout = connection_idle_timeout
         self.dispatcher.add("tools/list", lambda params, ctx: {"tools": tools.TOOLS})
@@ -217,9 +215,7 @@ class IdeServer:
         """Let the requests the stop just ended write their answers before the
         connections close: every pending diff is answered `client_disconnected`
         (PROTOCOL.md §4), not cut off. Bounded: a peer that does not read is dropped."""
-        tasks = [task for task in self.listener._tasks if not task.done()]
-        if tasks:
-            await asyncio.wait(tasks, timeout=timeout)
+        await self.listener.let_answers_out(timeout)
 
     def _remove_lock(self) -> None:
         if self.lock_path:
@@ -408,6 +404,6 @@ class IdeServer:
             "running_requests": sum(len(s.running) for s in self.app.sessions.values()),
             "pending_diffs": len(self.diffs),
             "connections": len(self.listener.connections),
-            "connection_tasks": len(self.listener._tasks),
+            "connection_tasks": self.listener.busy,
             "accepted_connections": self.listener.accepted,
         }

@@ -8,6 +8,10 @@ Where each limit is enforced:
   (`diffs.load_original`);
 * the head and trailer size and the field count: the wire parser
   (`http11.rules.check_section_size`, `check_field_count`);
+* a request partly received: `REQUEST_TIMEOUT` to complete, else 408 and closed;
+  complete requests waiting behind the one answered (a pipelining peer):
+  `http11.server.MAX_PENDING`, past which the connection stops reading (both decided
+  by `http11.ServerConnection`, the deadline's clock kept by the transport);
 * a request refused by its head alone (Origin, nonce, path, method) is answered
   before its body is read and its connection closed: `McpApp.judge_head`, called by
   the transport once for every request as soon as its head arrives;
@@ -26,7 +30,7 @@ from __future__ import annotations
 from ..wire import http11
 
 __all__ = ["DEFAULT_CONNECTION_IDLE_TIMEOUT", "DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_BODY", "DEFAULT_MAX_CONNECTIONS",
-           "DEFAULT_MAX_SESSIONS", "DEFAULT_ORPHAN_TIMEOUT"]
+           "DEFAULT_MAX_SESSIONS", "DEFAULT_ORPHAN_TIMEOUT", "REQUEST_TIMEOUT"]
 
 DEFAULT_MAX_BODY = http11.DEFAULT_MAX_BODY
 DEFAULT_MAX_CONNECTIONS = 256
@@ -34,3 +38,6 @@ DEFAULT_MAX_SESSIONS = 1024
 DEFAULT_CONNECTION_IDLE_TIMEOUT = 120.0
 DEFAULT_IDLE_TIMEOUT = 300.0
 DEFAULT_ORPHAN_TIMEOUT = 1.0
+#: A request that has started arriving must finish within this many seconds (a slow
+#: or stuck peer must not hold a connection forever with half a request): 408, closed.
+REQUEST_TIMEOUT = 60.0

@@ -2,9 +2,13 @@
 accepted, owned together.
 
 `Listener` makes one `transport.HttpConnection` per accepted connection, all calling the
-same application (`answers.App`) after the same judge (`answers.Judge`), holds each in
-`connections` until it is gone, bounds how many there are, closes the idle ones on
-request, and `close()` ends them all before it removes the socket and its directory.
+same application (`answers.App`) after the same judge (`answers.Judge`), and hands each
+two callbacks: `on_open` (the connection limit is applied there) and `on_gone` (it
+leaves `connections`, and the owner's `on_connection_closed` hears of it). It bounds
+how many there are, closes the idle ones on request, and `close()` ends them all before
+it removes the socket and its directory. Ownership runs one way: the listener reads a
+connection's public state only (`idle`, `closed`, `busy`, `last_active`), and a
+connection knows its listener only through those two callbacks.
 
 On a Unix socket it accepts by itself (`_accept_ready`), so that running out of file
 descriptors (EMFILE, ENFILE, ENOBUFS, ENOMEM) is handled here, by its owner, and
@@ -26,7 +30,8 @@ from typing import Any, Callable, Optional, Set
 from ..wire import http11
 from .answers import App, Judge
 from .sockets import bind_unix, remove_socket_dir, wait_server_closed
-from .transport import REQUEST_TIMEOUT, HttpConnection
+from .limits import REQUEST_TIMEOUT
+from .transport import HttpConnection
 
 __all__ = ["Listener"]
 
@@ -50,7 +55,8 @@ class Listener:
     connections accepted after that)."""
 
     def __init__(self, app: App, max_body: Optional[int] = None, request_timeout: float = REQUEST_TIMEOUT,
-                 judge: Optional[Judge] = None) -> None:
+                 judge: Optional[Judge] = None, *, max_connections: Optional[int] = None,
+                 on_connection_closed: Optional[Callable[[int, bool], None]] = None) -> None:
         self.app = app
         #: Every request's head is judged by it, once, before `app` sees the request.
         self.judge = judge
@@ -64,8 +70,8 @@ class Listener:
         self.accepted = 0
         #: At most this many open connections (None: no limit). At the limit the
         #: connection idle longest makes room; when none is idle the new one is
-        #: answered 503 and closed (set by IdeServer, README "Limits and safety").
-        self.max_connections: Optional[int] = None
+        #: answered 503 and closed (README "Limits and safety").
+        self.max_connections = max_connections
         self.refused = 0
         # The accept loop on a Unix socket (see the module's doc): the socket, whether
         # it is watched, the retry timer while paused, and the transports being made.
@@ -80,15 +86,17 @@ class Listener:
         #: went (True) or this listener let an idle one go (False): the MCP layer learns
         #: which sessions lost their last connection, and a session is taken for
         #: abandoned only when its client went (PROTOCOL.md §3, "When a session ends").
-        self.on_connection_closed: Optional[Callable[[int, bool], None]] = None
+        self.on_connection_closed = on_connection_closed
         self._let_go: Set[int] = set()
 
     def _connection(self) -> HttpConnection:
         """The protocol factory given to the loop (Unix socket or named pipe)."""
-        return HttpConnection(self.app, next(self._numbers), self.max_body, self.request_timeout, owner=self,
-                              judge=self.judge)
+        return HttpConnection(self.app, next(self._numbers), self.max_body, self.request_timeout, judge=self.judge,
+                              on_open=self._adopt, on_gone=self._discard)
 
     def _adopt(self, conn: HttpConnection) -> None:
+        """A connection's transport is made (its `on_open`): it joins `connections`,
+        unless the limit is reached and no idle one can make room (503, closed)."""
         self.accepted += 1
         if self.max_connections is not None and not self._room_for_one():
             self.refused += 1
@@ -128,6 +136,8 @@ class Listener:
         return len(stale)
 
     def _discard(self, conn: HttpConnection) -> None:
+        """A connection is gone, its task ended (its `on_gone`): it leaves `connections`,
+        and the owner hears whether its client went (`on_connection_closed`)."""
         if conn in self.connections:
             self.connections.discard(conn)
             client_went = conn.number not in self._let_go
@@ -139,10 +149,21 @@ class Listener:
                     log.exception("on_connection_closed failed")
 
     @property
-    def _tasks(self) -> "Set[asyncio.Task[None]]":
-        """The handler tasks running now (`IdeServer.stats()["connection_tasks"]`); a
-        connection between requests has none."""
-        return {conn._task for conn in self.connections if conn._task is not None}
+    def busy(self) -> int:
+        """How many connections have a task writing an answer now
+        (`IdeServer.stats()["connection_tasks"]`); a connection between requests has none."""
+        return sum(1 for conn in self.connections if conn.busy)
+
+    async def let_answers_out(self, timeout: float) -> None:
+        """Wait, `timeout` seconds at most, for the answers being written to be written
+        (a stopping server lets its last answers out before it closes the connections)."""
+        waits = [asyncio.ensure_future(conn.finished()) for conn in self.connections if conn.busy]
+        if waits:
+            _, late = await asyncio.wait(waits, timeout=timeout)
+            for wait in late:
+                wait.cancel()  # (the wait only: `finished` leaves the task alone)
+            if late:
+                await asyncio.wait(late)
 
     async def start_unix(self, directory: Optional[str] = None) -> str:
         """Listen on `<fresh 0700 dir>/mcp.sock` (socket mode 0600) and return its path."""
@@ -235,10 +256,8 @@ class Listener:
             self._server.close()
         connections = list(self.connections)
         for conn in connections:
-            conn.close()  # cancels its handler task; what was written is still sent
-        tasks = [conn._task for conn in connections if conn._task is not None]
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            conn.close()  # cancels its task; what was written is still sent
+        await asyncio.gather(*(conn.finished() for conn in connections))
         await asyncio.sleep(0)  # the transports' connection_lost callbacks
         if self.connections:
             # Transports still holding bytes their peer does not read: drop them.

@@ -51,8 +51,8 @@ STREAM_HEADERS = (("Content-Type", "text/event-stream"), ("Cache-Control", "no-c
 ACCEPTED = Reply(202, (("Content-Type", "text/plain"),), b"")
 
 #: The refusals of `judge_head` (PROTOCOL.md §2), values that never change.
-_FORBIDDEN = plain(403, "Forbidden", close=True)
-_UNAUTHORIZED = plain(401, "Unauthorized", close=True)
+_FORBIDDEN = plain(403, "Forbidden", close_after=True)
+_UNAUTHORIZED = plain(401, "Unauthorized", close_after=True)
 _NOT_FOUND = plain(404, "Not Found")
 _NOT_ALLOWED = plain(405, "Method Not Allowed", ("Allow", ALLOW))
 

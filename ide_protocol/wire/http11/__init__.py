@@ -20,6 +20,9 @@ testable byte by byte. By concern:
 * `writers` — `write_request`, `write_response`, `write_response_head` (each spells
   the framing fields, and the `Connection` field given `keep_alive`), `encode_chunk`,
   `LAST_CHUNK`.
+* `server`  — `ServerConnection`, one connection of a server as a state machine
+  (`State`): requests in order (`Incoming`), the refusals it answers itself
+  (`Refused`), the pipelining cap, 408, keep-alive or close after each `Reply`.
 
 The readers never raise on input. A malformed message becomes a `ParseError` event with
 the status code the server should answer with (400, 413, 431, 501, 505); after it the
@@ -32,13 +35,15 @@ from .headers import NO_TRAILERS, Headers, HeadersLike
 from .readers import RequestParser, ResponseParser
 from .rules import (DEFAULT_MAX_BODY, DEFAULT_MAX_HEAD, MAX_CHUNK_LINE, MAX_FIELDS, REASONS, connection_tokens,
                     connection_value, has_body, keep_alive, keeps_alive_after)
+from .server import MAX_PENDING, Incoming, Judge, Refused, Reply, ServerConnection, State
 from .writers import (LAST_CHUNK, ChunkedWriter, encode_chunk, encode_chunked_body, write_request, write_response,
                       write_response_head)
 
 __all__ = [
     "ChunkedWriter", "ConnectionClosed", "DEFAULT_MAX_BODY", "DEFAULT_MAX_HEAD", "Data", "EndOfMessage", "Event",
-    "Headers", "HeadersLike", "LAST_CHUNK", "MAX_CHUNK_LINE", "MAX_FIELDS", "NO_TRAILERS", "ParseError", "ParserEvent",
-    "REASONS", "Request", "RequestParser", "Response", "ResponseParser", "connection_tokens", "connection_value",
+    "Headers", "HeadersLike", "Incoming", "Judge", "LAST_CHUNK", "MAX_CHUNK_LINE", "MAX_FIELDS", "MAX_PENDING",
+    "NO_TRAILERS", "ParseError", "ParserEvent", "REASONS", "Refused", "Reply", "Request", "RequestParser", "Response",
+    "ResponseParser", "ServerConnection", "State", "connection_tokens", "connection_value",
     "encode_chunk", "encode_chunked_body", "has_body", "keep_alive", "keeps_alive_after", "write_request", "write_response",
     "write_response_head",
 ]
