@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # what `__getattr__` gives, for a type checker (nothing is im
     from .common.tools import Diagnostic, Selection
     from .server.diffs import DiffRequest
     from .server.ide_server import IdeServer
+    from .server.options import Hooks, Limits
     from .server.threaded import ThreadedIdeServer
     from .wire.jsonrpc import JsonRpcError
 
@@ -23,6 +24,8 @@ _LAZY = {
     "ThreadedIdeServer": "server.threaded",
     "IdeClient": "client",
     "DiffRequest": "server.ide_server",
+    "Limits": "server.options",
+    "Hooks": "server.options",
     "Selection": "common.tools",
     "Diagnostic": "common.tools",
     "JsonRpcError": "wire.jsonrpc",

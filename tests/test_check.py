@@ -481,7 +481,7 @@ ERROR_ROW_FAULTS: Dict[str, Fault] = {
     "errors.stream_accept": F(out_send=_as_text(b"Not Acceptable")),
     "session.initialize_no_steal": F(setup=lambda s: _wrap_initialize(s, lambda s, r: _steal(s, r))),
     "session.reconnect_after_stream_closed": F(setup=lambda s: _wrap_initialize(s, _refuse_known)),
-    "session.ends_when_client_vanishes": F(setup=lambda s: setattr(s, "orphan_timeout", 3600.0)),
+    "session.ends_when_client_vanishes": F(setup=lambda s: setattr(s.app, "orphan_timeout", 3600.0)),
     "session.cancel_ends_request": F(setup=_ignore_cancel, on_diff=lambda diff: None),
     "errors.close_after_404_with_body": F(setup=_refused_after_the_body(
         404, lambda s, r: r.target not in mcp.MCP_PATHS, answers.plain(404, "Not Found"))),

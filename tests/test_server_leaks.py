@@ -75,7 +75,7 @@ def test_no_leak_after_2000_sessions(tmp_path) -> None:
             # Abandoned: every connection that carried them closed, so they end soon
             # (PROTOCOL.md §3, "When a session ends"), long before the idle timeout.
             await until(lambda: server.stats()["sessions"] == 0, what="abandoned sessions ended")
-            assert server.expire_idle_sessions(now=time.monotonic() + server.idle_timeout + 1) == 0
+            assert server.expire_idle_sessions(now=time.monotonic() + server.limits.idle_timeout + 1) == 0
             assert _held(server) == NOTHING
             await until(lambda: len(asyncio.all_tasks()) <= baseline_tasks, what="tasks finished")
             assert len(asyncio.all_tasks()) == baseline_tasks

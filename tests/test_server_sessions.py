@@ -15,7 +15,7 @@ import platforms
 
 
 def _far(server: Any) -> float:
-    return time.monotonic() + server.idle_timeout + 1
+    return time.monotonic() + server.limits.idle_timeout + 1
 
 
 def test_idle_expiry_spares_streams_and_running_requests(tmp_path) -> None:

@@ -436,7 +436,7 @@ def test_stop_then_start_again_on_the_same_server(tmp_path: Any) -> None:
 
 
 def test_posted_work_runs_in_order_without_waiting_and_failures_are_logged(tmp_path: Any, caplog: Any) -> None:
-    """`post` (and `wait=False`) never waits for the loop thread: work posted while the
+    """`post` never waits for the loop thread: work posted while the
     loop is busy is queued behind it, runs in order, and a failure is only logged."""
     folder, path, lock_dir = workspace(tmp_path)
     server = ThreadedIdeServer([folder], lock_dir=lock_dir, timeout=WAIT).start()
@@ -446,8 +446,8 @@ def test_posted_work_runs_in_order_without_waiting_and_failures_are_logged(tmp_p
         server.post(lambda: release.wait(WAIT))          # the loop thread is busy ...
         server.post(lambda: ran.append(("first", threading.current_thread())))
         server.post(lambda: 1 // 0)
-        server.set_selection(Selection(path, "print", (0, 0), (0, 5)), wait=False)
-        server.set_diagnostics(path, [Diagnostic("bad", "Error", (0, 0), (0, 1))], wait=False)
+        server.post(server.set_selection, Selection(path, "print", (0, 0), (0, 5)))
+        server.post(server.set_diagnostics, path, [Diagnostic("bad", "Error", (0, 0), (0, 1))])
         assert ran == []                                  # ... and none of it waited for it
         release.set()
         assert server.call(lambda: [name for name, _ in ran]) == ["first"]
@@ -474,27 +474,29 @@ def test_posted_work_runs_in_order_without_waiting_and_failures_are_logged(tmp_p
 # ------------------------------------------------------ IdeServer's options, through here
 
 
-def test_every_ide_server_keyword_is_a_threaded_keyword() -> None:
-    """`inspect.signature(ThreadedIdeServer)` (what `help()` shows) lists every keyword
-    of `IdeServer.__init__`, with the same default and annotation, and each is accepted
-    at construction; the callbacks are ThreadedIdeServer's own (wrapped)."""
+def test_every_ide_server_option_is_a_threaded_option_and_its_methods_are_ide_servers() -> None:
+    """Every option of `IdeServer` (its own keywords, each field of `Limits` and `Hooks`,
+    and the groups) is accepted by `ThreadedIdeServer` at construction, at its default;
+    its state methods are `IdeServer`'s own (the same signature and documentation,
+    which `help()` shows), not copies."""
+    import dataclasses
+    from ide_protocol import Hooks, Limits
     from ide_protocol.server.ide_server import IdeServer
-    from ide_protocol.server import threaded
 
-    ide = inspect.signature(IdeServer).parameters
-    ours = inspect.signature(ThreadedIdeServer).parameters
-    options = [name for name, p in ide.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
-    assert {"max_body", "max_sessions", "connection_idle_timeout", "request_timeout"} <= set(options)
-    for name in options:
-        assert name in ours, "ThreadedIdeServer does not take IdeServer's %r" % name
-        assert ours[name].kind is inspect.Parameter.KEYWORD_ONLY, name
-        if name not in threaded.WRAPPED_CALLBACKS:
-            assert (ours[name].default, ours[name].annotation) == (ide[name].default, ide[name].annotation), name
-    assert set(threaded.SERVER_OPTIONS) == set(options) - set(threaded.WRAPPED_CALLBACKS)
-    assert not [p for p in ours.values() if p.kind is inspect.Parameter.VAR_KEYWORD]
-    for name in threaded.SERVER_OPTIONS:  # each one accepted, at its default
-        server = ThreadedIdeServer(["/nonexistent"], **{name: ide[name].default})
+    own = {name: p.default for name, p in inspect.signature(IdeServer).parameters.items()
+           if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    fields = {f.name: f.default for group in (Limits, Hooks) for f in dataclasses.fields(group)}
+    assert {"max_body", "max_sessions", "connection_idle_timeout", "request_timeout", "on_diff"} <= set(fields)
+    for name, default in list(own.items()) + list(fields.items()):
+        server = ThreadedIdeServer(["/nonexistent"], **{name: default})
         assert server.thread is None
+    server = ThreadedIdeServer(["/nonexistent"], limits=Limits(max_sessions=3), max_body=5, on_session=print)
+    assert (server.server.limits.max_sessions, server.server.limits.max_body) == (3, 5)
+    assert server.hooks.on_session is print and server.server.hooks.on_session is not print  # wrapped
+    for name in ("set_selection", "set_diagnostics", "add_file_reference", "resolve_diff", "stats"):
+        ours, theirs = getattr(server, name), getattr(IdeServer, name)
+        assert inspect.signature(ours) == inspect.signature(theirs.__get__(server.server)), name
+        assert ours.__doc__ == theirs.__doc__, name
 
 
 def test_unknown_keyword_raises_in_the_callers_thread_before_any_thread_or_lock(tmp_path: Any) -> None:
@@ -504,7 +506,7 @@ def test_unknown_keyword_raises_in_the_callers_thread_before_any_thread_or_lock(
         ThreadedIdeServer([folder], lock_dir=lock_dir, max_bdy=10)
     message = str(raised.value)
     assert "ThreadedIdeServer" in message and "'max_bdy'" in message and "did you mean 'max_body'" in message
-    assert raised.traceback[-1].frame.code.name == "_check_options"  # raised here, not on a loop thread
+    assert raised.traceback[-1].frame.code.name == "__init__"  # raised here, not on a loop thread
     assert set(threading.enumerate()) == before
     assert not os.path.exists(lock_dir)
 
@@ -742,7 +744,7 @@ def test_a_selection_set_during_the_start_reaches_the_cli_once_it_connects(tmp_p
     server.start(wait=False)
     try:
         assert held.entered.wait(WAIT)
-        server.set_selection(Selection(path, "early", (0, 0), (0, 5)), wait=False)
+        server.post(server.set_selection, Selection(path, "early", (0, 0), (0, 5)))
         server.set_selection(Selection(path, "latest", (0, 0), (0, 6)))
         held.release()
         server.wait_started()
@@ -776,8 +778,14 @@ def test_calls_racing_stop_are_harmless(tmp_path: Any) -> None:
             while not done.is_set() or i < 50:
                 i += 1
                 try:
-                    server.set_selection(Selection(path, "t%d" % i, (0, 0), (0, 1)), wait=bool(n % 2))
-                    server.set_diagnostics(path, [Diagnostic("x", "Error", (0, 0), (0, 1))], wait=not n % 2)
+                    selection = Selection(path, "t%d" % i, (0, 0), (0, 1))
+                    diagnostics = [Diagnostic("x", "Error", (0, 0), (0, 1))]
+                    if n % 2:  # half the threads wait for the loop, half post
+                        server.set_selection(selection)
+                        server.post(server.set_diagnostics, path, diagnostics)
+                    else:
+                        server.post(server.set_selection, selection)
+                        server.set_diagnostics(path, diagnostics)
                     server.add_file_reference(path)
                     server.flush_pushes()
                 except BaseException as exc:  # noqa: B902 - any of them is the failure

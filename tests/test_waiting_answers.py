@@ -673,7 +673,7 @@ def test_cancelled_before_its_task_started_leaves_nothing(tmp_path: Any, starts_
                 assert await cli.request("ping", conn=blocked) == {}
                 assert tool_json(await cli.call_tool("update_session_name", {"name": "n"}, conn=other)) == {
                     "success": True}
-                assert server.expire_idle_sessions(now=time.monotonic() + server.idle_timeout + 1) == 1
+                assert server.expire_idle_sessions(now=time.monotonic() + server.limits.idle_timeout + 1) == 1
             cli.close()
     run(main())
 
@@ -705,7 +705,7 @@ def test_dropped_before_its_task_started_leaves_nothing(tmp_path: Any, starts_la
             stats = server.stats()
             assert (stats["streams"], stats["running_requests"], stats["pending_diffs"]) == (0, 0, 0)
             # Not busy any more: the abandoned session expires when idle long enough.
-            assert server.expire_idle_sessions(now=time.monotonic() + server.idle_timeout + 1) == 1
+            assert server.expire_idle_sessions(now=time.monotonic() + server.limits.idle_timeout + 1) == 1
             assert server.stats()["sessions"] == 0
             cli.close()
     run(main())

@@ -28,7 +28,7 @@ import logging
 import os
 import signal
 import sys
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from .. import rpc
 from ..wire import jsonrpc
@@ -36,8 +36,7 @@ from ..common import lockfile, tools
 from .callbacks import Reports
 from .diffs import DiffRequest, PendingDiffs
 from .editor_state import EditorState
-from .limits import (DEFAULT_CONNECTION_IDLE_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY,
-                     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, DEFAULT_ORPHAN_TIMEOUT, REQUEST_TIMEOUT)
+from .options import Hooks, Limits, grouped
 from .mcp import McpApp, Session
 from .pushes import Debounced, DiagnosticsWindow
 from ..common.tools import Diagnostic, Selection
@@ -49,44 +48,29 @@ log = logging.getLogger(__name__)
 DEFAULT_DEBOUNCE = 0.2
 
 
-DiffHandler = Callable[[DiffRequest], Any]
-
 class IdeServer:
-    """The `/ide` MCP server of one IDE window (asyncio form; see the module doc)."""
+    """The `/ide` MCP server of one IDE window (asyncio form; see the module doc).
+
+    Its options: the window's own (folders, name, trust, where the lock and socket go,
+    the push debounce), then two groups, `limits` (`Limits`) and `hooks` (`Hooks`),
+    each of whose fields may also be given as a keyword of its own
+    (`IdeServer(folders, max_body=..., on_diff=...)`)."""
 
     def __init__(self, workspace_folders: Union[str, Sequence[str]] = (), *, ide_name: str = "Python IDE",
-                 is_trusted: bool = False,
-                 on_diff: Optional[DiffHandler] = None,
-                 on_diff_closed: Optional[Callable[[DiffRequest, Dict[str, Any]], Any]] = None,
-                 on_session: Optional[Callable[[str, Dict[str, Any]], Any]] = None,
-                 on_tool_call: Optional[Callable[[Dict[str, Any], str, Any], Any]] = None,
-                 ide_info: Optional[Dict[str, Any]] = None,
-                 lock_dir: Optional[str] = None,
-                 socket_dir: Optional[str] = None,
-                 debounce: float = DEFAULT_DEBOUNCE,
-                 idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
-                 max_body: int = DEFAULT_MAX_BODY,
-                 request_timeout: float = REQUEST_TIMEOUT,
-                 max_connections: Optional[int] = DEFAULT_MAX_CONNECTIONS,
-                 max_sessions: Optional[int] = DEFAULT_MAX_SESSIONS,
-                 connection_idle_timeout: Optional[float] = DEFAULT_CONNECTION_IDLE_TIMEOUT,
-                 orphan_timeout: float = DEFAULT_ORPHAN_TIMEOUT,
-                 json_response: bool = False,
-                 write_lock: bool = True,
-                 server_info: Optional[Dict[str, Any]] = None,
-                 on_exchange: Optional[Callable[[str, Dict[str, Any]], None]] = None) -> None:
+                 is_trusted: bool = False, ide_info: Optional[Dict[str, Any]] = None,
+                 server_info: Optional[Dict[str, Any]] = None, lock_dir: Optional[str] = None,
+                 socket_dir: Optional[str] = None, write_lock: bool = True, debounce: float = DEFAULT_DEBOUNCE,
+                 json_response: bool = False, limits: Optional[Limits] = None, hooks: Optional[Hooks] = None,
+                 **options: Any) -> None:
+        self.limits, self.hooks = limits, hooks = grouped(limits, hooks, options, "IdeServer")
         if isinstance(workspace_folders, str):
             workspace_folders = [workspace_folders]
         self._folders = [os.path.abspath(f) for f in workspace_folders]
         self.ide_name = ide_name
         self.is_trusted = bool(is_trusted)
-        self.on_diff_closed = on_diff_closed
-        self.on_session = on_session
         self.lock_dir = lock_dir
         self.socket_dir = socket_dir
         self.debounce = debounce
-        self.idle_timeout = idle_timeout
-        self.max_body = max_body
         self.write_lock_file = write_lock
         # (Imported here, where a server is made: importing the class needs neither.)
         import secrets
@@ -104,32 +88,28 @@ class IdeServer:
         self.editor = EditorState()
         self.diffs = PendingDiffs(on_closed=self._diff_closed)
         self.tools = IdeTools(self.editor, self.diffs, self.reports, ide_name=ide_name,
-                              ide_info=dict(ide_info or {}), instance_id=self.instance_id, max_file=max_body,
-                              on_diff=on_diff, on_tool_call=on_tool_call,
+                              ide_info=dict(ide_info or {}), instance_id=self.instance_id, max_file=limits.max_body,
+                              on_diff=hooks.on_diff, on_tool_call=hooks.on_tool_call,
                               on_renamed=lambda session: self._emit_session("renamed", session))
 
         self.dispatcher = rpc.Dispatcher()
+        # Bounded before authentication (README "Limits and safety"): sessions (the one
+        # idle longest makes room, else 503), connections (likewise), idle connections
+        # closed after `connection_idle_timeout`; None lifts a limit. A session whose
+        # client vanished without DELETE ends `orphan_timeout` after its last connection
+        # (PROTOCOL.md §3, "When a session ends"): the listener tells the MCP layer.
         self.app = McpApp(self.dispatcher, self.nonce, server_info=server_info, json_response=json_response,
                           on_session_start=self._session_started, on_session_end=self._session_ended,
-                          on_stream_open=self._stream_opened, on_exchange=on_exchange,
-                          streams_early=self.tools.blocks)
-        self.listener = Listener(self.app.answer, max_body, request_timeout, judge=self.app.judge_head,
-                                 max_connections=max_connections, on_connection_closed=self._connection_closed)
-        #: Seconds a session outlives the last connection that carried it (PROTOCOL.md
-        #: §3, "When a session ends"): a client that vanished without DELETE.
-        self.orphan_timeout = orphan_timeout
-        # Bounded before authentication (README "Limits and safety"): connections (the
-        # one idle longest makes room, else 503), sessions (likewise), idle connections
-        # closed after `connection_idle_timeout`; None lifts a limit.
-        self.app.max_sessions = max_sessions
-        self.connection_idle_timeout = connection_idle_timeout
+                          on_stream_open=self._stream_opened, on_exchange=hooks.on_exchange,
+                          streams_early=self.tools.blocks, max_sessions=limits.max_sessions,
+                          orphan_timeout=limits.orphan_timeout)
+        self.listener = Listener(self.app.answer, limits.max_body, limits.request_timeout, judge=self.app.judge_head,
+                                 max_connections=limits.max_connections, on_connection_closed=self.app.connection_closed)
         self.dispatcher.add("tools/list", lambda params, ctx: {"tools": tools.TOOLS})
         self.dispatcher.add("tools/call", self.tools.call)
         self._selection_push: Optional[Debounced] = None
         self._diagnostics_push: Optional[DiagnosticsWindow] = None
         self._reaper: Optional["asyncio.Task[None]"] = None
-        #: The timers ending the sessions of vanished clients (`_connection_closed`).
-        self._orphan_timers: Set[asyncio.TimerHandle] = set()
         self._signals: List[int] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -194,11 +174,7 @@ class IdeServer:
             self._reaper.cancel()
             await asyncio.gather(self._reaper, return_exceptions=True)
             self._reaper = None
-        for timer in self._orphan_timers:
-            timer.cancel()
-        self._orphan_timers.clear()
-        for session in list(self.app.sessions.values()):
-            self.app.end_session(session, "server stopped")
+        self.app.end_all("server stopped")
         self.diffs.close()
         await self._let_answers_out()
         if self._selection_push is not None:
@@ -270,29 +246,19 @@ class IdeServer:
                 lockfile.remove_lock(old)
 
     async def _reap_idle(self) -> None:
-        shortest = min(self.idle_timeout, self.connection_idle_timeout or self.idle_timeout)
+        limits = self.limits
+        shortest = min(limits.idle_timeout, limits.connection_idle_timeout or limits.idle_timeout)
         period = max(0.05, min(shortest / 4.0, 30.0))
         while True:
             await asyncio.sleep(period)
             self.expire_idle_sessions()
-            if self.connection_idle_timeout is not None:
-                self.listener.close_idle(self.connection_idle_timeout)
-
-    def _connection_closed(self, number: int, client_went: bool) -> None:
-        orphans = self.app.connection_closed(number)
-        # A session is abandoned when its client went; one whose last connection this
-        # server closed for idleness lives on until the idle session timeout.
-        if orphans and client_went and self.loop is not None and not self._stopping:
-            def end() -> None:
-                self._orphan_timers.discard(timer)
-                self.app.end_orphans(orphans)
-            timer = self.loop.call_later(self.orphan_timeout, end)
-            self._orphan_timers.add(timer)
+            if limits.connection_idle_timeout is not None:
+                self.listener.close_idle(limits.connection_idle_timeout)
 
     def expire_idle_sessions(self, now: Optional[float] = None) -> int:
         """End sessions abandoned without DELETE (no stream, no request, quiet for
         `idle_timeout`); the reaper calls it, tests may too."""
-        return len(self.app.expire_idle(self.idle_timeout, now))
+        return len(self.app.expire_idle(self.limits.idle_timeout, now))
 
     # ------------------------------------------------------------ state from the IDE
 
@@ -334,8 +300,8 @@ class IdeServer:
         return diff.accept() if accept else diff.reject()
 
     def _diff_closed(self, diff: DiffRequest, answer: Dict[str, Any]) -> None:
-        if self.on_diff_closed is not None:
-            self.reports.report("on_diff_closed", self.on_diff_closed, diff, answer)
+        if self.hooks.on_diff_closed is not None:
+            self.reports.report("on_diff_closed", self.hooks.on_diff_closed, diff, answer)
 
     def add_file_reference(self, file_path: str, start: Optional[Tuple[int, int]] = None,
                            end: Optional[Tuple[int, int]] = None, selected_text: Optional[str] = None,
@@ -386,11 +352,11 @@ class IdeServer:
         self._emit_session("disconnected", session, reason=reason)
 
     def _emit_session(self, event: str, session: Session, **extra: Any) -> None:
-        if self.on_session is None:
+        if self.hooks.on_session is None:
             return
         info = session.info()
         info.update(extra)
-        self.reports.report("on_session", self.on_session, event, info)
+        self.reports.report("on_session", self.hooks.on_session, event, info)
 
     @property
     def sessions(self) -> List[Dict[str, Any]]:

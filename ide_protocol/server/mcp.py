@@ -20,6 +20,7 @@ goes first), run by the connection's task.
 """
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import time
@@ -28,6 +29,7 @@ from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, 
 from .. import rpc
 from ..wire import http11, jsonrpc, sse
 from .answers import Answer, PendingReply, Reply, Stream, plain
+from .limits import DEFAULT_ORPHAN_TIMEOUT
 from .sessions import CallContext, GetStream, RunningRequest, Session
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,10 @@ _FORBIDDEN = plain(403, "Forbidden", close_after=True)
 _UNAUTHORIZED = plain(401, "Unauthorized", close_after=True)
 _NOT_FOUND = plain(404, "Not Found")
 _NOT_ALLOWED = plain(405, "Method Not Allowed", ("Allow", ALLOW))
+
+
+#: A clock for the session timers: `loop.call_later`'s shape (a test may give its own).
+CallLater = Callable[[float, Callable[[], None]], asyncio.TimerHandle]
 
 
 def refuse_unauthenticated(fields: Mapping[str, List[str]], nonce: bytes) -> Optional[Reply]:
@@ -102,7 +108,10 @@ class McpApp:
                  on_session_end: Optional[Callable[[Session, str], None]] = None,
                  on_stream_open: Optional[Callable[[Session], None]] = None,
                  on_exchange: Optional[Callable[[str, Dict[str, Any]], None]] = None,
-                 streams_early: Optional[Callable[[jsonrpc.Request], bool]] = None) -> None:
+                 streams_early: Optional[Callable[[jsonrpc.Request], bool]] = None,
+                 max_sessions: Optional[int] = None,
+                 orphan_timeout: float = DEFAULT_ORPHAN_TIMEOUT,
+                 call_later: Optional[CallLater] = None) -> None:
         self.dispatcher = dispatcher
         #: Which requests may block for long (a person decides), so that the head of
         #: their answer goes first and the client sees a live 200 at once.
@@ -123,7 +132,14 @@ class McpApp:
         self.requests_served = 0
         #: At most this many sessions (None: no limit); at the limit the session idle
         #: longest makes room, else initialize is answered 503 (README "Limits and safety").
-        self.max_sessions: Optional[int] = None
+        self.max_sessions = max_sessions
+        #: Seconds a session outlives the last connection that carried it, when its
+        #: client went (PROTOCOL.md §3, "When a session ends"); the timers are kept in
+        #: `_orphan_timers`, made by `call_later` (the running loop's, by default), and
+        #: cancelled by `close()`.
+        self.orphan_timeout = orphan_timeout
+        self._call_later = call_later
+        self._orphan_timers: Set[asyncio.TimerHandle] = set()
         dispatcher.add("initialize", self._initialize_again)
         dispatcher.add("ping", lambda params, ctx: {})
         dispatcher.add("notifications/initialized", self._initialized)
@@ -179,10 +195,12 @@ class McpApp:
             session.connections.add(connection)
             self._carried.setdefault(connection, set()).add(session.id)
 
-    def connection_closed(self, connection: int) -> List[Session]:
-        """A connection is gone: the sessions it was the last open carrier of, which
-        end unless a new connection carries them within the bound (PROTOCOL.md §3,
-        "When a session ends"; the owner keeps the clock: `end_orphans`)."""
+    def connection_closed(self, connection: int, client_went: bool = True) -> None:
+        """A connection is gone (`Listener`'s `on_connection_closed`). The sessions it was
+        the last open carrier of are abandoned when their client went: they end
+        `orphan_timeout` seconds later unless a new connection carries them meanwhile
+        (PROTOCOL.md §3, "When a session ends"). One whose last connection the server
+        closed for idleness lives on until the idle session timeout."""
         orphans = []
         for session_id in self._carried.pop(connection, ()):
             session = self.sessions.get(session_id)
@@ -191,15 +209,26 @@ class McpApp:
             session.connections.discard(connection)
             if not session.connections:
                 orphans.append(session)
-        return orphans
+        if not orphans or not client_went:
+            return
+        call_later = self._call_later or asyncio.get_event_loop().call_later
 
-    def end_orphans(self, sessions: List[Session]) -> List[Session]:
-        """End those of `sessions` that no connection carries still (their client
-        vanished: its diffs are answered, PROTOCOL.md §4)."""
-        ended = [s for s in sessions if not s.ended and not s.connections]
-        for session in ended:
-            self.end_session(session, "client gone")
-        return ended
+        def end() -> None:
+            self._orphan_timers.discard(timer)
+            for session in orphans:
+                if not session.ended and not session.connections:
+                    self.end_session(session, "client gone")
+        timer = call_later(self.orphan_timeout, end)
+        self._orphan_timers.add(timer)
+
+    def end_all(self, reason: str) -> None:
+        """End every session, and the timers that would have ended some (the server
+        stops)."""
+        for timer in self._orphan_timers:
+            timer.cancel()
+        self._orphan_timers.clear()
+        for session in list(self.sessions.values()):
+            self.end_session(session, reason)
 
     def _session_for(self, request: http11.Request, connection: int = 0) -> Union[Session, Reply]:
         """The session a request belongs to, or the answer refusing it: no

@@ -41,15 +41,17 @@ Threading rules (the whole contract):
   `stop()` from the loop thread (inside a callback) only asks for the stop, since
   waiting there would wait for itself. Calls after `stop()` run directly and are
   harmless (nothing is sent; the state is kept for a later `start()`).
-* `post(fn)` (and `set_selection(..., wait=False)`, `set_diagnostics(..., wait=False)`)
-  hands work to the loop thread without waiting at all, for an editor's hot paths;
+* `post(fn, *args)` hands work to the loop thread without waiting at all, for an
+  editor's hot paths (`server.post(server.set_selection, selection)` on a cursor move);
   posted work keeps its order with other calls, and its failures are logged.
-* Every other keyword is one of `IdeServer`'s options (`max_body`, `max_sessions`,
-  `connection_idle_timeout`, `socket_dir`, ...) and is passed to it unchanged; the set
-  is read from `IdeServer.__init__`'s signature, so an option it gains is accepted here
-  at once. The `IdeServer` is built in the constructor, on the caller's thread: an
-  unknown keyword or a bad value raises there, before any thread or lock file exists.
-* `on_exchange` (one of those options) runs on the loop thread.
+* The methods that change or read the IDE's state are `IdeServer`'s own, run on the
+  loop thread (`_on_loop`): the same names, parameters and documentation.
+* Every other keyword is one of `IdeServer`'s options (its own, the fields of `Limits`,
+  `on_exchange`), or the groups `limits` and `hooks`, and is passed to it; the four
+  callbacks above are wrapped first. The `IdeServer` is built in the constructor, on
+  the caller's thread: an unknown keyword or a bad value raises there, before any
+  thread or lock file exists.
+* `on_exchange` runs on the loop thread.
 
 The loop thread is a daemon thread, so it never keeps an editor from exiting. It blocks
 the asynchronous signals for itself (`common/guest_threads.py`), and the threads it
@@ -61,50 +63,37 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
-import inspect
+import functools
 import logging
 import threading
-import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, TypeVar, Union
 
-from .ide_server import DiffRequest, IdeServer
 from ..common.guest_threads import leave_signals_to_host
-from ..common.tools import Diagnostic, Selection
+from ..common.tools import Selection
+from .ide_server import DiffRequest, IdeServer
+from .options import HOOK_NAMES, Hooks, grouped
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 CallInEditor = Callable[[Callable[[], None]], Any]
 StartCallback = Callable[[Optional[BaseException]], Any]
 
 #: Default bound for one call into the loop (seconds); only a stuck loop reaches it.
 DEFAULT_TIMEOUT = 10.0
 
-#: `IdeServer`'s callbacks that `ThreadedIdeServer` wraps, to deliver them through
-#: `call_in_editor`; its own keywords of the same names take them.
-WRAPPED_CALLBACKS = ("on_diff", "on_diff_closed", "on_session", "on_tool_call")
-
-#: Every other keyword of `IdeServer.__init__`, passed on unchanged. Read from the
-#: signature itself (one place: an option `IdeServer` gains needs no edit here).
-SERVER_OPTIONS: Dict[str, inspect.Parameter] = {
-    name: param for name, param in inspect.signature(IdeServer).parameters.items()
-    if param.kind is inspect.Parameter.KEYWORD_ONLY and name not in WRAPPED_CALLBACKS}
+R = TypeVar("R")
 
 
-def _check_options(options: Dict[str, Any]) -> None:
-    """TypeError naming this class (not `IdeServer.__init__`) for a keyword that is
-    not one of `SERVER_OPTIONS`, with the closest option when there is one."""
-    unknown = sorted(set(options) - set(SERVER_OPTIONS))
-    if not unknown:
-        return
-    import difflib  # only for this error's hint
-
-    hints = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, list(SERVER_OPTIONS), n=1)
-        hints.append("%r%s" % (name, " (did you mean %r?)" % close[0] if close else ""))
-    raise TypeError("ThreadedIdeServer() got unexpected keyword argument%s %s; its IdeServer options are: %s"
-                    % ("s" if len(unknown) > 1 else "", ", ".join(hints), ", ".join(SERVER_OPTIONS)))
+def _on_loop(method: Callable[..., R]) -> Callable[..., R]:
+    """`IdeServer`'s method, offered from any thread: run on the loop thread by
+    `ThreadedIdeServer.call`, with the method's own name, parameters and documentation
+    (`help()` and `inspect.signature` show them: one definition, so a method that
+    `IdeServer` changes needs no edit here). Static checkers see its result type; its
+    parameters would need `typing.ParamSpec`, which Python 3.8's typing lacks."""
+    @functools.wraps(method)
+    def on_loop(self: ThreadedIdeServer, *args: Any, **kwargs: Any) -> R:
+        return self.call(method, self.server, *args, **kwargs)
+    return on_loop
 
 
 class ThreadedIdeServer:
@@ -117,42 +106,31 @@ class ThreadedIdeServer:
         server.set_selection(Selection(path, text, (0, 0), (2, 4)))
         server.stop()                        # lock file and socket removed
 
-    `call_in_editor`, `timeout` and the four callbacks are this class's own; every
-    other keyword is one of `IdeServer`'s options (`SERVER_OPTIONS`: `ide_name`,
-    `is_trusted`, `lock_dir`, `socket_dir`, `debounce`, the limits `max_body`,
-    `request_timeout`, `max_connections`, `max_sessions`, `connection_idle_timeout`,
-    `idle_timeout`, ...) and goes to it unchanged.
-
-    Why `**options` and not a copy of `IdeServer`'s parameter list: a copy falls
-    behind each time `IdeServer` gains an option; forwarding cannot. What a copy
-    gives is kept: `inspect.signature(ThreadedIdeServer)` (so `help()`, a REPL's
-    completion) lists every option with its default and type, built from
-    `IdeServer`'s signature at import; a keyword that is none of them raises
-    TypeError at construction, in the caller's thread, naming the nearest option.
-    Static checkers see `**options: Any` (typing them needs `Unpack[TypedDict]`,
-    Python 3.12).
+    `call_in_editor` and `timeout` are this class's own; the callbacks (`hooks`, or
+    `on_diff`, `on_diff_closed`, `on_session`, `on_tool_call` as keywords) are wrapped
+    to run through `call_in_editor`; every other keyword is one of `IdeServer`'s
+    options (`ide_name`, `lock_dir`, `limits`, `max_body`, ...) and goes to it as it is,
+    so an option `IdeServer` gains is accepted here at once.
     """
 
     def __init__(self, workspace_folders: Union[str, Sequence[str]] = (), *,
-                 call_in_editor: Optional[CallInEditor] = None,
-                 on_diff: Optional[Callable[[DiffRequest], Any]] = None,
-                 on_diff_closed: Optional[Callable[[DiffRequest, Dict[str, Any]], Any]] = None,
-                 on_session: Optional[Callable[[str, Dict[str, Any]], Any]] = None,
-                 on_tool_call: Optional[Callable[[Dict[str, Any], str, Any], Any]] = None,
-                 timeout: float = DEFAULT_TIMEOUT,
-                 **options: Any) -> None:
-        _check_options(options)
+                 call_in_editor: Optional[CallInEditor] = None, timeout: float = DEFAULT_TIMEOUT,
+                 hooks: Optional[Hooks] = None, **options: Any) -> None:
         self.call_in_editor = call_in_editor
-        self.on_diff = on_diff
-        self.on_diff_closed = on_diff_closed
-        self.on_session = on_session
-        self.on_tool_call = on_tool_call
         self.timeout = timeout
+        # The user's callbacks, kept here; IdeServer gets the wrappers that deliver
+        # them through call_in_editor (on_exchange goes as it is: see the module doc).
+        own = {name: options.pop(name) for name in HOOK_NAMES if name in options}
+        limits, self.hooks = grouped(options.pop("limits", None), hooks, own, "ThreadedIdeServer")
+        wrapped = Hooks(on_diff=self._on_diff, on_diff_closed=self._on_diff_closed, on_session=self._on_session,
+                        on_tool_call=self._on_tool_call, on_exchange=self.hooks.on_exchange)
         # IdeServer.__init__ creates no asyncio object, so it is built here, in the
         # caller's thread (its errors are raised to the caller, before any thread
         # starts); all that needs the loop happens in start(), on the loop thread.
-        self.server = IdeServer(workspace_folders, on_diff=self._on_diff, on_diff_closed=self._on_diff_closed,
-                                on_session=self._on_session, on_tool_call=self._on_tool_call, **options)
+        try:
+            self.server = IdeServer(workspace_folders, limits=limits, hooks=wrapped, **options)
+        except TypeError as exc:
+            raise TypeError(str(exc).replace("IdeServer()", "ThreadedIdeServer()")) from None
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.thread: Optional[threading.Thread] = None
         # start/stop against each other. Re-entrant: a signal handler may call stop() on
@@ -165,6 +143,9 @@ class ThreadedIdeServer:
         self._main: "Optional[asyncio.Future[Any]]" = None
         self._stopped_event: Optional[asyncio.Event] = None
         self._stop_requested = False
+        # Work handed to the loop that callers wait for (`call`): what the loop's end
+        # leaves unrun is cancelled, so that its caller runs it itself.
+        self._waiting: "Set[concurrent.futures.Future[Any]]" = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -225,6 +206,8 @@ class ThreadedIdeServer:
                     loop.run_until_complete(loop.shutdown_asyncgens())
                 finally:
                     loop.close()
+                    for outcome in list(self._waiting):
+                        outcome.cancel()  # (not run, and never will be: its caller runs it)
                     if not ready.done():  # never reached: the loop itself failed
                         ready.set_exception(RuntimeError("the /ide server's loop ended"))
 
@@ -337,15 +320,17 @@ class ThreadedIdeServer:
     def _on_loop_thread(self) -> bool:
         return self.thread is not None and threading.current_thread() is self.thread
 
-    def call(self, fn: Callable[..., T], *args: Any, timeout: Optional[float] = None, **kwargs: Any) -> T:
+    def call(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """Run `fn(*args, **kwargs)` on the loop thread and return its result here
-        (its exception is raised here). Before start and after stop there is no loop
-        and no concurrency: `fn` runs directly. A loop not running yet (its thread is
-        starting) gets the work queued, as a running one does."""
+        (its exception is raised here), waiting `timeout` seconds at most (only a stuck
+        loop takes that long). Before start and after stop there is no loop and no
+        concurrency: `fn` runs directly, as it does when the loop ends before running
+        it. A loop not running yet (its thread is starting) gets the work queued, as a
+        running one does."""
         loop = self.loop
         if loop is None or self._on_loop_thread() or loop.is_closed():
             return fn(*args, **kwargs)
-        outcome: "concurrent.futures.Future[T]" = concurrent.futures.Future()
+        outcome: "concurrent.futures.Future[R]" = concurrent.futures.Future()
 
         def run() -> None:
             if not outcome.set_running_or_notify_cancel():
@@ -355,22 +340,21 @@ class ThreadedIdeServer:
             except BaseException as exc:
                 outcome.set_exception(exc)
 
+        self._waiting.add(outcome)
         try:
-            loop.call_soon_threadsafe(run)
-        except RuntimeError:  # closed meanwhile by stop(): no loop, no concurrency left
-            return fn(*args, **kwargs)
-        deadline = time.monotonic() + self._timeout(timeout)
-        while True:
             try:
-                return outcome.result(max(0.0, min(0.05, deadline - time.monotonic())))
-            except concurrent.futures.TimeoutError:
-                pass
-            if loop.is_closed() and outcome.cancel():
-                # stop() closed the loop before it ran `fn`: no loop, no concurrency left.
+                loop.call_soon_threadsafe(run)
+            except RuntimeError:  # closed meanwhile by stop(): no loop, no concurrency left
                 return fn(*args, **kwargs)
-            if time.monotonic() >= deadline:
+            try:
+                return outcome.result(self.timeout)
+            except concurrent.futures.CancelledError:
+                return fn(*args, **kwargs)  # the loop ended before it ran `fn` (see `_launch`)
+            except concurrent.futures.TimeoutError:
                 outcome.cancel()
-                raise TimeoutError("the /ide server's loop did not answer within %ss" % self._timeout(timeout))
+                raise TimeoutError("the /ide server's loop did not answer within %ss" % self.timeout) from None
+        finally:
+            self._waiting.discard(outcome)
 
     def post(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Run `fn(*args, **kwargs)` on the loop thread later, without waiting for it: for
@@ -424,7 +408,7 @@ class ThreadedIdeServer:
         asyncio `on_diff`'s: a decision answers the diff, None leaves it to
         `diff.accept()`/`reject()`, and an exception or an invalid value answers the
         `open_diff` with an error result (as `IdeServer` does)."""
-        user = self.on_diff
+        user = self.hooks.on_diff
         if user is None:
             return None  # answered later with resolve_diff()
         loop = asyncio.get_event_loop()
@@ -465,82 +449,36 @@ class ThreadedIdeServer:
         return outcome.result()
 
     def _on_diff_closed(self, diff: DiffRequest, answer: Dict[str, Any]) -> None:
-        if self.on_diff_closed is not None:
-            user = self.on_diff_closed
+        user = self.hooks.on_diff_closed
+        if user is not None:
             self._in_editor(lambda: user(diff, answer))
 
     def _on_session(self, event: str, info: Dict[str, Any]) -> None:
-        if self.on_session is not None:
-            user = self.on_session
+        user = self.hooks.on_session
+        if user is not None:
             self._in_editor(lambda: user(event, info))
 
     def _on_tool_call(self, call: Dict[str, Any], session_id: str, result: Any) -> None:
-        if self.on_tool_call is not None:
-            user = self.on_tool_call
+        user = self.hooks.on_tool_call
+        if user is not None:
             self._in_editor(lambda: user(call, session_id, result))
 
-    # ------------------------------------------------------------- the IDE's state
+    # ------------------------------------------------ the IDE's state, from any thread
 
-    def set_selection(self, selection: Optional[Selection], timeout: Optional[float] = None,
-                      wait: bool = True) -> None:
-        """The active editor's selection changed (None: no active editor). With
-        `wait=False` it is posted (see `post`): the caller never waits for the loop."""
-        if wait:
-            self.call(self.server.set_selection, selection, timeout=timeout)
-        else:
-            self.post(self.server.set_selection, selection)
+    set_selection = _on_loop(IdeServer.set_selection)
+    set_diagnostics = _on_loop(IdeServer.set_diagnostics)
+    clear_diagnostics = _on_loop(IdeServer.clear_diagnostics)
+    add_file_reference = _on_loop(IdeServer.add_file_reference)
+    add_selection = _on_loop(IdeServer.add_selection)
+    set_workspace_folders = _on_loop(IdeServer.set_workspace_folders)
+    flush_pushes = _on_loop(IdeServer.flush_pushes)
+    pending_diffs = _on_loop(IdeServer.pending_diffs)
+    resolve_diff = _on_loop(IdeServer.resolve_diff)
+    stats = _on_loop(IdeServer.stats)
 
-    def set_diagnostics(self, path_or_uri: str, diagnostics: Sequence[Diagnostic],
-                        timeout: Optional[float] = None, wait: bool = True) -> None:
-        """Replace one file's diagnostics (an empty list clears them); `wait` as in
-        `set_selection`."""
-        if wait:
-            self.call(self.server.set_diagnostics, path_or_uri, list(diagnostics), timeout=timeout)
-        else:
-            self.post(self.server.set_diagnostics, path_or_uri, list(diagnostics))
-
-    def clear_diagnostics(self, timeout: Optional[float] = None) -> None:
-        self.call(self.server.clear_diagnostics, timeout=timeout)
-
-    def add_file_reference(self, file_path: str, start: Optional[Tuple[int, int]] = None,
-                           end: Optional[Tuple[int, int]] = None, selected_text: Optional[str] = None,
-                           session_id: Optional[str] = None, timeout: Optional[float] = None) -> int:
-        """Send a file (or a range) to the CLI now; returns how many sessions got it."""
-        return self.call(self.server.add_file_reference, file_path, start, end, selected_text, session_id,
-                         timeout=timeout)
-
-    def add_selection(self, file_path: str, start: Tuple[int, int], end: Tuple[int, int],
-                      selected_text: Optional[str] = None, session_id: Optional[str] = None,
-                      timeout: Optional[float] = None) -> int:
-        return self.call(self.server.add_selection, file_path, start, end, selected_text, session_id,
-                         timeout=timeout)
-
-    def set_workspace_folders(self, folders: Sequence[str], timeout: Optional[float] = None) -> None:
-        """New folders: a new lock file is written and the old one removed."""
-        self.call(self.server.set_workspace_folders, list(folders), timeout=timeout)
-
-    def flush_pushes(self, timeout: Optional[float] = None) -> None:
-        """Send the debounced pushes now."""
-        self.call(self.server.flush_pushes, timeout=timeout)
-
-    # --------------------------------------------------------------------- diffs
-
-    def pending_diffs(self, timeout: Optional[float] = None) -> List[DiffRequest]:
-        return self.call(self.server.pending_diffs, timeout=timeout)
-
-    def resolve_diff(self, tab_name: Optional[str] = None, accept: bool = True,
-                     timeout: Optional[float] = None) -> bool:
-        """Answer a pending diff by tab name (the most recent when None); True when it
-        was pending."""
-        return self.call(self.server.resolve_diff, tab_name, accept, timeout=timeout)
-
-    # ---------------------------------------------------------------- inspection
-
-    def stats(self, timeout: Optional[float] = None) -> Dict[str, int]:
-        return self.call(self.server.stats, timeout=timeout)
-
-    def sessions(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
-        return self.call(lambda: self.server.sessions, timeout=timeout)
+    def sessions(self) -> List[Dict[str, Any]]:
+        """The connected sessions (`IdeServer.sessions`), read on the loop thread."""
+        return self.call(lambda: self.server.sessions)
 
     @property
     def selection(self) -> Optional[Selection]:
@@ -565,15 +503,3 @@ class ThreadedIdeServer:
     @property
     def workspace_folders(self) -> List[str]:
         return self.server.workspace_folders
-
-
-def _signature() -> inspect.Signature:
-    """`ThreadedIdeServer.__init__`'s own parameters, then `IdeServer`'s options in
-    place of `**options`: what `inspect.signature` and `help()` show."""
-    own = inspect.signature(ThreadedIdeServer.__init__)
-    params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    params.extend(p for name, p in SERVER_OPTIONS.items() if name not in own.parameters)
-    return own.replace(parameters=params)
-
-
-ThreadedIdeServer.__init__.__signature__ = _signature()  # type: ignore[attr-defined]

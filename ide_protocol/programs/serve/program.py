@@ -13,7 +13,7 @@ from typing import List, Optional, Sequence
 
 from ...common import lock_rules, lockfile
 from ...common.terminal_text import safe_text
-from ...server import ide_server
+from ...server import limits as server_limits
 from ..options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of
 from ..progname import program_name
 from ..terminal.output import DEFAULT_OUTPUT_LIMIT, Output
@@ -59,19 +59,19 @@ def build_parser() -> argparse.ArgumentParser:
                              "counted (default: %(default)s)")
     limits.add_argument("--max-body", type=int, default=None, metavar="BYTES",
                         help="largest request body, and largest original file open_diff reads "
-                             "(default: %d)" % ide_server.DEFAULT_MAX_BODY)
+                             "(default: %d)" % server_limits.DEFAULT_MAX_BODY)
     limits.add_argument("--max-connections", type=int, default=None, metavar="N",
                         help="open connections at most; the one idle longest makes room, else 503; 0: no limit "
-                             "(default: %d)" % ide_server.DEFAULT_MAX_CONNECTIONS)
+                             "(default: %d)" % server_limits.DEFAULT_MAX_CONNECTIONS)
     limits.add_argument("--max-sessions", type=int, default=None, metavar="N",
                         help="MCP sessions at most; the one idle longest makes room, else 503; 0: no limit "
-                             "(default: %d)" % ide_server.DEFAULT_MAX_SESSIONS)
+                             "(default: %d)" % server_limits.DEFAULT_MAX_SESSIONS)
     limits.add_argument("--connection-idle-timeout", type=float, default=None, metavar="SECONDS",
                         help="close a connection idle between requests this long "
-                             "(default: %s)" % ide_server.DEFAULT_CONNECTION_IDLE_TIMEOUT)
+                             "(default: %s)" % server_limits.DEFAULT_CONNECTION_IDLE_TIMEOUT)
     limits.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS",
                         help="end a session with no stream and no request this long "
-                             "(default: %s)" % ide_server.DEFAULT_IDLE_TIMEOUT)
+                             "(default: %s)" % server_limits.DEFAULT_IDLE_TIMEOUT)
     return parser
 
 

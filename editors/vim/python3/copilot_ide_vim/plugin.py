@@ -17,8 +17,8 @@ moved, while `tick` said something is pending, and when one of its every fifth t
 finds the bell rung or the lists changed (autoload/copilot_ide.vim): an idle Vim
 never enters Python, and work queued meanwhile waits 250 ms at most.
 Cursor moves go the other way: an autocommand only notes that the cursor moved, and
-the next tick reads the selection and hands it over with `set_selection(...,
-wait=False)`, never waiting for the loop. So a move costs Vim's thread a Vim variable
+the next tick reads the selection and hands it over with
+`post(server.set_selection, ...)`, never waiting for the loop. So a move costs Vim's thread a Vim variable
 set, and a burst of moves one look at the selection (then the library's debounce).
 """
 from __future__ import annotations
@@ -267,7 +267,7 @@ class VimIde:
                 return
             self._last_key = key
             text, start, end = positions.cursor(row, buf[row - 1], col)
-        server.set_selection(self.lib.Selection(path, text, start, end), wait=False)
+        server.post(server.set_selection, self.lib.Selection(path, text, start, end))
 
     @staticmethod
     def _block(buf: Any, l1: int, c1: int, l2: int, c2: int, inclusive: bool) -> Any:
@@ -500,7 +500,7 @@ class VimIde:
             return
         new = quickfix.collect(self.lib.Diagnostic)
         for path, diags in quickfix.diff_sets(self._diagnostics, new):
-            self.server.set_diagnostics(path, diags, wait=False)
+            self.server.post(self.server.set_diagnostics, path, diags)
         self._diagnostics = new
 
 
