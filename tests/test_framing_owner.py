@@ -22,7 +22,7 @@ FRAMING_WORDS = {"close", "keep-alive", "chunked", "connection", "content-length
 #: Byte strings of the chunked coding.
 FRAMING_BYTES = {b"0\r\n\r\n", b"\r\n"}
 #: The wire layer's framing helpers that only it should call.
-FRAMING_HELPERS = {"connection_tokens", "body_framing", "connection_value", "keep_alive", "check_body_size",
+FRAMING_HELPERS = {"body_framing", "connection_value", "keep_alive", "check_body_size",
                    "encode_chunked_body"}
 
 

@@ -12,7 +12,6 @@ import pytest
 from ide_protocol.wire import http11
 from ide_protocol.wire.http11 import (
     LAST_CHUNK,
-    ChunkedWriter,
     ConnectionClosed,
     Data,
     EndOfMessage,
@@ -175,7 +174,7 @@ def test_keep_alive_across_feeds_and_state():
     assert parser.idle
     e1 = parser.feed(b"POST / HTTP/1.1\r\nContent-Length: 1\r\n\r\nx")
     assert [type(e) for e in e1] == [Request, Data, EndOfMessage]
-    assert e1[0].keep_alive and parser.idle and parser.state_name == "HEAD"
+    assert e1[0].keep_alive and parser.idle and parser.state is http11.ReadState.HEAD
     e2 = parser.feed(b"GET /again HTTP/1.1\r\n\r\n")
     assert e2 == [Request("GET", "/again"), EndOfMessage()]
     assert parser.feed_eof() == [ConnectionClosed()]
@@ -194,7 +193,7 @@ def test_connection_close_stops_reading():
     assert events[1:] == [Data(b"ok"), EndOfMessage(), ConnectionClosed()]
     parser = RequestParser()
     parser.feed(data)
-    assert parser.state_name == "CLOSED"
+    assert parser.state is http11.ReadState.CLOSED
     assert parser.feed(b"GET / HTTP/1.1\r\n\r\n") == []
 
 
@@ -329,7 +328,7 @@ def test_parser_is_dead_after_an_error():
     parser = RequestParser()
     events = parser.feed(b"GET / HTTP/9.9\r\n\r\n")
     assert events == [ParseError(505, events[0].message)]
-    assert parser.state_name == "DEAD"
+    assert parser.state is http11.ReadState.DEAD
     assert parser.feed(b"GET / HTTP/1.1\r\n\r\n") == []
     assert parser.feed_eof() == []
     assert parser.buffered == 0
@@ -493,17 +492,11 @@ def test_writer_keeps_caller_framing_header():
     assert out.count(b"ength") == 1
 
 
-def test_encode_chunk_and_writer():
+def test_encode_chunk():
     assert encode_chunk(b"") == b""
     assert encode_chunk(b"a" * 255) == b"ff\r\n" + b"a" * 255 + b"\r\n"
     assert encode_chunk(bytearray(b"ab")) == b"2\r\nab\r\n"
     assert encode_chunked_body(b"") == LAST_CHUNK == b"0\r\n\r\n"
-    writer = ChunkedWriter()
-    assert writer.chunk(b"abc") == b"3\r\nabc\r\n"
-    assert writer.end() == LAST_CHUNK
-    assert writer.end() == b""
-    with pytest.raises(RuntimeError):
-        writer.chunk(b"late")
 
 
 @pytest.mark.parametrize("call", [
@@ -553,10 +546,9 @@ def test_response_round_trip(body, chunked):
     headers = [("Content-Type", "text/event-stream"), ("mcp-session-id", "abc")]
     if chunked:
         wire = write_response_head(200, headers)
-        writer = ChunkedWriter()
         for i in range(0, len(body), 1000):
-            wire += writer.chunk(body[i:i + 1000])
-        wire += writer.end()
+            wire += encode_chunk(body[i:i + 1000])
+        wire += LAST_CHUNK
         framing = ("Transfer-Encoding", "chunked")
     else:
         wire = write_response(200, headers, body)

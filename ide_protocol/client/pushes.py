@@ -48,7 +48,7 @@ class Push:
 PushCallback = Callable[[Push], Any]
 
 
-class PushQueue(asyncio.Queue):  # type: ignore[type-arg]  # (not subscriptable at run time on 3.8)
+class PushQueue(asyncio.Queue):  # (asyncio.Queue[Push] is not subscriptable at run time on 3.8)
     """A subscriber's pushes, at most `max_items` of them and `max_bytes` of their
     messages' text: a push that would go past either bound makes room by dropping the
     oldest waiting pushes, counted in `dropped`. The newest are kept because an IDE's
@@ -77,12 +77,12 @@ class PushQueue(asyncio.Queue):  # type: ignore[type-arg]  # (not subscriptable 
     # The queue's storage hooks (asyncio.Queue's documented way to change its order):
     # each item has its size beside it; `END` and what `put_nowait` adds cost nothing.
     def _put(self, item: Any) -> None:
-        super()._put(item)  # type: ignore[misc]
+        super()._put(item)
         self._sizes.append(0)
 
     def _get(self) -> Any:
         self._bytes -= self._sizes.popleft()
-        return super()._get()  # type: ignore[misc]
+        return super()._get()
 
 
 class PushFeed:

@@ -112,11 +112,11 @@ class LockInfo:
                 self.workspace_folders, self.is_trusted)
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return self._content() == other._content()  # type: ignore[attr-defined]
+        # (Compared by content; mutable, so unhashable: a class that defines `__eq__`
+        # alone gets `__hash__ = None`.)
+        if isinstance(other, LockInfo) and other.__class__ is self.__class__:
+            return self._content() == other._content()
         return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # (mutable, compared by content)
 
     def __repr__(self) -> str:
         return ("%s(socket_path=%r, scheme=%r, headers=%r, pid=%r, ide_name=%r, timestamp=%r, workspace_folders=%r, "

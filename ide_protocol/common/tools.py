@@ -193,7 +193,7 @@ def reference_params(file_path: str, start: Optional[Tuple[int, int]] = None,
 # ------------------------------------------------------------------------- results
 
 
-class RenderedResult(dict):  # type: ignore[type-arg]
+class RenderedResult(dict):
     """A tool result made already (`rendered_text_result`): `text_result` and the
     tool layer return it as it is. Do not change it: it is shared by every answer
     made from the same value."""

@@ -8,6 +8,7 @@ default `int` result would cut it on 64-bit Windows.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Optional
 
 _kernel32: Optional[Any] = None
@@ -19,10 +20,12 @@ def kernel32() -> Any:
     not Windows)."""
     global _kernel32
     if _kernel32 is None:
+        if sys.platform != "win32":
+            raise OSError("kernel32 is Windows's")
         import ctypes
         from ctypes import wintypes
 
-        k = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+        k = ctypes.WinDLL("kernel32", use_last_error=True)
         handle, dword, boolean = wintypes.HANDLE, wintypes.DWORD, wintypes.BOOL
         for name, restype, argtypes in (
                 ("OpenProcess", handle, [dword, boolean, dword]),

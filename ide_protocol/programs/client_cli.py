@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any, Awaitable, List, Optional, Tuple, Type
+from typing import Any, Awaitable, Coroutine, List, Optional, Tuple, Type
 
 from .. import __version__
 from ..wire import jsonrpc
@@ -154,7 +154,7 @@ async def _run(args: argparse.Namespace) -> int:
                 return 0
 
 
-def run_command(command: Awaitable[int], label: str, error_status: int,
+def run_command(command: Coroutine[Any, Any, int], label: str, error_status: int,
                 errors: Tuple[Type[BaseException], ...] = (ClientError, OSError, ValueError)) -> int:
     """Run a command-line program's coroutine; its exit status. Ctrl-C is 130, no IDE
     found is 1, an expected failure (`errors`) is `error_status` with one line on
@@ -164,7 +164,7 @@ def run_command(command: Awaitable[int], label: str, error_status: int,
     refusal) or the lock files (`NoIdeFound`): it is printed through `one_line`, here,
     for every command that runs through this function."""
     try:
-        return asyncio.run(command)  # type: ignore[arg-type]
+        return asyncio.run(command)
     except KeyboardInterrupt:
         return 130
     except NoIdeFound as exc:

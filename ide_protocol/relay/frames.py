@@ -56,7 +56,7 @@ class LinkEvent:
         return tuple(getattr(self, name) for name in names)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self._fields() == other._fields()  # type: ignore[attr-defined]
+        return isinstance(other, LinkEvent) and type(other) is type(self) and self._fields() == other._fields()
 
     def __repr__(self) -> str:
         return "%s%r" % (type(self).__name__, self._fields())

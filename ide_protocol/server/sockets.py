@@ -47,6 +47,8 @@ def bind_unix(directory: Optional[str] = None) -> Tuple[socket.socket, str, str]
     """A listening, non-blocking Unix socket on `<fresh 0700 dir>/mcp.sock`, socket mode
     0600 (PROTOCOL.md §1); returns (socket, socket directory, socket path). The
     directory is removed again if binding fails."""
+    if sys.platform == "win32":  # (Windows serves a named pipe: `common.winpipe`)
+        raise OSError("Unix sockets are not served on Windows")
     import tempfile
     parent = directory if directory is not None else tempfile.gettempdir()
     if directory is None and len(os.fsencode(os.path.join(parent, "mcp-XXXXXXXX", "mcp.sock"))) > SUN_PATH_MAX:
@@ -57,7 +59,7 @@ def bind_unix(directory: Optional[str] = None) -> Tuple[socket.socket, str, str]
     sock = None
     try:
         check_sun_path(path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # type: ignore[attr-defined]
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.bind(path)
         os.chmod(path, 0o600)
         sock.listen(LISTEN_BACKLOG)

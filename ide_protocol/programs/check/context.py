@@ -300,8 +300,9 @@ class PendingCall:
         """Give the server a moment to take the request: many servers send the head of
         a blocking answer at once (ours does), which proves it; otherwise wait `grace`."""
         await asyncio.wait({self.head}, timeout=grace)
-        if self.task.done() and self.task.exception() is not None:
-            raise self.task.exception()  # type: ignore[misc]
+        error = self.task.exception() if self.task.done() else None
+        if error is not None:
+            raise error
 
     async def result(self, timeout: float) -> Tuple[Reply, Any]:
         try:

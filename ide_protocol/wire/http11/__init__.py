@@ -32,18 +32,18 @@ from __future__ import annotations
 
 from .events import ConnectionClosed, Data, EndOfMessage, Event, ParseError, ParserEvent, Request, Response
 from .headers import NO_TRAILERS, Headers, HeadersLike
-from .readers import RequestParser, ResponseParser
-from .rules import (DEFAULT_MAX_BODY, DEFAULT_MAX_HEAD, MAX_CHUNK_LINE, MAX_FIELDS, REASONS, connection_tokens,
-                    connection_value, has_body, keep_alive, keeps_alive_after)
+from .readers import ReadState, RequestParser, ResponseParser
+from .rules import (DEFAULT_MAX_BODY, DEFAULT_MAX_HEAD, MAX_CHUNK_LINE, MAX_FIELDS, REASONS, connection_value,
+                    has_body, keep_alive, keeps_alive_after)
 from .server import MAX_PENDING, Incoming, Judge, Refused, Reply, ServerConnection, State
-from .writers import (LAST_CHUNK, ChunkedWriter, encode_chunk, encode_chunked_body, write_request, write_response,
+from .writers import (LAST_CHUNK, encode_chunk, encode_chunked_body, write_request, write_response,
                       write_response_head)
 
 __all__ = [
-    "ChunkedWriter", "ConnectionClosed", "DEFAULT_MAX_BODY", "DEFAULT_MAX_HEAD", "Data", "EndOfMessage", "Event",
+    "ConnectionClosed", "DEFAULT_MAX_BODY", "DEFAULT_MAX_HEAD", "Data", "EndOfMessage", "Event",
     "Headers", "HeadersLike", "Incoming", "Judge", "LAST_CHUNK", "MAX_CHUNK_LINE", "MAX_FIELDS", "MAX_PENDING",
-    "NO_TRAILERS", "ParseError", "ParserEvent", "REASONS", "Refused", "Reply", "Request", "RequestParser", "Response",
-    "ResponseParser", "ServerConnection", "State", "connection_tokens", "connection_value",
+    "NO_TRAILERS", "ParseError", "ParserEvent", "REASONS", "ReadState", "Refused", "Reply", "Request", "RequestParser", "Response",
+    "ResponseParser", "ServerConnection", "State", "connection_value",
     "encode_chunk", "encode_chunked_body", "has_body", "keep_alive", "keeps_alive_after", "write_request", "write_response",
     "write_response_head",
 ]

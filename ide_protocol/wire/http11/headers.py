@@ -1,7 +1,7 @@
 """Header fields: an ordered list of (name, value) pairs with case-insensitive lookups."""
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Union, cast
 
 
 class Headers:
@@ -107,12 +107,18 @@ class _FrozenHeaders(Headers):
 
     def __init__(self) -> None:
         super().__init__()
-        self.raw = ()  # type: ignore[assignment]
+        # A tuple where a list is declared: even `raw.append` fails (the one value is
+        # shared by every message without trailers).
+        self.raw = cast(List[Tuple[str, str]], ())
 
-    def _read_only(self, *args: Any) -> None:
+    def add(self, name: str, value: str) -> None:
         raise TypeError("these header fields are read-only")
 
-    add = set = remove = _read_only  # type: ignore[assignment]
+    def set(self, name: str, value: str) -> None:
+        raise TypeError("these header fields are read-only")
+
+    def remove(self, name: str) -> None:
+        raise TypeError("these header fields are read-only")
 
 
 NO_TRAILERS: Headers = _FrozenHeaders()

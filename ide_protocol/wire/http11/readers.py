@@ -29,6 +29,7 @@ depends on the reader's settings, the body limit, is checked on every request.
 """
 from __future__ import annotations
 
+import enum
 from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 from .events import END_OF_MESSAGE, ConnectionClosed, Data, EndOfMessage, ParseError, ParserEvent, Request, Response
@@ -37,7 +38,7 @@ from .rules import (DEFAULT_MAX_BODY, DEFAULT_MAX_HEAD, NO_FRAMING, Framing, Ref
                     body_room, check_body_size, check_request_fields, check_section_size, chunk_size, has_body,
                     head_end, keep_alive, parse_fields, parse_request_line, parse_status_line)
 
-__all__ = ["RequestParser", "ResponseParser"]
+__all__ = ["ReadState", "RequestParser", "ResponseParser"]
 
 _CR, _LF = 0x0D, 0x0A
 
@@ -64,6 +65,19 @@ def _parse_request_head(lines: List[bytes]) -> _RequestHead:
                         framing, keep_alive(line.http_version, headers.tokens("connection")), body_follows(framing))
 
 
+class ReadState(enum.Enum):
+    """Where a reader is (see the module's doc)."""
+    HEAD = "HEAD"
+    LENGTH = "LENGTH"
+    CHUNK_SIZE = "CHUNK_SIZE"
+    CHUNK_DATA = "CHUNK_DATA"
+    CHUNK_END = "CHUNK_END"
+    TRAILERS = "TRAILERS"
+    UNTIL_CLOSE = "UNTIL_CLOSE"
+    CLOSED = "CLOSED"
+    DEAD = "DEAD"
+
+
 class _Reader:
     """The state machine shared by both directions; subclasses read the start line
     and pick the body's framing (`_start_message`)."""
@@ -74,7 +88,8 @@ class _Reader:
         self._buf: Union[bytes, bytearray] = b""
         self._pos = 0            # bytes of _buf already consumed
         self._scan = 0           # where the search for the end of a head resumes
-        self._state = "HEAD"
+        #: Where the reader is (`ReadState`).
+        self.state = ReadState.HEAD
         self._remaining = 0      # bytes left in a Content-Length body or the current chunk
         self._body_seen = 0      # body bytes so far in this message (rules.check_body_size)
         self._keep_alive = True  # whether the current message leaves the connection open
@@ -85,17 +100,16 @@ class _Reader:
         self.idle = True
 
     @property
-    def state_name(self) -> str:
-        return self._state
-
-
-    @property
     def buffered(self) -> int:
+        """Bytes held and not yet consumed (what a peer makes the reader hold: bounded
+        by the head limit, a chunk-size line, or one read)."""
         return len(self._buf) - self._pos
 
     def feed(self, data: bytes) -> List[ParserEvent]:
-        """Consume bytes; return every event they complete. Never raises."""
-        if self._state == "DEAD" or self._state == "CLOSED":
+        """Consume bytes; return every event they complete. Never raises on input: a
+        broken rule is a `ParseError` event (an exception here is the reader's own bug,
+        and is not dressed as the peer's malformed message)."""
+        if self.state is ReadState.DEAD or self.state is ReadState.CLOSED:
             return []
         if data:
             if self._pos == len(self._buf):  # nothing left over: read `data` as it is
@@ -104,51 +118,49 @@ class _Reader:
             else:
                 if type(self._buf) is bytes:
                     self._buf = bytearray(self._buf)
-                self._buf += data  # type: ignore[operator]
+                self._buf += data
         events: List[ParserEvent] = []
         try:
             # One state at a time, for as long as bytes last and a state makes progress.
             while self._pos < len(self._buf):
-                state = self._state
-                if state == "HEAD":
+                state = self.state
+                if state is ReadState.HEAD:
                     more = self._read_head(events)
-                elif state == "LENGTH":
+                elif state is ReadState.LENGTH:
                     more = self._read_length(events)
-                elif state == "UNTIL_CLOSE":
+                elif state is ReadState.UNTIL_CLOSE:
                     more = self._read_until_close(events)
-                elif state == "CLOSED" or state == "DEAD":
+                elif state is ReadState.CLOSED or state is ReadState.DEAD:
                     break
                 else:
                     more = self._read_chunked(events)
                 if not more:
                     break
-        except Refusal as refusal:
+        except Refusal as refusal:  # (a broken rule; a bug of the reader itself is raised as it is)
             self._die(events, refusal.status, refusal.message)
-        except Exception as exc:  # defensive: a reader bug must still look like bad input
-            self._die(events, 400, "malformed message (%s)" % type(exc).__name__)
         if self._pos:
             if self._pos == len(self._buf):  # all consumed (the usual): start afresh
                 self._buf = b""
                 self._pos = self._scan = 0
             else:
                 self._compact()
-        self.idle = self._state == "HEAD" and not self._buf
+        self.idle = self.state is ReadState.HEAD and not self._buf
         return events
 
     def feed_eof(self) -> List[ParserEvent]:
         """The peer closed its side. Returns the events that closing completes."""
         events: List[ParserEvent] = []
-        if self._state == "DEAD":
+        if self.state is ReadState.DEAD:
             return events
         rest = self._buf[self._pos:]
-        if self._state == "UNTIL_CLOSE":
+        if self.state is ReadState.UNTIL_CLOSE:
             if rest:
                 events.append(Data(bytes(rest)))
             events.append(END_OF_MESSAGE)
-            self._state = "CLOSED"
-        elif self._state == "CLOSED" or (self._state == "HEAD" and not rest.strip()):
+            self.state = ReadState.CLOSED
+        elif self.state is ReadState.CLOSED or (self.state is ReadState.HEAD and not rest.strip()):
             events.append(ConnectionClosed())
-            self._state = "CLOSED"
+            self.state = ReadState.CLOSED
         else:
             self._die(events, 400, "connection closed in the middle of a message")
         self._buf = b""
@@ -175,10 +187,10 @@ class _Reader:
             self._pos = self._scan = pos + len(last)
             self._start_message(events, last, len(last))
             if self._pos < len(buf):  # (its body, in the same step)
-                state = self._state
-                if state == "LENGTH":
+                state = self.state
+                if state is ReadState.LENGTH:
                     return self._read_length(events)
-                if state == "CHUNK_SIZE":
+                if state is ReadState.CHUNK_SIZE:
                     return self._read_chunked(events)
             return True
         found = self._section_end(pos, "header block")
@@ -211,12 +223,12 @@ class _Reader:
     def _begin_body(self, events: List[ParserEvent], framing: Framing) -> None:
         kind = framing.kind
         if kind == "chunked":
-            self._state = "CHUNK_SIZE"
+            self.state = ReadState.CHUNK_SIZE
         elif kind == "length" and framing.length > 0:
-            self._state = "LENGTH"
+            self.state = ReadState.LENGTH
             self._remaining = framing.length
         elif kind == "close":
-            self._state = "UNTIL_CLOSE"
+            self.state = ReadState.UNTIL_CLOSE
         else:
             self._end_message(events, NO_TRAILERS)
 
@@ -240,21 +252,21 @@ class _Reader:
         buf = self._buf
         pos = self._pos
         end = len(buf)
-        state = self._state
+        state = self.state
         remaining = self._remaining
-        while state != "TRAILERS":
-            if state == "CHUNK_SIZE":
+        while state is not ReadState.TRAILERS:
+            if state is ReadState.CHUNK_SIZE:
                 found = chunk_size(buf, pos)
                 if found is None:
                     break
                 remaining, pos = found
                 if not remaining:
-                    state = "TRAILERS"
+                    state = ReadState.TRAILERS
                     break
                 self._body_seen += remaining
                 check_body_size(self._body_seen, self.max_body)
-                state = "CHUNK_DATA"
-            if state == "CHUNK_DATA":
+                state = ReadState.CHUNK_DATA
+            if state is ReadState.CHUNK_DATA:
                 n = end - pos
                 if n > remaining:
                     n = remaining
@@ -264,7 +276,7 @@ class _Reader:
                     remaining -= n
                 if remaining:
                     break
-                state = "CHUNK_END"
+                state = ReadState.CHUNK_END
             # CHUNK_END: chunk data is followed by exactly CRLF; anything else means the
             # chunk was longer than its size said, or its size was wrong.
             if end - pos < 2:
@@ -274,11 +286,11 @@ class _Reader:
             if buf[pos] != _CR or buf[pos + 1] != _LF:
                 raise Refusal(400, "chunk data not followed by CRLF")
             pos += 2
-            state = "CHUNK_SIZE"
-        self._state = state
+            state = ReadState.CHUNK_SIZE
+        self.state = state
         self._pos = pos
         self._remaining = remaining
-        if state != "TRAILERS" or pos >= end:
+        if state is not ReadState.TRAILERS or pos >= end:
             return False
         if buf.startswith(b"\r\n", pos):  # no trailer fields (the usual)
             self._pos = pos + 2
@@ -318,10 +330,10 @@ class _Reader:
     def _end_message(self, events: List[ParserEvent], trailers: Headers) -> None:
         events.append(END_OF_MESSAGE if trailers is NO_TRAILERS else EndOfMessage(trailers))
         if self._keep_alive:
-            self._state = "HEAD"
+            self.state = ReadState.HEAD
             self._scan = self._pos
         else:
-            self._state = "CLOSED"
+            self.state = ReadState.CLOSED
             self._buf = b""
             self._pos = self._scan = 0
 
@@ -329,11 +341,11 @@ class _Reader:
 
     def _take(self, start: int, end: int) -> bytes:
         buf = self._buf
-        return buf[start:end] if type(buf) is bytes else bytes(buf[start:end])  # type: ignore[return-value]
+        return buf[start:end] if type(buf) is bytes else bytes(buf[start:end])
 
     def _die(self, events: List[ParserEvent], status: int, message: str) -> None:
         events.append(ParseError(status, message))
-        self._state = "DEAD"
+        self.state = ReadState.DEAD
         self._buf = b""
         self._pos = self._scan = 0
 

@@ -17,7 +17,7 @@ with; the readers turn it into a `ParseError` event.
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Literal, NamedTuple, Optional, Sequence, Tuple
 
 from .headers import Headers
 
@@ -190,10 +190,15 @@ def check_request_fields(http_version: str, headers: Headers) -> None:
 
 # ---------------------------------------------------------------------- body framing
 
+#: How a body is delimited: "chunked"; "length" (`Framing.length` bytes); "none" (the
+#: head said neither: a request has no body); "close" (a response without either: its
+#: body runs until the connection closes, RFC 9112 §6.3, which a response reader decides).
+FramingKind = Literal["chunked", "length", "none", "close"]
+
+
 class Framing(NamedTuple):
-    """How a body is delimited: `kind` is "chunked", "length" (then `length` bytes) or
-    "none" (no body for a request; read until the connection closes for a response)."""
-    kind: str
+    """How a body is delimited (`FramingKind`), and its length for "length"."""
+    kind: FramingKind
     length: int = 0
 
 
@@ -300,8 +305,3 @@ def connection_value(keep_open: bool) -> str:
     """The `Connection` field an answer carries: `keep-alive` or `close` (RFC 9112
     §9.3; VS Code writes `keep-alive` on every answer it leaves open, PROTOCOL.md §2)."""
     return "keep-alive" if keep_open else "close"
-
-
-def connection_tokens(value: str) -> List[str]:
-    """The tokens of one Connection field value, lower-cased."""
-    return [token.strip().lower() for token in value.split(",") if token.strip()]

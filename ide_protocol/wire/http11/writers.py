@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .headers import HeadersLike, pairs_of
 from .rules import REASONS, check_field, check_method, check_reason, check_target, connection_value, has_body
 
-__all__ = ["LAST_CHUNK", "ChunkedWriter", "encode_chunk", "encode_chunked_body", "write_request", "write_response",
+__all__ = ["LAST_CHUNK", "encode_chunk", "encode_chunked_body", "write_request", "write_response",
            "write_response_head"]
 
 #: The last chunk with no trailers: the end of every chunked body (RFC 9112 §7.1).
@@ -148,24 +148,3 @@ def write_response_head(status: int, headers: HeadersLike = None, reason: Option
             _HEADS.clear()
         _HEADS[key] = head
     return head
-
-
-class ChunkedWriter:
-    """A streaming body written one chunk at a time; refuses writes after `end()` so a
-    stream cannot be corrupted by a late push."""
-
-    __slots__ = ("ended",)
-
-    def __init__(self) -> None:
-        self.ended = False
-
-    def chunk(self, data: bytes) -> bytes:
-        if self.ended:
-            raise RuntimeError("chunked body already ended")
-        return encode_chunk(data)
-
-    def end(self) -> bytes:
-        if self.ended:
-            return b""
-        self.ended = True
-        return LAST_CHUNK
