@@ -36,9 +36,10 @@ called only for a request its judge passed.
 The framing fields (`Content-Length`, `Transfer-Encoding`) and the `Connection` field
 belong to the wire layer's writers: an application sets none of them. An answer that
 must be the last one on its connection says so (`Reply(close_after=True)`,
-`Stream(close_after=True)`); the transport
+`Stream(close_after=True)`); the connection's state machine (`http11.ServerConnection`)
 decides from that and from the request (`http11.keeps_alive_after`) and the writer
-spells the field. Nothing here knows sockets or event loops.
+spells the field. Nothing here knows sockets or event loops. (`Reply` is the wire
+layer's own answer value, `http11.Reply`, which the relay writes too.)
 """
 from __future__ import annotations
 
