@@ -128,7 +128,7 @@ def test_one_chunk_body_gives_the_same_events_however_split() -> None:
     parser = RequestParser()
     for _ in range(3):
         assert len(parser.feed(CLI_HEAD + one_chunk(body))) == 3
-        assert parser.idle and parser.state is http11.ReadState.HEAD
+        assert parser.idle and parser.state == "HEAD"
     # The same body in several chunks, or with what the one-step path leaves to the
     # long way (an extension, trailers, upper-case hex, whitespace), gives the same.
     for framed in (b"2\r\n{}\r\n0\r\n\r\n", b"1\r\n{\r\n1\r\n}\r\n0\r\n\r\n", b"2;ext=1\r\n{}\r\n0\r\n\r\n",
@@ -160,7 +160,7 @@ def test_one_chunk_body_with_connection_close_stops_reading() -> None:
     assert events[1:] == [Data(b"{}"), EndOfMessage()]
     parser = RequestParser()
     assert len(parser.feed(data)) == 3
-    assert parser.state is http11.ReadState.CLOSED and parser.feed(CLI_HEAD + one_chunk(b"{}")) == []
+    assert parser.state == "CLOSED" and parser.feed(CLI_HEAD + one_chunk(b"{}")) == []
 
 
 def test_no_trailers_is_shared_and_read_only() -> None:

@@ -30,7 +30,7 @@ import sys
 from typing import Any, Callable, Coroutine, Optional, Union
 
 from ..wire import http11
-from ..wire.http11.server import Incoming, ServerConnection, State
+from ..wire.http11.server import CLOSED, IDLE, Incoming, ServerConnection
 from .answers import App, Judge, PendingReply, Reply, Stream
 from .limits import REQUEST_TIMEOUT
 
@@ -103,12 +103,12 @@ class HttpConnection(asyncio.BufferedProtocol):
 
     @property
     def closed(self) -> bool:
-        return self.http.state is State.CLOSED
+        return self.http.state is CLOSED
 
     @property
     def idle(self) -> bool:
         """Between requests: nothing received in part, nothing being answered."""
-        return self.http.state is State.IDLE
+        return self.http.state is IDLE
 
     @property
     def busy(self) -> bool:
@@ -193,7 +193,7 @@ class HttpConnection(asyncio.BufferedProtocol):
                 self._answer(item)
             elif not self.write_nowait(item.data):  # a refusal or an error, answered by `http`
                 break
-        if http.state is State.CLOSED:
+        if http.state is CLOSED:
             self.close()
         elif self._reading_paused and http.wants_data and self.transport is not None:
             self._reading_paused = False
