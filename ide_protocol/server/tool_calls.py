@@ -175,7 +175,10 @@ class IdeTools:
         if selection is None:
             return None  # PROTOCOL.md §4: with nothing at all, the text `null`
         cached = self._selection_result
-        if cached is None or cached[0] is not selection:  # rendered once per selection
+        # Rendered once per selection: the pretty-printed text is most of a call's cost
+        # (a tools/call takes 167 000 instructions so, 355 000 when rendered each time:
+        # tools/bench_cost.py, 2026-12-06).
+        if cached is None or cached[0] is not selection:
             cached = self._selection_result = (selection, tools.rendered_text_result(selection.tool_result()))
         return cached[1]
 
