@@ -85,3 +85,14 @@ def test_bench_measures_an_older_checkout_in_the_same_rounds(tmp_path):
     assert tp["before"]["root"] == os.path.realpath(str(before))
     assert tp["before"]["c1"] > 0 and tp["before"]["c16"] > 0 and tp["before"]["cpu"] > 0
     assert "ours / ours from %s" % tp["before"]["root"] in proc.stdout.decode()
+
+
+def test_bench_cost_measures_a_tools_call_through_the_server(tmp_path):
+    """tools/bench_cost.py (the cost of one request, which the request path's speed
+    tricks cite) runs against a checkout and prints a figure per root."""
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench_cost.py"), "--cpu", "--requests", "50",
+                           "--root", ROOT, "--root", ROOT], cwd=str(tmp_path),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    lines = proc.stdout.decode().splitlines()
+    assert len(lines) == 2 and all("us of CPU per request" in line for line in lines), lines
