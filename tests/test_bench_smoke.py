@@ -63,7 +63,8 @@ def test_bench_quick_writes_json(tmp_path):
     assert {"throughput c=1 vs VS Code stack", "throughput c=16 vs VS Code stack", "throughput c=1 vs MCP Python SDK",
             "throughput c=16 vs bare node:http", "our server's CPU per request"} <= set(statuses)
     assert not any("floor" in name for name in statuses)
-    assert set(statuses.values()) <= {"PASS", "MISS", "N/A"}
+    assert set(statuses.values()) <= {"PASS", "MISS", "N/A", "INFO"}
+    assert statuses["our server's CPU per request"] in ("INFO", "N/A")  # reported, no absolute target
     assert data["table"] and "targets" in data["table"]
     assert "targets" in proc.stdout.decode()
 

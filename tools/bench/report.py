@@ -9,20 +9,27 @@ from .peers import LABELS, PEERS
 from .throughput import RATIOS
 
 PEER_NAMES = {"vscode": "VS Code stack", "sdk": "MCP Python SDK", "node": "bare node:http"}
-#: The throughput targets: the least ratio of ours to each peer, and the most CPU per request.
-RATIO_TARGETS = {("vscode", "c1"): 2.5, ("vscode", "c16"): 6.0, ("sdk", "c1"): 6.0, ("node", "c16"): 1.0}
-CPU_PER_REQUEST_US = 45.0
+#: The throughput targets: the least ratio of ours to each peer, measured side by side in
+#: one run (None: reported, no target). c=16 against VS Code's stack has none: on two
+#: cores the load client takes one, and it bounds every server there. Our CPU per
+#: request is reported only: an absolute figure depends on the machine.
+RATIO_TARGETS = {("vscode", "c1"): 3.0, ("vscode", "c16"): None, ("sdk", "c1"): 4.5, ("node", "c16"): 1.0}
 
 
 def evaluate(results: Dict[str, Any]) -> List[Dict[str, Any]]:
     """The project's targets, each as a ratio or a figure measured in this run."""
     targets: List[Dict[str, Any]] = []
 
-    def add(name: str, value: Optional[float], limit: float, higher_is_better: bool, unit: str, detail: str) -> None:
+    def add(name: str, value: Optional[float], limit: Optional[float], higher_is_better: bool, unit: str,
+            detail: str) -> None:
         op = ">=" if higher_is_better else "<="
         if value is None or value != value:
             targets.append({"target": name, "value": None, "op": op, "limit": limit, "unit": unit,
                             "status": "N/A", "detail": detail})
+            return
+        if limit is None:
+            targets.append({"target": name, "value": value, "op": op, "limit": limit, "unit": unit,
+                            "status": "INFO", "detail": detail})
             return
         ok = value >= limit if higher_is_better else value <= limit
         targets.append({"target": name, "value": value, "op": op, "limit": limit, "unit": unit,
@@ -40,7 +47,7 @@ def evaluate(results: Dict[str, Any]) -> List[Dict[str, Any]]:
             o, p = tp["servers"]["ours"][conc], tp["servers"][peer][conc]
             add(name, ratio, RATIO_TARGETS[(peer, conc)], True, "x", "medians of %d rounds: %.0f vs %.0f req/s" % (
                 len(o["round_rps"]), o["rps"], p["rps"]))
-        add("our server's CPU per request", tp.get("ours_cpu_us_per_req"), CPU_PER_REQUEST_US, False, "us",
+        add("our server's CPU per request", tp.get("ours_cpu_us_per_req"), None, False, "us",
             "all of its runs, c=1 and c=16")
     push = results.get("push")
     if push:
@@ -140,8 +147,8 @@ def render(results: Dict[str, Any]) -> str:
     lines.append("targets")
     for t in results["targets"]:
         value = "n/a" if t["value"] is None else "%.2f %s" % (t["value"], t["unit"])
-        lines.append("   %-4s %-46s %10s  (target %s %g %s) %s" % (
-            t["status"], t["target"], value, t["op"], t["limit"], t["unit"], t["detail"]))
+        target = "no target" if t["limit"] is None else "target %s %g %s" % (t["op"], t["limit"], t["unit"])
+        lines.append("   %-4s %-46s %10s  (%s) %s" % (t["status"], t["target"], value, target, t["detail"]))
     return "\n".join(lines)
 
 
