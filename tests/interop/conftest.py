@@ -117,8 +117,8 @@ def leak_check(request):
     yield homes
     problems = []
     for home in homes:
-        for pid in _pids_with_env("COPILOT_HOME=" + home):
-            problems.append("process %d still running: %s" % (pid, _cmdline(pid)))
+        for pid in H.pids_with_env("COPILOT_HOME=" + home):
+            problems.append("process %d still running: %s" % (pid, H.cmdline(pid)))
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
@@ -221,35 +221,3 @@ def acp_cli(copilot_bin, workspace, copilot_home, cli_env, logdir):
 def _failed(request):
     return any(getattr(getattr(request.node, "interop_rep_" + w, None), "failed", False)
                for w in ("setup", "call"))
-
-
-# --- helpers ------------------------------------------------------------------------------------
-
-def _pids_with_env(needle):
-    found = []
-    me = os.getpid()
-    if not os.path.isdir("/proc"):
-        return found
-    needle_b = needle.encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open("/proc/%s/environ" % entry, "rb") as fh:
-                env = fh.read().split(b"\0")
-            with open("/proc/%s/stat" % entry) as fh:
-                if fh.read().split(")")[-1].split()[0] == "Z":
-                    continue
-        except OSError:
-            continue
-        if needle_b in env:
-            found.append(int(entry))
-    return found
-
-
-def _cmdline(pid):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode("utf-8", "replace")[:200]
-    except OSError:
-        return "?"

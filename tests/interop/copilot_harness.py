@@ -179,6 +179,40 @@ def read(path):
         return fh.read()
 
 
+# --- processes ---------------------------------------------------------------------------
+
+def pids_with_env(needle):
+    """The running processes (zombies aside) whose environment holds ``needle``
+    (``NAME=value``): what a test left running with its COPILOT_HOME."""
+    found = []
+    me = os.getpid()
+    if not os.path.isdir("/proc"):
+        return found
+    needle_b = needle.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open("/proc/%s/environ" % entry, "rb") as fh:
+                env = fh.read().split(b"\0")
+            with open("/proc/%s/stat" % entry) as fh:
+                if fh.read().split(")")[-1].split()[0] == "Z":
+                    continue
+        except OSError:
+            continue
+        if needle_b in env:
+            found.append(int(entry))
+    return found
+
+
+def cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode("utf-8", "replace")[:200]
+    except OSError:
+        return "?"
+
+
 # --- locating the CLI -------------------------------------------------------------------
 
 def default_prefix():
@@ -504,15 +538,21 @@ class CopilotTui(object):
                 return seen
             self._stop_for_restart(why)
 
-    def _start_once(self, trust, timeout):
+    def command(self):
+        """``(argv, cwd, env)`` for tmux: the CLI with its debug log in ``cli_log_dir``,
+        its exit status written to ``status_file``. (The Windows suite runs it in Wine.)"""
         argv = [self.binary, "--log-level", "all", "--log-dir", self.cli_log_dir] + self.args
         # A shell wrapper records the exit status: tmux's own pane_dead_status is not
         # reliable here (a CLI that exits a few seconds after its start stays an unreaped
         # zombie of the tmux server, its status unknown).
         self.status_file = os.path.join(self.cli_log_dir, "exit-status")
         wrapper = ['/bin/sh', '-c', '"$@"; echo $? > "$0"', self.status_file] + argv
+        return self.launcher + wrapper, self.workspace, self.env
+
+    def _start_once(self, trust, timeout):
+        argv, cwd, env = self.command()
         self.t0 = time.monotonic()
-        self.tmux.start(self.launcher + wrapper, cwd=self.workspace, env=self.env)
+        self.tmux.start(argv, cwd=cwd, env=env)
         deadline = time.monotonic() + timeout
 
         def state(screen):
