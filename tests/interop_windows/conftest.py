@@ -71,6 +71,8 @@ def root():
         pytest.skip(reason)
     become_subreaper()
     r = W.WineRoot()
+    for leftover in ("C:\\homes", LOGS):   # of an earlier run
+        shutil.rmtree(r.host(leftover), ignore_errors=True)
     r.copy_sources()
     r.start_wineserver()
     yield r

@@ -53,18 +53,20 @@ done
 export INTEROP_TMUX=$(command -v tmux) || { echo "interop-windows: tmux is required"; exit 1; }
 
 LOGS=$ROOT/interop-logs/windows
-rm -rf "$LOGS"; mkdir -p "$LOGS"
-export INTEROP_LOG_DIR=$LOGS CLI_ROOT CLI_EXE CLI_PYTHON CLI_SRC CLI_WIN_VERSION
+rm -rf "$LOGS"
+export CLI_ROOT CLI_EXE CLI_PYTHON CLI_SRC CLI_WIN_VERSION
 step "pytest tests/interop_windows (copilot.exe $CLI_WIN_VERSION)"
 timeout --kill-after=30 "${INTEROP_TIMEOUT:-900}" "$PY" -m pytest -p no:cacheprovider -m interop -ra tests/interop_windows "$@"
 status=$?
 [ $status = 5 ] && { echo "interop-windows: no test ran"; status=1; }
 # Whatever Wine left running in the root (its wineserver) ends with the run.
 in_root wineserver -k </dev/null >/dev/null 2>&1 || true
-if [ -z "$(ls -A "$LOGS" 2>/dev/null)" ]; then
-  rmdir "$LOGS" "$ROOT/interop-logs" 2>/dev/null
-else
-  echo "interop-windows: logs kept in interop-logs/windows/ (one folder per failed test)"
+# The tests' logs are written inside the root (C:\interop-logs, where the CLI writes its
+# own); those of failed tests (all with INTEROP_KEEP_LOGS=1) come out to interop-logs/windows/.
+KEPT=$CLI_ROOT$CLI_DRIVE_C/interop-logs
+if [ -n "$(ls -A "$KEPT" 2>/dev/null)" ]; then
+  mkdir -p "$LOGS" && cp -r "$KEPT"/. "$LOGS"/ && rm -rf "$KEPT"
+  echo "interop-windows: logs kept in interop-logs/windows/ (one folder per test)"
 fi
 step "$([ $status = 0 ] && echo passed || echo "FAILED (exit status $status)") with Copilot CLI $CLI_WIN_VERSION for Windows"
 exit $status

@@ -5,6 +5,7 @@ CLI once (a start under Wine costs seconds)."""
 
 import json
 import ntpath
+import os
 import re
 import time
 
@@ -79,6 +80,7 @@ def test_session_over_the_pipe(root, serve, tui, workspace, fake_model):
     assert "<ide_selection>" in fake_model.user_texts()[0]
     srv.wait_output(r"^tool get_selection\(\) from session")
     srv.wait_output(r"^tool get_diagnostics\(.*\) from session")
+    tui.wait_screen(r"1 error", timeout=30)             # the CLI shows the pushed diagnostic
 
     # open_diff accepted in serve: the CLI writes the file.
     mark = srv.mark()
@@ -120,3 +122,27 @@ def test_session_over_the_pipe(root, serve, tui, workspace, fake_model):
     srv.wait_output(r"^disconnected: session %s \(deleted\)" % re.escape(session), start=mark, timeout=30)
     assert srv.quit(timeout=30) == 0
     assert not srv.locks()
+
+
+def test_ide_picker_from_a_subfolder_and_serve_quitting(root, serve, tui, workspace):
+    """One CLI start in ``C:\\ws\\sub``: no auto-connect (no prefix match), `/ide` lists
+    serve's folder and connects over the pipe; serve quitting is noticed."""
+    sub = ntpath.join(workspace, "sub")
+    os.makedirs(root.host(sub))
+    srv = serve("--trusted")
+    srv.wait_lock()
+    tui.workspace = sub
+    tui.start()
+    tui.wait_log(r"Started watching for IDE lock files", timeout=60)
+    time.sleep(2.0)
+    assert not re.search(CONNECTED, srv.output(), re.M), srv.output()
+    tui.prompt("/ide")
+    tui.wait_screen(r"Select an IDE workspace to connect to", timeout=30)
+    tui.wait_screen(r"1\. Terminal IDE: %s\b" % re.escape(workspace), timeout=30)
+    tui.tmux.send_keys("Enter")
+    srv.wait_output(CONNECTED, timeout=30)
+    tui.wait_log(r"Connected to IDE MCP server", timeout=30)
+    assert srv.quit(timeout=30) == 0
+    assert not srv.locks()
+    tui.wait_log(H.IDE_DISCONNECTED_LOG, timeout=30)
+    assert tui.exit() == 0

@@ -13,6 +13,7 @@ import ntpath
 import os
 import re
 import shutil
+import signal
 import subprocess
 
 import copilot_harness as H
@@ -102,11 +103,12 @@ class WineRoot(object):
         return self.argv(["wine", self.python] + list(args), cwd_win, merged)
 
     def run_python(self, args, cwd_win, env=None, timeout=120):
-        """Run the Windows CPython to its end: ``(exit status, output)``. Wine gets stdin
-        from /dev/null and writes through a pipe."""
+        """Run the Windows CPython to its end: ``(exit status, stdout, stderr)``. Wine gets
+        stdin from /dev/null."""
         done = subprocess.run(self.python_argv(args, cwd_win, env), stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
-        return done.returncode, done.stdout.decode("utf-8", "replace").replace("\r\n", "\n")
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+        return (done.returncode,) + tuple(stream.decode("utf-8", "replace").replace("\r\n", "\n")
+                                          for stream in (done.stdout, done.stderr))
 
     def start_wineserver(self):
         """A persistent wineserver and Wine's services, started with WINE_ENV only, so that
@@ -118,6 +120,35 @@ class WineRoot(object):
     def stop_wineserver(self):
         subprocess.run(self.argv(["wineserver", "-k"], "C:\\"), stdin=subprocess.DEVNULL,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+
+
+class FileProc(object):
+    """A Wine program whose output goes to a file, not a pipe: a Node.js program (the
+    CLI) given a Unix pipe as stderr by a process outside Wine dies at start (`open
+    EBADF`), a regular file it takes. Stopped with its process group."""
+
+    def __init__(self, argv, log_path):
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(argv, cwd="/", stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+
+    def output(self):
+        return H.read(self.log_path)
+
+    def stop(self, grace=10.0):
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if self.proc.poll() is not None:
+                break
+            try:
+                os.killpg(self.proc.pid, sig)
+            except OSError:
+                pass
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        return self.proc.returncode
 
 
 class WinServe(H.Serve):
