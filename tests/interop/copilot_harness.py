@@ -9,6 +9,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -213,6 +214,83 @@ def cmdline(pid):
         return "?"
 
 
+# --- pytest glue shared by the Linux and the Windows suites ---------------------------------
+
+def record_report(item, rep):
+    """The suites' ``pytest_runtest_makereport``: keep each phase's report on the item;
+    after the teardown of a test that passed, remove its log folder (``logdir``) unless
+    INTEROP_KEEP_LOGS=1."""
+    setattr(item, "interop_rep_" + rep.when, rep)
+    path = getattr(item, "interop_logdir", None)
+    if rep.when == "teardown" and path and os.environ.get("INTEROP_KEEP_LOGS") != "1":
+        if not test_failed(item, ("setup", "call", "teardown")):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def test_failed(node, phases=("setup", "call")):
+    return any(getattr(getattr(node, "interop_rep_" + w, None), "failed", False) for w in phases)
+
+
+def new_log_folder(node, root):
+    """An empty log folder for the test ``node`` under ``root``, removed after it if it
+    passed (`record_report`)."""
+    name = re.sub(r"[^\w.-]+", "_", node.nodeid.split("::", 1)[-1])[:120]
+    path = os.path.join(root, name)
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    node.interop_logdir = path
+    return path
+
+
+def remove_leftovers(home_value, ide_dir, shown=None):
+    """After a test: kill every process still running with ``COPILOT_HOME=home_value``
+    and remove the lock files left in ``ide_dir``; returns what was found, for the test's
+    failure (``shown``: how to name ``ide_dir`` there)."""
+    problems = []
+    for pid in pids_with_env("COPILOT_HOME=" + home_value):
+        problems.append("process %d still running: %s" % (pid, cmdline(pid)))
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for name in (os.listdir(ide_dir) if os.path.isdir(ide_dir) else []):
+        if name.endswith(".lock"):
+            problems.append("lock file left behind: %s" % os.path.join(shown or ide_dir, name))
+            os.unlink(os.path.join(ide_dir, name))
+    return problems
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def tcp_listening(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def signal_group(proc, grace):
+    """SIGTERM, then SIGKILL, to the process group of ``proc`` (a Popen started in a new
+    session), each given ``grace`` seconds, until ``proc`` has exited."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if proc.poll() is not None:
+            break
+        try:
+            os.killpg(proc.pid, sig)
+        except OSError:
+            pass
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            pass
+
+
 # --- locating the CLI -------------------------------------------------------------------
 
 def default_prefix():
@@ -412,17 +490,7 @@ class Proc(object):
                 self.proc.wait(grace)
             except subprocess.TimeoutExpired:
                 pass
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            if self.proc.poll() is not None:
-                break
-            try:
-                os.killpg(self.proc.pid, sig)
-            except OSError:
-                pass
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                pass
+        signal_group(self.proc, grace)
         # Anything left in its process group (e.g. a copilot agent it started).
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)

@@ -9,11 +9,8 @@ chroot, Wine. Test logs live inside the root (the CLI writes them through C:), a
 removed for passing tests; run.sh moves the others to interop-logs/windows/.
 """
 
-import ntpath
 import os
-import re
 import shutil
-import signal
 import sys
 
 import pytest
@@ -46,18 +43,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
-    rep = outcome.get_result()
-    setattr(item, "interop_rep_" + rep.when, rep)
-    path = getattr(item, "interop_logdir", None)
-    if rep.when == "teardown" and path and os.environ.get("INTEROP_KEEP_LOGS") != "1":
-        if not any(getattr(getattr(item, "interop_rep_" + w, None), "failed", False)
-                   for w in ("setup", "call", "teardown")):
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def _failed(request):
-    return any(getattr(getattr(request.node, "interop_rep_" + w, None), "failed", False)
-               for w in ("setup", "call"))
+    H.record_report(item, outcome.get_result())
 
 
 # --- session-wide -------------------------------------------------------------------------
@@ -84,12 +70,7 @@ def root():
 @pytest.fixture
 def logdir(request, root):
     """This test's log folder, ``C:\\interop-logs\\<test>`` (the host path is returned)."""
-    name = re.sub(r"[^\w.-]+", "_", request.node.nodeid.split("::", 1)[-1])[:100]
-    path = root.host(ntpath.join(LOGS, name))
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-    request.node.interop_logdir = path
-    return path
+    return H.new_log_folder(request.node, root.host(LOGS))
 
 
 @pytest.fixture
@@ -112,19 +93,8 @@ def copilot_home(request, root):
     shutil.rmtree(host, ignore_errors=True)
     os.makedirs(host)
     yield win
-    problems = []
-    for pid in H.pids_with_env("COPILOT_HOME=" + win):
-        problems.append("process %d still running: %s" % (pid, H.cmdline(pid)))
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    ide = os.path.join(host, "ide")
-    for name in (os.listdir(ide) if os.path.isdir(ide) else []):
-        if name.endswith(".lock"):
-            problems.append("lock file left behind: %s\\ide\\%s" % (win, name))
-            os.unlink(os.path.join(ide, name))
-    if problems and not _failed(request):
+    problems = H.remove_leftovers(win, os.path.join(host, "ide"), shown=win + "\\ide")
+    if problems and not H.test_failed(request.node):
         pytest.fail("left behind:\n  " + "\n  ".join(problems))
 
 
@@ -180,5 +150,5 @@ def serve(request, root, workspace, copilot_home, logdir):
     for s in started:
         status = s.stop(grace=15.0)
         problems += ["serve (exit status %s) left its %s" % (status, x) for x in s.leftovers()]
-    if problems and not _failed(request):
+    if problems and not H.test_failed(request.node):
         pytest.fail("\n".join(problems))

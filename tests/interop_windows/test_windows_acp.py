@@ -5,7 +5,6 @@ the file (ACP.md §5)."""
 
 import os
 import re
-import socket
 
 import pytest
 
@@ -14,20 +13,6 @@ from fake_model import Turn
 import wine_root as W
 
 pytestmark = pytest.mark.interop
-
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _listening(port):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def _edit_turn(root, fake_model, workspace, text):
@@ -48,13 +33,13 @@ def _check_turn(status, out, err, host_path, text):
 
 
 def test_acp_over_tcp(root, workspace, copilot_home, cli_env, fake_model, logdir):
-    port = _free_port()
+    port = H.free_port()
     cli_logs = root.win(os.path.join(logdir, "cli-tcp"))
     argv = root.argv(["wine", root.exe, "--acp", "--port", str(port), "--log-level", "all",
                       "--log-dir", cli_logs], workspace, cli_env)
     agent = W.FileProc(argv, os.path.join(logdir, "agent-tcp.log"))
     try:
-        H.wait_until(lambda: _listening(port) or agent.proc.poll() is not None, 90,
+        H.wait_until(lambda: H.tcp_listening(port) or agent.proc.poll() is not None, 90,
                      message="copilot.exe --acp --port %d listening" % port)
         assert agent.proc.poll() is None, "the agent exited: %s" % agent.output()
         host_path = _edit_turn(root, fake_model, workspace, "Changed it over TCP.")

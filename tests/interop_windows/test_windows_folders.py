@@ -5,7 +5,6 @@ Windows CPython in ``C:\\ws``, must be the expected one (`lock_rules.same_folder
 PROTOCOL.md §1). One serve for all; one CLI start per spelling."""
 
 import json
-import ntpath
 import os
 import re
 import time

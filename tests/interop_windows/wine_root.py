@@ -13,7 +13,6 @@ import ntpath
 import os
 import re
 import shutil
-import signal
 import subprocess
 
 import copilot_harness as H
@@ -137,17 +136,7 @@ class FileProc(object):
         return H.read(self.log_path)
 
     def stop(self, grace=10.0):
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            if self.proc.poll() is not None:
-                break
-            try:
-                os.killpg(self.proc.pid, sig)
-            except OSError:
-                pass
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                pass
+        H.signal_group(self.proc, grace)
         return self.proc.returncode
 
 
