@@ -242,12 +242,15 @@ def new_log_folder(node, root):
     return path
 
 
-def remove_leftovers(home_value, ide_dir, shown=None):
+def remove_leftovers(home_value, ide_dir, shown=None, spare=()):
     """After a test: kill every process still running with ``COPILOT_HOME=home_value``
-    and remove the lock files left in ``ide_dir``; returns what was found, for the test's
-    failure (``shown``: how to name ``ide_dir`` there)."""
+    (but those whose command line starts with one of ``spare``) and remove the lock
+    files left in ``ide_dir``; returns what was found, for the test's failure
+    (``shown``: how to name ``ide_dir`` there)."""
     problems = []
     for pid in pids_with_env("COPILOT_HOME=" + home_value):
+        if spare and cmdline(pid).startswith(tuple(spare)):
+            continue
         problems.append("process %d still running: %s" % (pid, cmdline(pid)))
         try:
             os.kill(pid, signal.SIGKILL)

@@ -28,6 +28,10 @@ from tmux_driver import Tmux, become_subreaper  # noqa: E402
 SAMPLE = "def hello():\n    return x\n"
 WORKSPACE = "C:\\ws"
 LOGS = "C:\\interop-logs"
+#: Wine's own programs (its desktop, services, device drivers): started on demand by
+#: whichever Windows program needs them first, so with that program's environment, and
+#: they end with the session's wineserver, not with a test.
+WINE_SERVICES = ("C:\\windows\\system32\\",)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -93,7 +97,7 @@ def copilot_home(request, root):
     shutil.rmtree(host, ignore_errors=True)
     os.makedirs(host)
     yield win
-    problems = H.remove_leftovers(win, os.path.join(host, "ide"), shown=win + "\\ide")
+    problems = H.remove_leftovers(win, os.path.join(host, "ide"), shown=win + "\\ide", spare=WINE_SERVICES)
     if problems and not H.test_failed(request.node):
         pytest.fail("left behind:\n  " + "\n  ".join(problems))
 

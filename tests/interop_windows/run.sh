@@ -15,6 +15,7 @@
 # Environment: PY (a Python with pytest 8, default .venv/bin/python, else python3),
 # INTEROP_KEEP_LOGS=1, INTEROP_TIMEOUT (seconds, default 900) bounds the pytest run.
 set -u
+SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 skip() { printf 'SKIPPED: interop-windows: %s\n' "$*"; exit 0; }
@@ -32,7 +33,7 @@ if [ -z "${CLI_MOUNT_NS:-}" ]; then
       </dev/null >/dev/null 2>&1 || skip "cannot install debootstrap (apt-get failed)"
   fi
   unshare --mount --propagation private true 2>/dev/null || skip "unshare --mount is not allowed here"
-  CLI_MOUNT_NS=1 exec unshare --mount --propagation private bash "$0" "$@"
+  CLI_MOUNT_NS=1 exec unshare --mount --propagation private bash "$SELF" "$@"
 fi
 
 # --- inside the private mount namespace -----------------------------------------------------
