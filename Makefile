@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 VERSIONS ?= 3.8 3.9 3.10 3.11 3.12 3.13
 
-.PHONY: serve test test-deps test-all test-windows typecheck interop interop-matrix acp-agents interop-acp-agents dist dist-test distclean pyz bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim emacs-package emacs-deps bench-emacs sshd-deps
+.PHONY: serve test test-deps test-all test-windows typecheck interop interop-windows interop-matrix acp-agents interop-acp-agents dist dist-test distclean pyz bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim emacs-package emacs-deps bench-emacs sshd-deps
 
 serve:
 	$(PYTHON) -m ide_protocol serve $(FOLDER)
@@ -62,6 +62,14 @@ interop:
 
 interop-matrix:
 	bash tests/interop/matrix.sh $(PYTEST_ARGS)
+
+# The real Windows CLI (copilot.exe, pinned in tests/interop/cli-versions-windows.txt)
+# under Debian 13's Wine 10 against `serve`, `doctor` and the ACP client under the Windows
+# CPython, over a named pipe (docs/WINDOWS.md). As root: a Debian 13 root made by
+# debootstrap, Wine, a prefix, the CLI and the CPython, all under .wine-cli/ (made when
+# missing); elsewhere it says why and stops without failing.
+interop-windows: test-deps
+	PY=$(PY) bash tests/interop_windows/run.sh $(PYTEST_ARGS)
 
 # ACP agents this project did not write (docs/ACP.md §10), each pinned in its own folder
 # under .acp-agents/: the official Python SDK in its own venv (its top-level package is
@@ -179,4 +187,4 @@ clean:
 	find ide_protocol acp tests tools editors -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) .venv-* .interop .bench-venv .bench-node .acp-agents .wine .win-python
+	rm -rf $(VENV) .venv-* .interop .bench-venv .bench-node .acp-agents .wine .win-python .wine-cli

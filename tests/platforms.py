@@ -39,11 +39,6 @@ symlinks_followed = pytest.mark.skipif(
     WINDOWS, reason="needs a symlink that realpath follows: Windows lets only an administrator or developer "
                     "mode make one, and Wine 8's realpath does not follow it")
 
-#: The test checks the CLI's folder comparison on paths it was observed with.
-posix_folder_comparison = pytest.mark.skipif(
-    WINDOWS, reason="the CLI's folder comparison (repoPathsEqual) is known for POSIX paths only, not for "
-                    "drive letters and backslashes (the Windows CLI does not start under Wine 8)")
-
 #: The test makes the server's start fail through `socket_dir`, the Unix socket's folder.
 socket_folder = pytest.mark.skipif(
     WINDOWS, reason="fails a start through socket_dir, the Unix socket's folder; on Windows the server "

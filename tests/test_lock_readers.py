@@ -156,24 +156,24 @@ def test_a_pid_written_as_a_float_is_a_pid(ws: str, listening: str, short_dir: s
         discovery.discover(ws, directory)
 
 
-@platforms.posix_folder_comparison
 @pytest.mark.parametrize("suffix", ["/", "/.", "//", "/./", "/sub/..", "/./sub/../"])
 def test_a_folder_listed_with_dots_or_slashes_matches(ws: str, listening: str, short_dir: str, suffix: str) -> None:
-    """The CLI normalises the listed folder lexically before comparing (PROTOCOL.md §1)."""
+    """The CLI normalises the listed folder lexically before comparing (PROTOCOL.md §1);
+    the Windows CLI takes `/` for `\\` too."""
     directory = os.path.join(short_dir, "ide")
     path = plant(directory, "a.lock", lock_json(listening, [ws + suffix]))
     assert picked(ws, directory) == path
     assert lockfile.find_lock_for_folder(ws, directory)[0] is not None
 
 
-@platforms.posix_folder_comparison
+@platforms.symlinks_followed
 def test_lexical_only_no_prefix_no_symlink(ws: str, listening: str, short_dir: str) -> None:
     directory = os.path.join(short_dir, "ide")
     os.mkdir(os.path.join(ws, "sub"))
     link = os.path.join(short_dir, "link")
     os.symlink(ws, link)
     plant(directory, "a.lock", lock_json(listening, [os.path.join(ws, "sub"), link, ws.upper()]))
-    assert picked(ws, directory) is None                       # none of them is the CLI's folder
+    assert picked(ws, directory) is None                       # none of them is the CLI's folder (POSIX: case kept)
     assert picked(os.path.join(ws, "sub"), directory) is not None
     assert picked(link, directory) is None  # the CLI's cwd is physical; the listed link is not resolved
 
@@ -199,7 +199,6 @@ def test_check_fails_a_lock_the_cli_cannot_parse(listening: str, ws: str, short_
     assert result["status"] == "FAIL" and "byte-order mark" in result["message"], result
 
 
-@platforms.posix_folder_comparison
 def test_check_takes_a_lexically_equal_folder(listening: str, ws: str, short_dir: str) -> None:
     directory = os.path.join(short_dir, "ide")
     path = plant(directory, "6f9619ff-8b86-4d11-b42d-00c04fc964ff.lock", lock_json(listening, [ws + "/"]))
@@ -211,9 +210,8 @@ def test_check_takes_a_lexically_equal_folder(listening: str, ws: str, short_dir
 # ------------------------------------------------------- doctor and discovery agree
 
 
-#: The fixtures that need the CLI's folder comparison of POSIX paths (a trailing slash,
-#: dots) or a symlink that realpath follows: not on Windows (see tests/platforms.py).
-POSIX_ONLY_FIXTURES = ("h-trailing-slash.lock", "k-symlink.lock", "p-dot-folder.lock")
+#: The fixture that needs a symlink that realpath follows: not on Windows (see tests/platforms.py).
+POSIX_ONLY_FIXTURES = ("k-symlink.lock",)
 
 
 def _fixtures(listening: str, refusing: str, ws: str, link: str, dead: int) -> Dict[str, Any]:
@@ -302,11 +300,10 @@ def test_doctor_and_discovery_give_the_same_verdicts(listening: str, ws: str, sh
         n for n in sorted(expected_usable) if n not in ("k-symlink.lock", "o-other-folder.lock")]
 
 
-@platforms.posix_folder_comparison
 def test_serve_warns_of_a_live_ide_the_cli_would_see_for_its_folder(tmp_path: Any) -> None:
     """`serve` warns when another live IDE lists its folder, judged by the CLI's rules:
     here a planted copy of the first server's lock that lists the folder with a
-    trailing slash (the CLI matches it) and one with a BOM (the CLI skips it)."""
+    trailing `/` (the CLI matches it, on Windows too) and one with a BOM (the CLI skips it)."""
     first = Serve(tmp_path)
     second = None
     try:

@@ -162,3 +162,35 @@ def test_auto_connect_choice_first_by_name() -> None:
     a, b, c = L(["/x"]), L(["/w/"]), L(["/y", "/w"])
     assert lock_rules.auto_connect_choice([a, b, c], "/w") == (b, [c])
     assert lock_rules.auto_connect_choice([a], "/w") == (None, [])
+
+
+# The Windows CLI's folder rules, measured with copilot.exe 1.0.102 under Wine 10 started
+# in C:\ws (tests/interop_windows/test_windows_folders.py runs the CLI on them): a lock
+# listing these connects or not. Judged the same on every system (``windows=True``).
+@pytest.mark.parametrize("listed, connects", [
+    ("C:\\ws", True),
+    ("c:\\WS", True),                     # letter case, the drive's too
+    ("C:/ws", True),                       # `/` as `\`
+    ("C:\\ws\\", True),                   # a trailing separator
+    ("C:\\ws\\sub\\..\\.", True),           # `.` and `..` folded
+    ("Z:\\root\\.wine\\drive_c\\ws", False),  # the same folder through another drive
+    ("\\\\?\\C:\\ws", False),               # the \\?\ prefix
+])
+def test_same_folder_follows_the_windows_clis_measured_rules(listed: str, connects: bool) -> None:
+    assert lock_rules.same_folder(listed, "C:\\ws", windows=True) is connects
+
+
+@pytest.mark.parametrize("listed", ["C:\\ws\\sub", "C:\\w", "D:\\ws", "ws", "", "C:\\ws ", "C:\\"])
+def test_windows_folders_are_never_prefixes_or_relative(listed: str) -> None:
+    assert lock_rules.same_folder(listed, "C:\\ws", windows=True) is False
+
+
+def test_posix_folders_keep_their_case_and_backslashes() -> None:
+    assert lock_rules.same_folder("/W", "/w", windows=False) is False
+    assert lock_rules.same_folder("/w\\", "/w", windows=False) is False   # a backslash is a character there
+    assert lock_rules.folder_key("C:\\WS\\", windows=True) == "c:\\ws"
+    assert lock_rules.lexical("C:/ws/../x/", windows=True) == "C:\\x"
+
+
+def test_the_default_rules_are_this_systems() -> None:
+    assert lock_rules.same_folder("C:/WS", "C:\\ws") is (os.name == "nt")

@@ -123,3 +123,16 @@ def test_results_and_pushes_toward_the_cli_and_unmapped_reported_once() -> None:
     for _ in range(2000):
         deep = [deep]
     r.to_cli({"jsonrpc": "2.0", "method": "selection_changed", "params": deep})  # bounded, no RecursionError
+
+
+def test_windows_prefixes_match_in_any_letter_case_and_keep_the_paths_own() -> None:
+    """The Windows CLI takes `C:\\Users\\Me` and `c:\\users\\me` for one folder (PROTOCOL.md
+    §1): so does the mapping; what follows the prefix keeps its spelling."""
+    m = PathMap([("C:\\Users\\Me\\Proj", "/home/me/proj")])
+    assert m.path_to_cli("c:\\users\\ME\\proj\\Src\\A.py") == "/home/me/proj/Src/A.py"
+    assert m.path_to_cli("C:/USERS/me/PROJ") == "/home/me/proj"
+    assert m.path_to_cli("C:\\Users\\Me\\Project\\a.py") is None      # whole components only
+    assert m.path_to_ide("/home/me/proj/Src/A.py") == "C:\\Users\\Me\\Proj\\Src\\A.py"
+    # A prefix whose lower case is longer than itself (U+0130) still splits where it ends.
+    m = PathMap([("C:\\\u0130", "/i")])
+    assert m.path_to_cli("c:\\\u0130\\B.txt") == "/i/B.txt"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import math
+import ntpath
 import os
 import posixpath
 import socket
@@ -31,7 +32,7 @@ from ..wire import json_text
 __all__ = [
     "LockFileError", "LOCK_SUFFIX", "lock_names", "parse_lock_bytes", "schema_problems", "read_regular_file", "read_lock", "read_locks",
     "pid_running", "is_pipe_path", "ACCEPTS", "REFUSED", "UNKNOWN", "connect_once", "probe_socket",
-    "probe_lock_socket", "lexical", "same_folder", "lists_folder", "auto_connect_choice",
+    "probe_lock_socket", "lexical", "folder_key", "same_folder", "lists_folder", "auto_connect_choice",
 ]
 
 LOCK_SUFFIX = ".lock"
@@ -405,29 +406,56 @@ def probe_lock_socket(socket_path: str, timestamp: Any, cwd: str, now_ms: Option
 # ------------------------------------------------------------------------ folders
 
 
-def lexical(path: str) -> str:
+def _windows(windows: Optional[bool]) -> bool:
+    return os.name == "nt" if windows is None else windows
+
+
+#: Paths the Windows CLI does not fold: the ``\\?\`` and ``\\.\`` device namespaces.
+_WINDOWS_VERBATIM = ("\\\\?\\", "\\\\.\\")
+
+
+def lexical(path: str, windows: Optional[bool] = None) -> str:
     """A path normalised as the CLI's ``repoPathsEqual`` does before comparing
-    (PROTOCOL.md §1): ``.``, ``..``, repeated and trailing slashes folded, nothing
+    (PROTOCOL.md §1): ``.``, ``..``, repeated and trailing separators folded, nothing
     resolved on disk, case and Unicode form kept. (``posixpath.normpath`` keeps a
-    leading ``//``; the CLI folds it to ``/``.)"""
+    leading ``//``; the CLI folds it to ``/``.)
+
+    ``windows`` (default: this system's) picks the Windows CLI's rules, measured with
+    copilot.exe: ``/`` is ``\\`` too and the result uses ``\\``; a drive's root keeps its
+    separator (``C:\\``); a ``\\\\?\\`` or ``\\\\.\\`` path is kept as it is (the CLI does
+    not take ``\\\\?\\C:\\ws`` for ``C:\\ws``); another drive naming the same folder stays
+    another path."""
     if not path:
         return path
+    if _windows(windows):
+        backslashed = path.replace("/", "\\")
+        if backslashed.startswith(_WINDOWS_VERBATIM):
+            return backslashed
+        return ntpath.normpath(backslashed)
     folded = posixpath.normpath(path)
     if folded.startswith("//"):
         folded = "/" + folded.lstrip("/")
     return folded
 
 
-def same_folder(listed: str, cwd: str) -> bool:
+def folder_key(path: str, windows: Optional[bool] = None) -> str:
+    """What the CLI compares of a folder (PROTOCOL.md §1): `lexical`, and on Windows in
+    lower case too (``C:\\WS``, ``c:\\ws`` and ``C:/ws/`` are one folder there; on
+    POSIX the case is kept)."""
+    folded = lexical(path, windows)
+    return folded.lower() if _windows(windows) else folded
+
+
+def same_folder(listed: str, cwd: str, windows: Optional[bool] = None) -> bool:
     """The CLI's auto-connect test for one listed folder (PROTOCOL.md §1): equal to its
-    physical working folder ``cwd`` after `lexical` normalisation; no prefix match, no
-    symlink resolution of the lock's path, case-sensitive."""
-    return bool(listed) and lexical(listed) == lexical(cwd)
+    physical working folder ``cwd`` after `folder_key`; no prefix match, no symlink
+    resolution of the lock's path; case-sensitive on POSIX, not on Windows."""
+    return bool(listed) and folder_key(listed, windows) == folder_key(cwd, windows)
 
 
-def lists_folder(folders: Sequence[str], cwd: str) -> bool:
+def lists_folder(folders: Sequence[str], cwd: str, windows: Optional[bool] = None) -> bool:
     """Whether a lock's ``workspaceFolders`` hold the CLI's folder ``cwd`` (`same_folder`)."""
-    return any(same_folder(folder, cwd) for folder in folders)
+    return any(same_folder(folder, cwd, windows) for folder in folders)
 
 
 T = TypeVar("T")

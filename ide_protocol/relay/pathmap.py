@@ -9,8 +9,8 @@ the relay rewrites every path in the messages it carries by a table of prefix pa
 * the longest matching prefix wins, matched on whole components (`/a/b` maps `/a/b/c`,
   never `/a/bc`);
 * a prefix that starts with a drive letter (`C:\\`, `c:/`) or `\\\\server\\share` follows
-  the Windows rules: either separator, drive letter in any case; the others are POSIX
-  paths, matched case-sensitively as the CLI does;
+  the Windows CLI's folder rules: either separator, any letter case; the others are
+  POSIX paths, matched case-sensitively as the CLI does;
 * `file://` URIs (PROTOCOL.md §6) are decoded, mapped as paths and encoded again by the
   rules of the side they go to (`file:///c%3A/...` for a drive);
 * `--wsl` adds `X:\\` <-> `/mnt/x` for every drive letter.
@@ -26,6 +26,7 @@ import re
 import string
 from typing import List, Optional, Sequence, Tuple
 
+from ..common.lock_rules import folder_key
 from ..common.paths import path_to_uri, uri_to_path
 
 _DRIVE = re.compile(r"^[A-Za-z]:(?=[\\/]|$)")
@@ -61,12 +62,17 @@ class _Side:
         # `.` and `..` resolved first (as text: each side's system resolves them the same
         # way), so that `/w/p/../../etc/passwd` is not taken for a path under `/w/p`: it
         # would be mapped to a different file on the other side.
-        path = ntpath.normpath(path) if self.windows else posixpath.normpath(path)
-        candidate = _key(path.replace("/", "\\") if self.windows else path, self.windows)
+        path = ntpath.normpath(path).replace("/", "\\") if self.windows else posixpath.normpath(path)
+        candidate = _key(path, self.windows)
         if candidate == self.key:
             return ""
         if candidate.startswith(self.key + self.sep) or (self.key.endswith(self.sep) and candidate.startswith(self.key)):
-            return candidate[len(self.key):] if not self.windows else path.replace("/", "\\")[len(self.key):]
+            if not self.windows:
+                return candidate[len(self.key):]
+            # The key is in lower case (whose length may differ): the path's own spelling
+            # after as many components as the prefix has.
+            depth = len(self.key.rstrip(self.sep).split(self.sep))
+            return "".join(self.sep + part for part in path.split(self.sep)[depth:])
         return None
 
     def join(self, remainder: str, from_sep: str) -> str:
@@ -79,10 +85,9 @@ class _Side:
 
 
 def _key(path: str, windows: bool) -> str:
-    """The form compared: a Windows drive letter in lower case."""
-    if windows and _DRIVE.match(path):
-        return path[0].lower() + path[1:]
-    return path
+    """The form compared: a Windows path in lower case, as the Windows CLI compares
+    folders (`lock_rules.folder_key`, PROTOCOL.md §1); a POSIX path as it is."""
+    return folder_key(path, windows=True) if windows else path
 
 
 def parse_map(spec: str) -> Tuple[str, str]:

@@ -7,10 +7,7 @@ collects this folder too, skips these tests at once.
 """
 
 import os
-import re
 import shlex
-import shutil
-import signal
 import sys
 
 import pytest
@@ -46,14 +43,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
-    rep = outcome.get_result()
-    setattr(item, "interop_rep_" + rep.when, rep)
-    path = getattr(item, "interop_logdir", None)
-    if rep.when == "teardown" and path and os.environ.get("INTEROP_KEEP_LOGS") != "1":
-        failed = any(getattr(getattr(item, "interop_rep_" + w, None), "failed", False)
-                     for w in ("setup", "call", "teardown"))
-        if not failed:
-            shutil.rmtree(path, ignore_errors=True)
+    H.record_report(item, outcome.get_result())
 
 
 # --- session-wide -------------------------------------------------------------------------------
@@ -82,12 +72,7 @@ def log_root(tmp_path_factory):
 def logdir(request, log_root):
     """This test's log folder: removed when the test passed, teardown included (unless
     INTEROP_KEEP_LOGS=1), kept for a failed one."""
-    name = re.sub(r"[^\w.-]+", "_", request.node.nodeid.split("::", 1)[-1])[:120]
-    path = os.path.join(log_root, name)
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-    request.node.interop_logdir = path   # removed after teardown if all went well
-    return path
+    return H.new_log_folder(request.node, log_root)
 
 
 @pytest.fixture
@@ -117,19 +102,8 @@ def leak_check(request):
     yield homes
     problems = []
     for home in homes:
-        for pid in _pids_with_env("COPILOT_HOME=" + home):
-            problems.append("process %d still running: %s" % (pid, _cmdline(pid)))
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        ide = os.path.join(home, "ide")
-        if os.path.isdir(ide):
-            for name in os.listdir(ide):
-                if name.endswith(".lock"):
-                    problems.append("lock file left behind: %s" % os.path.join(ide, name))
-                    os.unlink(os.path.join(ide, name))
-    if problems and not _failed(request):
+        problems += H.remove_leftovers(home, os.path.join(home, "ide"))
+    if problems and not H.test_failed(request.node):
         pytest.fail("left behind:\n  " + "\n  ".join(problems))
 
 
@@ -190,7 +164,7 @@ def serve(request, workspace, copilot_home, cli_env, logdir):
     for s in started:
         status = s.stop()
         problems += ["serve (exit status %s) left its %s" % (status, x) for x in s.leftovers()]
-    if problems and not _failed(request):
+    if problems and not H.test_failed(request.node):
         pytest.fail("\n".join(problems))
 
 
@@ -217,39 +191,3 @@ def acp_cli(copilot_bin, workspace, copilot_home, cli_env, logdir):
     for p in started:
         p.stop()
 
-
-def _failed(request):
-    return any(getattr(getattr(request.node, "interop_rep_" + w, None), "failed", False)
-               for w in ("setup", "call"))
-
-
-# --- helpers ------------------------------------------------------------------------------------
-
-def _pids_with_env(needle):
-    found = []
-    me = os.getpid()
-    if not os.path.isdir("/proc"):
-        return found
-    needle_b = needle.encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open("/proc/%s/environ" % entry, "rb") as fh:
-                env = fh.read().split(b"\0")
-            with open("/proc/%s/stat" % entry) as fh:
-                if fh.read().split(")")[-1].split()[0] == "Z":
-                    continue
-        except OSError:
-            continue
-        if needle_b in env:
-            found.append(int(entry))
-    return found
-
-
-def _cmdline(pid):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode("utf-8", "replace")[:200]
-    except OSError:
-        return "?"

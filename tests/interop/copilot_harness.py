@@ -9,6 +9,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -177,6 +178,120 @@ def wait_until(predicate, timeout=30.0, interval=0.1, message="condition"):
 def read(path):
     with open(path, encoding="utf-8") as fh:
         return fh.read()
+
+
+# --- processes ---------------------------------------------------------------------------
+
+def pids_with_env(needle):
+    """The running processes (zombies aside) whose environment holds ``needle``
+    (``NAME=value``): what a test left running with its COPILOT_HOME."""
+    found = []
+    me = os.getpid()
+    if not os.path.isdir("/proc"):
+        return found
+    needle_b = needle.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open("/proc/%s/environ" % entry, "rb") as fh:
+                env = fh.read().split(b"\0")
+            with open("/proc/%s/stat" % entry) as fh:
+                if fh.read().split(")")[-1].split()[0] == "Z":
+                    continue
+        except OSError:
+            continue
+        if needle_b in env:
+            found.append(int(entry))
+    return found
+
+
+def cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode("utf-8", "replace")[:200]
+    except OSError:
+        return "?"
+
+
+# --- pytest glue shared by the Linux and the Windows suites ---------------------------------
+
+def record_report(item, rep):
+    """The suites' ``pytest_runtest_makereport``: keep each phase's report on the item;
+    after the teardown of a test that passed, remove its log folder (``logdir``) unless
+    INTEROP_KEEP_LOGS=1."""
+    setattr(item, "interop_rep_" + rep.when, rep)
+    path = getattr(item, "interop_logdir", None)
+    if rep.when == "teardown" and path and os.environ.get("INTEROP_KEEP_LOGS") != "1":
+        if not test_failed(item, ("setup", "call", "teardown")):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def test_failed(node, phases=("setup", "call")):
+    return any(getattr(getattr(node, "interop_rep_" + w, None), "failed", False) for w in phases)
+
+
+def new_log_folder(node, root):
+    """An empty log folder for the test ``node`` under ``root``, removed after it if it
+    passed (`record_report`)."""
+    name = re.sub(r"[^\w.-]+", "_", node.nodeid.split("::", 1)[-1])[:120]
+    path = os.path.join(root, name)
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    node.interop_logdir = path
+    return path
+
+
+def remove_leftovers(home_value, ide_dir, shown=None, spare=()):
+    """After a test: kill every process still running with ``COPILOT_HOME=home_value``
+    (but those whose command line starts with one of ``spare``) and remove the lock
+    files left in ``ide_dir``; returns what was found, for the test's failure
+    (``shown``: how to name ``ide_dir`` there)."""
+    problems = []
+    for pid in pids_with_env("COPILOT_HOME=" + home_value):
+        if spare and cmdline(pid).startswith(tuple(spare)):
+            continue
+        problems.append("process %d still running: %s" % (pid, cmdline(pid)))
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for name in (os.listdir(ide_dir) if os.path.isdir(ide_dir) else []):
+        if name.endswith(".lock"):
+            problems.append("lock file left behind: %s" % os.path.join(shown or ide_dir, name))
+            os.unlink(os.path.join(ide_dir, name))
+    return problems
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def tcp_listening(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def signal_group(proc, grace):
+    """SIGTERM, then SIGKILL, to the process group of ``proc`` (a Popen started in a new
+    session), each given ``grace`` seconds, until ``proc`` has exited."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if proc.poll() is not None:
+            break
+        try:
+            os.killpg(proc.pid, sig)
+        except OSError:
+            pass
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 # --- locating the CLI -------------------------------------------------------------------
@@ -378,17 +493,7 @@ class Proc(object):
                 self.proc.wait(grace)
             except subprocess.TimeoutExpired:
                 pass
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            if self.proc.poll() is not None:
-                break
-            try:
-                os.killpg(self.proc.pid, sig)
-            except OSError:
-                pass
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                pass
+        signal_group(self.proc, grace)
         # Anything left in its process group (e.g. a copilot agent it started).
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -504,15 +609,21 @@ class CopilotTui(object):
                 return seen
             self._stop_for_restart(why)
 
-    def _start_once(self, trust, timeout):
+    def command(self):
+        """``(argv, cwd, env)`` for tmux: the CLI with its debug log in ``cli_log_dir``,
+        its exit status written to ``status_file``. (The Windows suite runs it in Wine.)"""
         argv = [self.binary, "--log-level", "all", "--log-dir", self.cli_log_dir] + self.args
         # A shell wrapper records the exit status: tmux's own pane_dead_status is not
         # reliable here (a CLI that exits a few seconds after its start stays an unreaped
         # zombie of the tmux server, its status unknown).
         self.status_file = os.path.join(self.cli_log_dir, "exit-status")
         wrapper = ['/bin/sh', '-c', '"$@"; echo $? > "$0"', self.status_file] + argv
+        return self.launcher + wrapper, self.workspace, self.env
+
+    def _start_once(self, trust, timeout):
+        argv, cwd, env = self.command()
         self.t0 = time.monotonic()
-        self.tmux.start(self.launcher + wrapper, cwd=self.workspace, env=self.env)
+        self.tmux.start(argv, cwd=cwd, env=env)
         deadline = time.monotonic() + timeout
 
         def state(screen):

@@ -6,7 +6,6 @@ started over stdio, then listed and resumed with --resume over TCP (ACP.md §3.5
 import json
 import os
 import signal
-import socket
 import sys
 
 import pytest
@@ -18,32 +17,18 @@ from fake_model import Turn
 pytestmark = pytest.mark.interop
 
 
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _listening(port):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 @pytest.fixture
 def tcp_agent(copilot_bin, workspace, cli_env, logdir):
     """`copilot --acp --port P` started in the workspace; stopped (SIGTERM) at the end.
     Yields the Proc, with `.port`."""
-    port = _free_port()
+    port = H.free_port()
     cli_logs = os.path.join(logdir, "cli-tcp")
     os.makedirs(cli_logs, exist_ok=True)
     argv = [copilot_bin, "--acp", "--port", str(port), "--log-level", "all", "--log-dir", cli_logs]
     agent = H.Proc(argv, cwd=workspace, env=cli_env, log_path=os.path.join(logdir, "agent-tcp.log"))
     agent.port = port
     try:
-        H.wait_until(lambda: _listening(port) or agent.proc.poll() is not None, 60,
+        H.wait_until(lambda: H.tcp_listening(port) or agent.proc.poll() is not None, 60,
                      message="copilot --acp --port %d listening" % port)
         assert agent.proc.poll() is None, "the agent exited: %s" % agent.output()
         yield agent

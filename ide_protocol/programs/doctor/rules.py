@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ...common.lock_rules import MAX_LOCK_BYTES, lexical, read_regular_file
+from ...common.lock_rules import MAX_LOCK_BYTES, folder_key, lexical, read_regular_file
 from ...wire import json_text
 
 
@@ -83,7 +83,9 @@ def remote_places(env: Mapping[str, str], dockerenv: str = "/.dockerenv") -> Lis
 
 
 def _under(child: str, parent: str) -> bool:
-    """Whether ``child`` lies below ``parent``, by the running system's separator."""
+    """Whether ``child`` lies below ``parent``, compared as the CLI of this system compares
+    folders (`folder_key`: on Windows in any letter case, `/` as `\\`)."""
+    child, parent = folder_key(child), folder_key(parent)
     parent = parent.rstrip(os.sep) or os.sep
     return child != parent and child.startswith(parent if parent == os.sep else parent + os.sep)
 
