@@ -647,7 +647,7 @@ def test_every_row_of_the_contract_names_its_checks() -> None:
 
 def test_checks_live_in_the_module_of_the_section_they_test() -> None:
     """One module per contract section; the report follows the contract's order."""
-    modules = {"§1": "discovery", "§2": "transport", "§3": "sessions", "§4": "tools", "§5": "notifications"}
+    modules = {"§1": "discovery", "§2": "http", "§3": "sessions", "§4": "tools", "§5": "notifications"}
     misplaced = ["%s (%s) in %s" % (c.name, c.section, c.func.__module__) for c in check.CHECKS
                  if c.func.__module__ != "ide_protocol.programs.check." + modules.get(c.section, "?")]
     assert not misplaced, misplaced

@@ -9,7 +9,7 @@ machine-readable report; the exit status is 1 when any check FAILs.
 The checks are grouped by the contract section they test, one module per section:
 
 * `discovery` — §1, the lock file and its socket;
-* `transport` — §2, HTTP/1.1: auth, paths, methods, framing, keep-alive, the GET stream,
+* `http` — §2, HTTP/1.1: auth, paths, methods, framing, keep-alive, the GET stream,
   and one `errors.*` check per row of the errors and edge cases table;
 * `sessions` — §3, the handshake, session ids, plain JSON-RPC, and the table's session
   rows (a vanished client, cancel, reconnect);
@@ -30,7 +30,7 @@ from .registry import (CHECKS, DEFAULT_CHECK_TIMEOUT, FAIL, INTERACTIVE_TIMEOUT,
 from .context import ChangeFolders, CheckContext, PendingCall, Reply, expect_error_code, expect_status, tool_value
 
 # The section modules register their checks when imported: this order is the report's.
-from . import discovery, transport, sessions, tools, notifications  # noqa: E402,F401  isort: skip
+from . import discovery, http, sessions, tools, notifications  # noqa: E402,F401  isort: skip
 
 from .runner import load_lock, run_check, run_checks, summary
 from .command import main
