@@ -693,6 +693,37 @@ def test_every_row_of_the_contract_names_its_checks() -> None:
     assert set(ROW_OF) <= registered, sorted(set(ROW_OF) - registered)
 
 
+#: The labels PROTOCOL.md gives a rule, and the kind of rule each names.
+LABELS = {"the CLI needs it": check.CLI, "security": check.SECURITY, "VS Code does this": check.VSCODE,
+          "we recommend this": check.RECOMMENDED}
+
+
+def test_each_row_of_the_contract_says_whose_rule_it_is_as_check_grades_it() -> None:
+    """The errors table and the framing table of PROTOCOL.md §2 label each row (its
+    "whose rule" column), give VS Code's answer beside ours, and grade as `check` does:
+    the rule each row's switch breaks is of a kind the row's label names."""
+    import re
+    with open(os.path.join(ROOT, "docs", "PROTOCOL.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("### Errors and edge cases"):text.index("## 3. ")]
+    tables = [block for block in re.findall(r"(?m)^\|.*\|\n(?:^\|.*\|\n)+", section) if block.startswith("| case |")]
+    assert len(tables) == 2, tables
+    seen = set()
+    for table in tables:
+        header, _, *rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()]
+        assert "whose rule" in header and "VS Code's answer" in header, header
+        whose, vscode, named = header.index("whose rule"), header.index("VS Code's answer"), header.index("`check`")
+        for row in rows:
+            kinds = {kind for label, kind in LABELS.items() if "*%s*" % label in row[whose]
+                     or (label == "we recommend this" and "*we recommend" in row[whose])}
+            assert kinds, row
+            assert row[vscode], row
+            for name in re.findall(r"`([a-z_]+\.[a-z_0-9]+)`", row[named]):
+                seen.add(name)
+                assert broken_rule(name) in kinds, (name, broken_rule(name), row[whose])
+    assert seen <= set(ROW_OF) and len(seen) > 30
+
+
 def test_checks_live_in_the_module_of_the_section_they_test() -> None:
     """One module per contract section; the report follows the contract's order."""
     modules = {"§1": "discovery", "§2": "http", "§3": "sessions", "§4": "tools", "§5": "notifications"}
