@@ -1022,6 +1022,8 @@ def test_every_check_says_whose_rule_it_tests() -> None:
 @pytest.mark.skipif(platforms.WINDOWS, reason="expects lock.permissions to pass (POSIX modes); on Windows "
                     "tests/test_programs_piped.py runs check against serve over a pipe")
 def test_all_checks_pass_against_the_serve_command(tmp_path: Any) -> None:
+    """`serve` passes every check, --strict: every rule of PROTOCOL.md holds, VS Code's
+    and our recommendations too."""
     folder = tmp_path / "project"
     folder.mkdir()
     (folder / "a.py").write_text("print('hi')\nx = 1\n")
@@ -1054,7 +1056,7 @@ def test_all_checks_pass_against_the_serve_command(tmp_path: Any) -> None:
                     if sel and sel.get("current") and diags:
                         break
                     await asyncio.sleep(0.05)
-            return await check.run_checks(lock, raw, prompt=lambda text: None)
+            return await check.run_checks(lock, raw, prompt=lambda text: None, strict=True)
 
         results = asyncio.run(asyncio.wait_for(checks(), 120))
         # serve cannot be made to change its folders from outside: that check says so.

@@ -112,13 +112,24 @@ class Replica:
         self.lock_path = self.info["lock"]
         self.lock, self.raw = check.load_lock(self.lock_path)
 
-    def command(self, **command: Any) -> None:
-        """One command on stdin; returns once the replica has done it."""
+    def command(self, **command: Any) -> Dict[str, Any]:
+        """One command on stdin; returns once the replica has done it (with `found`, for
+        a command on a diff: whether it was open)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write((json.dumps(command) + "\n").encode())
         self.proc.stdin.flush()
         done = json.loads(self.proc.stdout.readline())
-        assert done == {"done": command}, done
+        assert done["done"] == command, done
+        return done
+
+    async def press(self, button: str, tab: str) -> None:
+        """The user presses a diff's button (accept, reject), once VS Code has opened it
+        (an `open_diff` opens its diff a moment after its answer's head has gone)."""
+        for _ in range(100):
+            if self.command(**{button: tab})["found"]:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError("no diff %r opened" % tab)
 
     def stop(self) -> None:
         if self.proc.stdin is not None:
@@ -216,6 +227,9 @@ def _checked(variant: str) -> Dict[str, Any]:
         made.stop()
         shutil.rmtree(base, ignore_errors=True)
     os.makedirs(reports, exist_ok=True)
+    for old in os.listdir(reports):  # (reports of other code: no longer of use)
+        if not old.startswith(_report_key()):
+            os.unlink(os.path.join(reports, old))
     with open(kept + ".tmp", "w") as f:
         json.dump(report, f)
     os.replace(kept + ".tmp", kept)
@@ -279,6 +293,9 @@ def test_lock_is_written_as_vscode_writes_it(replica: Replica) -> None:
     the same file in place (lockFile.ts)."""
     folder = os.path.dirname(replica.lock_path)
     assert folder == os.path.join(replica.state, ".copilot", "ide")
+    uuid.UUID(os.path.basename(replica.lock_path)[:-len(".lock")])  # <uuid>.lock
+    assert replica.raw["scheme"] == "unix" and replica.raw["ideName"] == "Visual Studio Code"
+    uuid.UUID(replica.raw["headers"]["Authorization"][len("Nonce "):])  # the nonce: a UUID
     assert os.stat(replica.lock_path).st_mode & 0o777 == 0o600
     assert os.stat(folder).st_mode & 0o777 == 0o700
     assert os.stat(os.path.dirname(replica.lock.socket_path)).st_mode & 0o777 == 0o700
@@ -302,6 +319,30 @@ async def _raw(ctx: CheckContext, data: bytes) -> Tuple[check.Reply, ClientConne
     await conn.send(data)
     response = await conn.read_response("POST", ctx.timeout)
     return await check.read_reply(response, "raw", ctx.timeout), conn
+
+
+def test_stale_locks_of_anyone_go_at_start_and_its_own_at_stop(tmp_path: Any) -> None:
+    """§1 Removal: at start VS Code deletes every lock of a dead pid it finds, whoever
+    wrote it (lockFile.ts); when it stops, its lock and its socket's folder go."""
+    reason = missing()
+    if reason:
+        pytest.skip(reason)
+    folder = os.path.join(str(tmp_path), "state", ".copilot", "ide")
+    os.makedirs(folder)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = {"socketPath": "/nonexistent", "scheme": "unix", "headers": {}, "pid": dead.pid, "ideName": "Other",
+             "timestamp": 0, "workspaceFolders": [], "_writer": "someone else"}
+    for name, pid in (("stale.lock", dead.pid), ("live.lock", os.getpid())):
+        with open(os.path.join(folder, name), "w") as f:
+            json.dump(dict(stale, pid=pid), f)
+    made = Replica("app", str(tmp_path))
+    try:
+        assert sorted(os.listdir(folder)) == sorted(["live.lock", os.path.basename(made.lock_path)])
+    finally:
+        made.stop()
+    assert os.listdir(folder) == ["live.lock"]
+    assert not os.path.exists(os.path.dirname(made.lock.socket_path))
 
 
 def test_refusals_of_the_head(either_replica: Replica) -> None:
@@ -329,6 +370,10 @@ def test_refusals_of_the_head(either_replica: Replica) -> None:
         assert (put.status, put.content_type) == (404, "text/html") and b"Cannot PUT /mcp" in put.body
         other = await ctx.send("GET", None, target="/not-mcp", headers=ctx.headers("GET", auth=False))
         assert other.status == (401 if either_replica.variant == "app" else 404)
+        for target in ("/not-mcp", "/"):
+            path = await ctx.send("POST", jsonrpc.request(1, "ping", {}), target=target)
+            assert (path.status, path.content_type) == (404, "text/html")
+            assert b"Cannot POST " + target.encode() in path.body and path.response.conn.keep_alive
     with_ctx(either_replica, body)
 
 
@@ -404,7 +449,8 @@ def test_initialize_as_vscode_answers_it(replica: Replica) -> None:
         assert result["serverInfo"] == {"name": "vscode-copilot-cli", "title": "VS Code Copilot CLI",
                                         "version": "0.0.1"}
         note, _ = await ctx.rpc("notifications/initialized", session=ctx.client_session_id, notification=True)
-        assert note.status == 202
+        assert note.status == 202 and note.body == b""
+        assert note.headers.get("content-type") == "text/plain; charset=UTF-8"
         ping, rid = await ctx.rpc("ping", {}, session=ctx.client_session_id)
         assert ping.answer(rid)["result"] == {} and ping.content_type == "text/event-stream"
         assert ping.headers.get("content-length") is not None and ping.headers.get("transfer-encoding") is None
@@ -462,6 +508,9 @@ def test_streams_and_messages_as_the_sdk_answers(replica: Replica) -> None:
         bare = [(k, v) for k, v in ctx.headers("POST", sid) if k.lower() not in ("accept", "content-type")]
         plain = await ctx.send("POST", jsonrpc.request(5, "ping", {}), headers=bare)
         assert plain.status == 406
+        untyped = [(k, v) for k, v in ctx.headers("POST", sid) if k.lower() != "content-type"]
+        plain = await ctx.send("POST", jsonrpc.request(5, "ping", {}), headers=untyped)
+        assert plain.status == 415
         batch = await ctx.send("POST", [jsonrpc.request(6, "ping", {})], session=sid)
         assert batch.status == 200 and batch.answer(6) is not None
         invalid = await ctx.send("POST", {"jsonrpc": "2.0", "id": 7}, session=sid)
@@ -495,6 +544,13 @@ def test_tools_as_vscode_lists_and_answers_them(replica: Replica) -> None:
                                 ("no_such_tool", {})):
             _, answer = await ctx.call("tools/call", {"name": name, "arguments": arguments})
             assert answer["result"]["isError"] is True, answer
+        assert answer["result"]["content"][0]["text"] == "MCP error -32602: Tool no_such_tool not found"
+        replica.command(select=None)  # no active editor: the last selection, cached
+        try:
+            _, cached = await ctx.tool("get_selection")
+            assert cached["current"] is False and cached["filePath"] == replica.file
+        finally:
+            replica.command(select={"filePath": replica.file, "start": [0, 0], "end": [0, 5]})
         _, answer = await ctx.call("tools/call", {"name": "update_session_name", "arguments": {"name": "n",
                                                                                                 "more": 1}})
         assert "isError" not in answer["result"]
@@ -527,11 +583,17 @@ def test_diffs_as_vscode_keeps_them(replica: Replica) -> None:
         _, answer = await first.result(10)
         assert (answer["result"], answer["trigger"]) == ("REJECTED", "closed_via_tool")
         assert not second.task.done()
-        replica.command(accept="[t] one")
+        await replica.press("accept", "[t] one")
         _, answer = await second.result(10)
         assert answer == {"success": True, "result": "SAVED", "trigger": "accepted_via_button", "tab_name": "[t] one",
                           "message": "User accepted changes for %s" % path}
         assert not os.path.exists(path)
+        rejected = await ctx.start_tool("open_diff", dict(args, tab_name="[t] four"), sid)
+        await rejected.started()
+        await replica.press("reject", "[t] four")
+        _, answer = await rejected.result(10)
+        assert (answer["result"], answer["trigger"]) == ("REJECTED", "rejected_via_button")
+        assert answer["message"] == "User rejected changes for %s" % path
         cancelled = await ctx.start_tool("open_diff", dict(args, tab_name="[t] two"), sid)
         await cancelled.started()
         note, _ = await ctx.rpc("notifications/cancelled", {"requestId": cancelled.rid}, session=sid,
@@ -545,15 +607,16 @@ def test_diffs_as_vscode_keeps_them(replica: Replica) -> None:
         assert deleted.status == 200
         with pytest.raises(check.Fail, match="no JSON-RPC answer"):
             await waiting.result(10)
-        for pending in (cancelled, waiting, first, second):
+        for pending in (cancelled, waiting, first, second, rejected):
             await pending.cancel()
     with_ctx(replica, body)
 
 
 def test_pushes_as_vscode_sends_them(replica: Replica) -> None:
     """§5: `selection_changed` 200 ms after the user's last selection (trailing), to
-    every session's stream; `diagnostics_changed` with lower-case severities and only
-    the URIs of the last change in the window (VS Code loses the others)."""
+    every session's stream, no `id:` line; `add_file_reference` at once, to the session
+    picked; `diagnostics_changed` with lower-case severities and only the URIs of the
+    last change in the window (VS Code loses the others)."""
     async def body(ctx: CheckContext) -> None:
         sid = await ctx.new_session()
         _, stream = await ctx.open_stream(sid)
@@ -565,7 +628,13 @@ def test_pushes_as_vscode_sends_them(replica: Replica) -> None:
         event = await stream.next_event(5)
         pushed = json.loads(event.data)
         assert pushed["method"] == "selection_changed" and pushed["params"]["filePath"] == other
-        assert pushed["params"]["text"] == "y"
+        assert pushed["params"]["text"] == "y" and (event.event, event.id) == ("message", None)
+        replica.command(send_context=sid)  # at once, to that session: add_file_reference
+        event = await stream.next_event(1)
+        assert json.loads(event.data) == {"jsonrpc": "2.0", "method": "add_file_reference", "params": {
+            "filePath": other, "fileUrl": "file://" + other,
+            "selection": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}},
+            "selectedText": "y"}}
         items = [{"message": "m", "severity": 1, "start": [0, 0], "end": [0, 1]}]
         replica.command(diagnostics=[{"filePath": replica.file, "items": items}], changed=[replica.file])
         replica.command(diagnostics=[{"filePath": replica.file, "items": items}, {"filePath": other, "items": items}],

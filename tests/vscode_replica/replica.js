@@ -31,8 +31,11 @@
 // tab's buttons, commands/diffCommands.ts), {"select": SELECTION} (the user selects:
 // tools/push/selectionChanged.ts), {"diagnostics": [...], "changed": [paths]} (a language
 // server reports: tools/push/diagnosticsChanged.ts), {"folders": [...]} (the workspace
-// changes: contribution.ts:93-96). The process exits when stdin closes, removing its lock
-// and socket as VS Code's disposables do (contribution.ts:103, IPS:137-151).
+// changes: contribution.ts:93-96), {"send_context": SESSION} (the user's "add selection"
+// command, that session picked: commands/sendContext.ts). At start the stale locks of
+// the lock folder are removed, whoever wrote them (contribution.ts:58). The process
+// exits when stdin closes, removing its lock and socket as VS Code's disposables do
+// (contribution.ts:103, IPS:137-151).
 'use strict';
 
 const crypto = require('node:crypto');
@@ -314,6 +317,12 @@ function unregisterTransport(sessionId) {                                // IPS:
 	diffState.closeAllForSession(sessionId);
 }
 
+function sendNotification(sessionId, method, params) {                  // IPS:77-93
+	const transport = transports[sessionId];
+	if (!transport) { return; }
+	transport.send({ jsonrpc: '2.0', method, params }).catch(() => {});
+}
+
 function broadcastNotification(method, params) {                        // IPS:63-75
 	const message = { jsonrpc: '2.0', method, params };
 	for (const sessionId in transports) {
@@ -379,7 +388,40 @@ async function getRandomSocketPath() {                                   // IPS:
 	return path.join(tempDir, 'mcp.sock');
 }
 
+// ------------------------------------------------------------------ commands/sendContext.ts
+
+function sendEditorContextToSession(sessionId) {                         // sendContext.ts:87-115, 48-61
+	const textEditor = vscode.window.activeTextEditor;
+	if (!textEditor) { return; }
+	const selectionInfo = getSelectionInfo(textEditor);
+	sendNotification(sessionId, 'add_file_reference', {
+		filePath: selectionInfo.filePath,
+		fileUrl: selectionInfo.fileUrl,
+		selection: selectionInfo.selection.isEmpty ? null : { start: selectionInfo.selection.start, end: selectionInfo.selection.end },
+		selectedText: selectionInfo.selection.isEmpty ? null : selectionInfo.text,
+	});
+}
+
 // ------------------------------------------------------------------ lockFile.ts
+
+function isProcessRunning(pid) {                                         // lockFile.ts:111-118
+	try { process.kill(pid, 0); return true; } catch { return false; }
+}
+
+async function cleanupStaleLockFiles() {                                 // lockFile.ts:124-154: any writer's lock
+	const copilotDir = lockDirectory();
+	let files;
+	try { files = await fsp.readdir(copilotDir); } catch { return 0; }
+	const results = await Promise.all(files.filter(file => file.endsWith('.lock')).map(async (file) => {
+		const filePath = path.join(copilotDir, file);
+		try {
+			const info = JSON.parse(await fsp.readFile(filePath, 'utf-8'));
+			if (!isProcessRunning(info.pid)) { await fsp.unlink(filePath); return true; }
+		} catch { }
+		return false;
+	}));
+	return results.filter(Boolean).length;
+}
 
 function lockDirectory() {                                               // node/cliHelpers.ts:18-21
 	const xdgHome = process.env.XDG_STATE_HOME;
@@ -392,6 +434,7 @@ function lockInfo(socketPath, timestamp) {                               // lock
 }
 
 async function main() {
+	await cleanupStaleLockFiles();                                       // contribution.ts:58
 	const socketPath = await getRandomSocketPath();
 	const app = expressApp();
 	app.use(expressApp.json({ limit: '10mb' }));                         // IPS:119
@@ -473,12 +516,14 @@ async function main() {
 	lines.on('line', (line) => {
 		let command;
 		try { command = JSON.parse(line); } catch { return; }
-		const byTab = (tab) => { for (const d of diffState._activeDiffs.values()) { if (d.tabName === tab) { return d; } } return undefined; };
+		// (The diff's tab made the active one, as the user's click does: getForCurrentTab.)
+		const byTab = (tab) => diffState.getByTabName(tab);
+		let found;
 		if (command.accept !== undefined) {                              // commands/diffCommands.ts:17-29
-			const diff = byTab(command.accept);
+			const diff = found = byTab(command.accept);
 			if (diff) { diff.cleanup(); diff.resolve({ status: 'SAVED', trigger: 'accepted_via_button' }); }
 		} else if (command.reject !== undefined) {                       // commands/diffCommands.ts:33-44
-			const diff = byTab(command.reject);
+			const diff = found = byTab(command.reject);
 			if (diff) { diff.cleanup(); diff.resolve({ status: 'REJECTED', trigger: 'rejected_via_button' }); }
 		} else if (command.select !== undefined) {
 			vscode.window.activeTextEditor = command.select ? textEditor(command.select) : undefined;
@@ -486,11 +531,14 @@ async function main() {
 		} else if (command.diagnostics !== undefined) {
 			editor.diagnostics = command.diagnostics;
 			onDiagnostics((command.changed || []).map(p => Uri.file(p)));
+		} else if (command.send_context !== undefined) {
+			sendEditorContextToSession(command.send_context);
 		} else if (command.folders !== undefined) {                      // contribution.ts:93-96 -> lockFile.ts:43-63
 			folders.splice(0, folders.length, ...command.folders.map(f => path.resolve(f)));
 			fs.writeFileSync(lockPath, JSON.stringify(lockInfo(socketPath, timestamp), null, 2), { mode: 0o600 });
 		}
-		process.stdout.write(JSON.stringify({ done: command }) + '\n');
+		const onDiff = command.accept !== undefined || command.reject !== undefined;
+		process.stdout.write(JSON.stringify(onDiff ? { done: command, found: !!found } : { done: command }) + '\n');
 	});
 	lines.on('close', stop);
 }
