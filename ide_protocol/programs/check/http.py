@@ -19,12 +19,20 @@ from .context import (ANSWER_LIMIT, CheckContext, Reply, expect_error_code, expe
                       sent_chunked)
 
 
+def plain_refusal(reply: Reply, what: str, body: Optional[bytes] = None) -> None:
+    """A refusal of the head or of the framing is `text/plain`, saying in words what is
+    wrong (`body`: those exact words): our recommendation (PROTOCOL.md §2, "Errors and
+    edge cases"; VS Code's are Express's HTML pages, or Node's empty 400)."""
+    if reply.content_type != "text/plain" or (body is not None and reply.body.strip() != body):
+        raise Advise("%s should be text/plain%s" % (what, "" if body is None else " \"%s\"" % body.decode()),
+                     reply.evidence())
+
+
 @check("auth.missing", "§2", "401 without the Authorization header", rule=SECURITY)
 async def check_auth_missing(ctx: CheckContext) -> Optional[str]:
     reply, _ = await ctx.rpc("ping", {}, headers=ctx.headers("POST", auth=False))
     expect_status(reply, 401, "a request without the lock's Authorization header")
-    if reply.content_type != "text/plain":
-        raise Advise("401 should be text/plain \"Unauthorized\" (VS Code's is text/html)", reply.evidence())
+    plain_refusal(reply, "the 401", b"Unauthorized")
     return None
 
 
@@ -46,8 +54,7 @@ async def check_origin(ctx: CheckContext) -> Optional[str]:
 async def check_path(ctx: CheckContext) -> Optional[str]:
     reply, _ = await ctx.rpc("ping", {}, target="/not-mcp")
     expect_status(reply, 404, "POST /not-mcp")
-    if reply.content_type != "text/plain":
-        raise Advise("the 404 should be text/plain \"Not Found\" (errors row \"path\")", reply.evidence())
+    plain_refusal(reply, "the 404 (errors row \"path\")", b"Not Found")
     return None
 
 
@@ -58,8 +65,7 @@ async def check_method(ctx: CheckContext) -> Optional[str]:
     allow = set(reply.headers.tokens("allow"))
     if not {"get", "post", "delete"} <= allow:
         raise Fail("405 without Allow: GET, POST, DELETE", reply.evidence())
-    if reply.content_type != "text/plain":
-        raise Fail("the 405 should be text/plain \"Method Not Allowed\" (errors row \"method\")", reply.evidence())
+    plain_refusal(reply, "the 405 (errors row \"method\")", b"Method Not Allowed")
     return None
 
 
@@ -299,14 +305,23 @@ async def check_order_path(ctx: CheckContext) -> Optional[str]:
 @check("errors.refused_before_body", "§2", "check order: a 401 is answered from the head, before any body byte",
        rule=RECOMMENDED)
 async def check_refused_before_body(ctx: CheckContext) -> Optional[str]:
-    try:
-        reply, conn = await _raw(ctx, "POST", auth=False, announce=10 * 1024 * 1024)
-    except IdeTimeout:
-        raise Fail("POST /mcp without the nonce, announcing 10 MB: no answer within %g s before the body came; a "
-                   "refusal is answered from the head, its body never read" % ctx.brief) from None
-    expect_status(reply, 401, "a POST announcing 10 MB without the nonce (the body never sent)")
-    await _expect_closed(ctx, conn, "a refusal whose body was not read")
+    await _refused_from_the_head(ctx, "/mcp", 10 * 1024 * 1024, 401, "without the nonce, announcing 10 MB",
+                                 auth=False)
     return None
+
+
+async def _refused_from_the_head(ctx: CheckContext, target: str, announce: int, status: int, what: str,
+                                 auth: bool = True) -> None:
+    """A POST whose head announces `announce` bytes it never sends is refused with
+    `status` from the head alone, at once, and its connection closed (the framing of
+    what would follow is unknown)."""
+    try:
+        reply, conn = await _raw(ctx, "POST", target, auth=auth, announce=announce)
+    except IdeTimeout:
+        raise Fail("POST %s %s: no answer within %g s before the body came; a refusal is answered from the "
+                   "head, its body never read" % (target, what, ctx.brief)) from None
+    expect_status(reply, status, "POST %s %s (the body never sent)" % (target, what))
+    await _expect_closed(ctx, conn, "a %d whose body was not read" % status)
 
 
 @check("errors.close_after_401", "§2", "errors row \"no or wrong nonce\": 401 (security) text/plain, connection "
@@ -314,8 +329,7 @@ async def check_refused_before_body(ctx: CheckContext) -> Optional[str]:
 async def check_close_after_401(ctx: CheckContext) -> Optional[str]:
     reply, conn = await _raw(ctx, "GET", auth=False)
     expect_status(reply, 401, "GET /mcp without the nonce", SECURITY)
-    if reply.content_type != "text/plain" or reply.body.strip() != b"Unauthorized":
-        raise Fail("401 must be text/plain \"Unauthorized\"", reply.evidence())
+    plain_refusal(reply, "the 401", b"Unauthorized")
     await _expect_closed(ctx, conn, "a 401")
     return None
 
@@ -324,8 +338,7 @@ async def check_close_after_401(ctx: CheckContext) -> Optional[str]:
 async def check_close_after_403(ctx: CheckContext) -> Optional[str]:
     reply, conn = await _raw(ctx, "GET", origin=True)
     expect_status(reply, 403, "GET /mcp with an Origin header")
-    if reply.content_type != "text/plain":
-        raise Fail("403 must be text/plain", reply.evidence())
+    plain_refusal(reply, "the 403")
     await _expect_closed(ctx, conn, "a 403")
     return None
 
@@ -357,13 +370,7 @@ async def check_open_after_405(ctx: CheckContext) -> Optional[str]:
 @check("errors.body_limit", "§2", "errors row \"body over the limit\": 413 from the head, connection closed",
        rule=RECOMMENDED)
 async def check_body_limit(ctx: CheckContext) -> Optional[str]:
-    try:
-        reply, conn = await _raw(ctx, "POST", announce=1 << 40)
-    except IdeTimeout:
-        raise Fail("a POST announcing a 1 TiB body: no answer within %g s before the body came; a body over the "
-                   "limit is refused from the head" % ctx.brief) from None
-    expect_status(reply, 413, "a POST announcing a 1 TiB body")
-    await _expect_closed(ctx, conn, "a 413")
+    await _refused_from_the_head(ctx, "/mcp", 1 << 40, 413, "announcing a 1 TiB body")
     return None
 
 
@@ -435,13 +442,7 @@ async def check_stream_accept(ctx: CheckContext) -> Optional[str]:
 @check("errors.close_after_404_with_body", "§2", "errors row \"path\": a 404 whose head announces a body is "
                                                  "answered from the head, connection closed", rule=RECOMMENDED)
 async def check_close_after_404_with_body(ctx: CheckContext) -> Optional[str]:
-    try:
-        reply, conn = await _raw(ctx, "POST", "/not-mcp", announce=1024)  # (the body is never sent)
-    except IdeTimeout:
-        raise Fail("POST /not-mcp announcing a body: no answer within %g s before the body came; a refusal is "
-                   "answered from the head, its body never read" % ctx.brief) from None
-    expect_status(reply, 404, "POST /not-mcp announcing a body it does not send")
-    await _expect_closed(ctx, conn, "a 404 whose body was not read")
+    await _refused_from_the_head(ctx, "/not-mcp", 1024, 404, "announcing a body")
     return None
 
 
@@ -454,8 +455,7 @@ async def check_malformed_http(ctx: CheckContext) -> Optional[str]:
     reply = await read_reply(response, "NOT AN HTTP REQUEST AT ALL", ctx.timeout)
     expect_status(reply, 400, "a request line that is not HTTP")
     await _expect_closed(ctx, conn, "malformed HTTP")
-    if reply.content_type != "text/plain":
-        raise Advise("malformed HTTP should be refused in text/plain, saying what is wrong", reply.evidence())
+    plain_refusal(reply, "the refusal of malformed HTTP, saying what is wrong,")
     return None
 
 
@@ -533,8 +533,7 @@ async def check_length_and_chunked(ctx: CheckContext) -> Optional[str]:
         raise Fail("the server closed the connection without answering 400") from None
     expect_status(reply, 400, "a POST with both Content-Length and Transfer-Encoding: chunked")
     await _expect_closed(ctx, conn, "a request whose body's end is ambiguous")
-    if reply.content_type != "text/plain":
-        raise Advise("the refusal of an ambiguous framing should be text/plain, saying why", reply.evidence())
+    plain_refusal(reply, "the refusal of an ambiguous framing, saying why,")
     return None
 
 
