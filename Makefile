@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 VERSIONS ?= 3.8 3.9 3.10 3.11 3.12 3.13
 
-.PHONY: serve test test-deps test-all test-windows typecheck interop interop-windows interop-matrix acp-agents interop-acp-agents dist dist-test distclean pyz bench bench-venv bench-node wire-doc clean vim-plugin vim-install vim-deps bench-vim emacs-package emacs-deps bench-emacs sshd-deps
+.PHONY: serve test test-deps test-all test-windows typecheck interop interop-windows interop-matrix acp-agents interop-acp-agents dist dist-test distclean pyz bench bench-venv bench-node vscode-replica wire-doc clean vim-plugin vim-install vim-deps bench-vim emacs-package emacs-deps bench-emacs sshd-deps
 
 serve:
 	$(PYTHON) -m ide_protocol serve $(FOLDER)
@@ -93,6 +93,14 @@ bench-node:
 
 bench:
 	$(PYTHON) -m tools.bench $(BENCH_ARGS)
+
+# Development only: the packages VS Code's /ide server runs on, at VS Code's pins, for the
+# replica of that server in the suite (tests/vscode_replica/, tests/test_vscode_replica.py),
+# installed with npm into .vscode-replica/; without node and npm it says why and the
+# tests report themselves skipped.
+vscode-replica:
+	@bash tests/vscode_replica/install.sh; status=$$?; \
+	if [ $$status = 3 ]; then echo "vscode-replica: SKIPPED (see the reason above)"; exit 0; fi; exit $$status
 
 wire-doc:
 	$(PYTHON) tools/make_wire_doc.py
@@ -187,4 +195,4 @@ clean:
 	find ide_protocol acp tests tools editors -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) .venv-* .interop .bench-venv .bench-node .acp-agents .wine .win-python .wine-cli
+	rm -rf $(VENV) .venv-* .interop .bench-venv .bench-node .vscode-replica .acp-agents .wine .win-python .wine-cli

@@ -341,7 +341,9 @@ def _steal(server: IdeServer, request: http11.Request) -> None:
 
 
 def _refuse_known(server: IdeServer, request: http11.Request) -> Optional[answers.Reply]:
-    if request.headers.get("x-copilot-session-id") in server.app.sessions:
+    """A stale session (its stream closed) is not taken over: 409 as for a live one."""
+    old = server.app.sessions.get(request.headers.get("x-copilot-session-id") or "")
+    if old is not None and old.stream is None:
         return answers.Reply(409, (("Content-Type", "application/json"),), b'{"jsonrpc":"2.0","id":null,"error":'
                              b'{"code":-32600,"message":"Conflict"}}')
     return None
@@ -457,6 +459,21 @@ def _close_diff_as_button(server: IdeServer) -> None:
     server.tools.add("close_diff", close_diff)
 
 
+def _close_diff_writes_the_file(server: IdeServer) -> None:
+    """close_diff writes the proposed contents before it closes the diff (the IDE must
+    never write the file: the CLI does, when its user says yes)."""
+    real = server.tools.handler("close_diff")
+    assert real is not None
+
+    def close_diff(arguments: Dict[str, Any], ctx: Any) -> Any:
+        for diff in server.pending_diffs():
+            if diff.tab_name == arguments.get("tab_name"):
+                with open(diff.original_file_path, "w") as f:
+                    f.write(diff.new_file_contents)
+        return real(arguments, ctx)
+    server.tools.add("close_diff", close_diff)
+
+
 ERROR_ROW_FAULTS: Dict[str, Fault] = {
     "errors.order_origin_first": F(setup=_judge(lambda s, r: None if _authorized(s, r) else
                                                  answers.plain(401, "Unauthorized", close_after=True))),
@@ -500,8 +517,25 @@ ERROR_ROW_FAULTS: Dict[str, Fault] = {
     "lock.directory_mode": F(dir_chmod=0o755),
 }
 
+#: Faults beyond the one named after each check outside the rows (a check that tests
+#: several rules, broken in another of them).
+EXTRA_FAULTS: Dict[str, Fault] = {
+    "stream.get/not_sse": F(out_start=lambda r, st, h: (st, [(k, v) for k, v in h if k.lower() != "content-type"]
+                                                         + [("Content-Type", "application/json")])
+                            if r.method == "GET" else (st, h)),
+    "initialize.result/no_session_id": F(out_start=lambda r, st, h: (st, [(k, v) for k, v in h
+                                                                          if k.lower() != "mcp-session-id"])
+                                         if r.method == "POST" and "mcp-session-id" not in r.headers else (st, h)),
+    "tool.get_diagnostics/no_filter": F(setup=_tool_handler("get_diagnostics", lambda a, c: [
+        {"uri": "file:///%s" % name, "filePath": "/" + name, "diagnostics": [{
+            "message": "m", "severity": "Error",
+            "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}}]}
+        for name in ("a", "b")])),
+}
+
 #: Switches beyond the one named after each check (a row broken another way).
 EXTRA_SWITCHES: Dict[str, Fault] = {
+    "diff.close_via_tool/writes_the_file": F(setup=_close_diff_writes_the_file),
     "lock.folder_change/new_nonce": F(setup=_folders_with_a_new_nonce),
     "errors.unknown_session_body/closes": F(close_after=lambda r: (r.headers.get("mcp-session-id") or "")
                                             .startswith("no-such-session-")),
@@ -550,6 +584,20 @@ ROWS: List[Tuple[str, Tuple[str, ...]]] = [
 
 #: Checks that can only WARN (their message says why): their switch gives a WARN.
 WARN_ONLY = ("lock.directory_mode",)
+
+#: The faults and switches that break a lesser rule than the one of the check they are
+#: named after (a check that tests several rules reports the kind of the one it found
+#: broken); `EXTRA_FAULTS` and `EXTRA_SWITCHES` break the check's own.
+BROKEN_RULE: Dict[str, str] = {
+    "stream.get": check.VSCODE,                    # Cache-Control
+    "initialize.result": check.VSCODE,             # protocolVersion
+    "tool.get_diagnostics": check.RECOMMENDED,     # lower-case severities (VS Code's)
+    "delete.session": check.RECOMMENDED,           # a second DELETE answered 200
+    "diff.close_via_tool": check.VSCODE,           # trigger
+    "diff.close_via_tool/success_false": check.VSCODE,
+    "tool.arguments": check.RECOMMENDED,           # an extra argument ignored (VS Code's way)
+    "lock.folder_change/new_nonce": check.CLI,     # the new lock's nonce is not the server's
+}
 
 ROW_OF = {name: row for row, names in ROWS for name in names}
 
@@ -645,9 +693,40 @@ def test_every_row_of_the_contract_names_its_checks() -> None:
     assert set(ROW_OF) <= registered, sorted(set(ROW_OF) - registered)
 
 
+#: The labels PROTOCOL.md gives a rule, and the kind of rule each names.
+LABELS = {"the CLI needs it": check.CLI, "security": check.SECURITY, "VS Code does this": check.VSCODE,
+          "we recommend this": check.RECOMMENDED}
+
+
+def test_each_row_of_the_contract_says_whose_rule_it_is_as_check_grades_it() -> None:
+    """The errors table and the framing table of PROTOCOL.md §2 label each row (its
+    "whose rule" column), give VS Code's answer beside ours, and grade as `check` does:
+    the rule each row's switch breaks is of a kind the row's label names."""
+    import re
+    with open(os.path.join(ROOT, "docs", "PROTOCOL.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("### Errors and edge cases"):text.index("## 3. ")]
+    tables = [block for block in re.findall(r"(?m)^\|.*\|\n(?:^\|.*\|\n)+", section) if block.startswith("| case |")]
+    assert len(tables) == 2, tables
+    seen = set()
+    for table in tables:
+        header, _, *rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()]
+        assert "whose rule" in header and "VS Code's answer" in header, header
+        whose, vscode, named = header.index("whose rule"), header.index("VS Code's answer"), header.index("`check`")
+        for row in rows:
+            kinds = {kind for label, kind in LABELS.items() if "*%s*" % label in row[whose]
+                     or (label == "we recommend this" and "*we recommend" in row[whose])}
+            assert kinds, row
+            assert row[vscode], row
+            for name in re.findall(r"`([a-z_]+\.[a-z_0-9]+)`", row[named]):
+                seen.add(name)
+                assert broken_rule(name) in kinds, (name, broken_rule(name), row[whose])
+    assert seen <= set(ROW_OF) and len(seen) > 30
+
+
 def test_checks_live_in_the_module_of_the_section_they_test() -> None:
     """One module per contract section; the report follows the contract's order."""
-    modules = {"§1": "discovery", "§2": "transport", "§3": "sessions", "§4": "tools", "§5": "notifications"}
+    modules = {"§1": "discovery", "§2": "http", "§3": "sessions", "§4": "tools", "§5": "notifications"}
     misplaced = ["%s (%s) in %s" % (c.name, c.section, c.func.__module__) for c in check.CHECKS
                  if c.func.__module__ != "ide_protocol.programs.check." + modules.get(c.section, "?")]
     assert not misplaced, misplaced
@@ -669,10 +748,12 @@ def _prepare(server: IdeServer, folder: str) -> None:
 
 async def _run(fault: Optional[Fault], names: Optional[List[str]] = None, with_diff: bool = False,
                timeout: float = check.DEFAULT_CHECK_TIMEOUT, broken: Optional[List[str]] = None,
-               **server_options: Any) -> List[check.Result]:
+               strict: bool = True, prepare: bool = True, **server_options: Any) -> List[check.Result]:
     """Run the checks `names` (all by default) against a server with `fault`, in the
-    checker's order, each as `check` runs it; those in `broken` with `timeout`, the
-    others with the checker's default (all with `timeout` when `broken` is None)."""
+    checker's order, each as `check` runs it (`--strict` unless `strict` is False: every
+    broken rule a FAIL); those in `broken` with `timeout`, the others with the checker's
+    default (all with `timeout` when `broken` is None). `prepare`: the IDE has a file
+    open, a selection and a diagnostic (False: nothing)."""
     base = tempfile.mkdtemp(prefix="ide-check-test-")
     folder = os.path.join(base, "project")
     os.mkdir(folder)
@@ -683,7 +764,8 @@ async def _run(fault: Optional[Fault], names: Optional[List[str]] = None, with_d
     server = FaultyServer(folder, os.path.join(base, "ide"), fault, on_diff=on_diff, **server_options)
     await server.start()
     try:
-        _prepare(server, folder)
+        if prepare:
+            _prepare(server, folder)
         if fault is not None and hasattr(fault, "_lock"):
             _rewrite_lock(server, fault._lock)
         if fault is not None and hasattr(fault, "_chmod"):
@@ -698,14 +780,14 @@ async def _run(fault: Optional[Fault], names: Optional[List[str]] = None, with_d
         async def run_all() -> List[check.Result]:
             if broken is None:
                 return await check.run_checks(lock, raw, names=names, with_diff=with_diff, timeout=timeout,
-                                              prompt=lambda text: None, change_folders=change_folders)
+                                              prompt=lambda text: None, change_folders=change_folders, strict=strict)
             results: List[check.Result] = []
             for c in check.CHECKS:  # (one at a time, in the order run_checks keeps)
                 if names is None or c.name in names:
                     results += await check.run_checks(
                         lock, raw, names=[c.name], with_diff=with_diff, prompt=lambda text: None,
                         timeout=timeout if c.name in broken else check.DEFAULT_CHECK_TIMEOUT,
-                        change_folders=change_folders)
+                        change_folders=change_folders, strict=strict)
             return results
         return await asyncio.wait_for(run_all(), 240)
     finally:
@@ -714,6 +796,7 @@ async def _run(fault: Optional[Fault], names: Optional[List[str]] = None, with_d
 
 
 def test_all_checks_pass_against_our_server() -> None:
+    """Every rule holds, VS Code's and our recommendations too (`_run` is strict)."""
     results = asyncio.run(_run(None))
     # diff.accept needs a person; lock.permissions and lock.directory_mode are for POSIX modes only.
     may_skip = ("diff.accept", "lock.permissions", "lock.directory_mode") if platforms.WINDOWS else ("diff.accept",)
@@ -728,15 +811,25 @@ def test_the_diff_check_passes_when_a_person_accepts() -> None:
     assert [(r.name, r.status) for r in results] == [("diff.accept", check.PASS)], results[0].line()
 
 
-@pytest.mark.parametrize("name", [c.name for c in check.CHECKS if c.name not in ROW_OF])
+def broken_rule(switch: str) -> str:
+    """Whose rule the fault `switch` breaks: the rule of the check it is named after,
+    unless `BROKEN_RULE` says it breaks a lesser rule that check also tests."""
+    return BROKEN_RULE.get(switch, check.get_check(switch.split("/")[0]).rule)
+
+
+@pytest.mark.parametrize("name", [c.name for c in check.CHECKS if c.name not in ROW_OF] + sorted(EXTRA_FAULTS))
 def test_each_check_fails_against_its_fault(name: str) -> None:
+    """Under --strict each fault FAILs its check, and the report says whose rule broke
+    (without --strict that rule's grade: `test_a_broken_rule_is_graded_by_whose_it_is`)."""
     # (The checks of the errors and edge cases rows are proved more strictly below.)
     if name == "lock.permissions":
         platforms.skip_on_windows("the check is for POSIX file modes; Windows locks have ACLs")
-    results = asyncio.run(_run(FAULTS[name], [name], with_diff=True, timeout=FAULT_TIMEOUT))
+    results = asyncio.run(_run(EXTRA_FAULTS[name] if name in EXTRA_FAULTS else FAULTS[name], [name.split("/")[0]],
+                               with_diff=True, timeout=FAULT_TIMEOUT))
     assert len(results) == 1
     result = results[0]
     assert result.status == check.FAIL, result.line()
+    assert result.rule == broken_rule(name), result.line()
     assert result.section.startswith("§")
     assert result.message
 
@@ -763,16 +856,20 @@ def test_a_broken_row_fails_exactly_its_checks(switch: str) -> None:
     lines = "\n".join(r.line() for r in broken.values())
     assert name in broken, lines
     assert broken[name].status == (check.WARN if name in WARN_ONLY else check.FAIL), lines
+    assert broken[name].rule == broken_rule(switch), lines
     assert {ROW_OF[n] for n in broken} == {ROW_OF[name]}, lines
 
 
 def test_json_report_and_exit_status(tmp_path: Any) -> None:
-    """The command line: one line per check, --json, exit 1 on a FAIL."""
+    """The command line: one line per check, --json, exit 1 on a FAIL: a broken rule of
+    the CLI's fails; one of VS Code's is a DIFF and exits 0, unless --strict."""
 
-    async def scenario() -> Tuple[int, str, int, str]:
+    async def scenario() -> Dict[str, Tuple[int, str]]:
         folder = str(tmp_path / "project")
         os.mkdir(folder)
-        server = FaultyServer(folder, str(tmp_path / "ide"), FAULTS["jsonrpc.ping"])
+        both = F(setup=lambda s: FAULTS["jsonrpc.ping"].setup(s),
+                 intercept=FAULTS["initialized.202"]._intercept)  # type: ignore[attr-defined]
+        server = FaultyServer(folder, str(tmp_path / "ide"), both)
         await server.start()
         try:
             _prepare(server, folder)
@@ -781,32 +878,152 @@ def test_json_report_and_exit_status(tmp_path: Any) -> None:
 
             def run(args: List[str]) -> Tuple[int, str]:
                 p = subprocess.run([sys.executable, "-m", "ide_protocol", "check"] + args, cwd=ROOT, env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120,
                                    encoding="utf-8")  # the checker writes UTF-8, whatever the locale
                 return p.returncode, p.stdout
-            text_rc, text = await loop.run_in_executor(None, run, ["--lock", server.lock_path, "--only", "jsonrpc.ping",
-                                                                   "--only", "tools.names"])
-            json_rc, out = await loop.run_in_executor(None, run, ["--lock-dir", str(tmp_path / "ide"), folder,
-                                                                  "--json"])
-            return text_rc, text, json_rc, out
+            lock = ["--lock", server.lock_path]
+            runs = {
+                "cli": ["--only", "initialized.202", "--only", "jsonrpc.ping", "--only", "tools.names"],
+                "vscode": ["--only", "jsonrpc.ping", "--only", "tools.names"],
+                "strict": ["--only", "jsonrpc.ping", "--only", "tools.names", "--strict"],
+            }
+            out = {}
+            for name, args in runs.items():
+                out[name] = await loop.run_in_executor(None, run, lock + args)
+            out["json"] = await loop.run_in_executor(None, run, ["--lock-dir", str(tmp_path / "ide"), folder,
+                                                                  "--json", "--only", "initialized.202",
+                                                                  "--only", "jsonrpc.ping", "--only", "diff.accept"])
+            return out
         finally:
             await server.stop()
 
-    text_rc, text, json_rc, out = asyncio.run(scenario())
-    assert text_rc == 1
-    assert "FAIL jsonrpc.ping" in text and "PASS tools.names" in text and "(PROTOCOL.md §3)" in text
-    assert "1 failed" in text
-    report = json.loads(out)
-    assert json_rc == 1
-    statuses = {r["name"]: r["status"] for r in report["results"]}
-    assert statuses["jsonrpc.ping"] == "FAIL" and statuses["tools.names"] == "PASS"
-    assert statuses["diff.accept"] == "SKIP"
-    assert report["summary"]["FAIL"] == 1
+    out = asyncio.run(scenario())
+    rc, text = out["cli"]
+    assert rc == 1, text
+    assert "FAIL   initialized.202" in text and "DIFF   jsonrpc.ping" in text and "PASS   tools.names" in text
+    assert "(PROTOCOL.md §3)" in text
+    assert "3 checks: 1 passed, 1 failed (1 the CLI needs it), 1 differ from VS Code, 0 advice" in text, text
+    rc, text = out["vscode"]
+    assert rc == 0, text
+    assert "2 checks: 1 passed, 0 failed, 1 differ from VS Code, 0 advice, 0 warnings, 0 skipped" in text, text
+    assert "DIFF: VS Code's server does otherwise" in text  # (the legend)
+    rc, text = out["strict"]
+    assert rc == 1 and "FAIL   jsonrpc.ping" in text, text
+    assert "1 failed (1 VS Code does this)" in text, text
+    rc, text = out["json"]
+    report = json.loads(text)
+    assert rc == 1
+    by_name = {r["name"]: r for r in report["results"]}
+    assert (by_name["initialized.202"]["status"], by_name["initialized.202"]["rule"]) == ("FAIL", "cli")
+    assert (by_name["jsonrpc.ping"]["status"], by_name["jsonrpc.ping"]["rule"]) == ("DIFF", "vscode")
+    assert by_name["diff.accept"]["status"] == "SKIP"
+    assert report["summary"]["FAIL"] == 1 and report["summary"]["DIFF"] == 1
+    assert report["failed_by_rule"] == {"cli": 1, "security": 0, "vscode": 0, "advice": 0}
+    assert report["strict"] is False
+
+
+@pytest.mark.parametrize("limit, status", [(10 * 1024 * 1024, check.PASS), (10 * 1000 * 1000, check.PASS),
+                                           (10 * 1000 * 1000 - 1, check.FAIL)])
+def test_the_large_body_is_the_documented_10_mb(limit: int, status: str) -> None:
+    """`http.large_body` sends 10 MB, envelope included: a server whose limit is VS
+    Code's (10 MiB, `express.json({limit: '10mb'})`) or exactly 10 MB passes (it sent
+    10 MiB of padding plus the envelope, over both)."""
+    results = asyncio.run(_run(F(setup=lambda s: setattr(s.listener, "max_body", limit)), ["http.large_body"]))
+    assert [r.status for r in results] == [status], results[0].line()
+
+
+def test_nothing_to_inspect_is_a_skip() -> None:
+    """An IDE with no selection and no diagnostics: the checks of their shapes have
+    nothing to look at, and say so (they passed)."""
+    results = asyncio.run(_run(None, ["tool.get_selection", "tool.get_diagnostics", "stream.selection_on_open"],
+                               prepare=False))
+    assert [r.status for r in results] == [check.SKIP] * 3, "\n".join(r.line() for r in results)
+    assert "select some text" in results[0].message and "open a file with a problem" in results[1].message
+
+
+def _as_vscode_conflict(request: http11.Request, body: bytes, status: int, headers: Any, payload: bytes) -> Any:
+    if status == 409 and b'"method"' not in payload:
+        return 409, [("Content-Type", "application/json")], (b'{"jsonrpc":"2.0","error":{"code":-32000,"message":'
+                                                              b'"Conflict: A connection for this session already '
+                                                              b'exists"},"id":null}')
+    return status, headers, payload
+
+
+def _as_html(request: http11.Request, body: bytes, status: int, headers: Any, payload: bytes) -> Any:
+    if status == 404:
+        return 404, [("Content-Type", "text/html; charset=utf-8")], b"<pre>Cannot POST /not-mcp</pre>"
+    return status, headers, payload
+
+
+@pytest.mark.parametrize("name, fault", [("session.initialize_no_steal", F(out_send=_as_vscode_conflict)),
+                                         ("http.path", F(out_send=_as_html))], ids=["409", "404"])
+def test_the_lenient_checks_hold_to_the_table(name: str, fault: Fault) -> None:
+    """A 409 with -32000 and id null, a 404 in HTML (VS Code's answers) passed these
+    checks while the table's `errors.*` checks failed them: now both follow the table,
+    as advice."""
+    results = asyncio.run(_run(fault, [name], strict=False))
+    assert [r.status for r in results] == [check.ADVICE], results[0].line()
+
+
+def _made_check(rule: str, raises: Any, situation: Optional[str] = None) -> check.Check:
+    """A check (not registered) whose run raises `raises` (None: passes)."""
+    async def func(ctx: check.CheckContext) -> Optional[str]:
+        if raises is not None:
+            raise raises
+        return None
+    return check.Check("made.check", "§2", "a made check", func, False, rule, situation)
+
+
+@pytest.mark.parametrize("rule, raises, strict, expected, expected_rule", [
+    (check.CLI, check.Fail("x"), False, check.FAIL, check.CLI),
+    (check.SECURITY, check.Fail("x"), False, check.FAIL, check.SECURITY),
+    (check.VSCODE, check.Fail("x"), False, check.DIFF, check.VSCODE),
+    (check.RECOMMENDED, check.Fail("x"), False, check.ADVICE, check.RECOMMENDED),
+    (check.CLI, check.Differs("x"), False, check.DIFF, check.VSCODE),
+    (check.CLI, check.Advise("x"), False, check.ADVICE, check.RECOMMENDED),
+    (check.RECOMMENDED, check.Fail("x", rule=check.SECURITY), False, check.FAIL, check.SECURITY),
+    (check.RECOMMENDED, asyncio.TimeoutError(), False, check.ADVICE, check.RECOMMENDED),
+    (check.VSCODE, OSError("gone"), False, check.DIFF, check.VSCODE),
+    (check.VSCODE, check.Fail("x"), True, check.FAIL, check.VSCODE),
+    (check.RECOMMENDED, check.Advise("x"), True, check.FAIL, check.RECOMMENDED),
+    (check.CLI, check.Warn("x"), True, check.WARN, check.CLI),
+    (check.CLI, check.Skip("x"), True, check.SKIP, check.CLI),
+    (check.RECOMMENDED, None, True, check.PASS, check.RECOMMENDED),
+])
+def test_a_broken_rule_is_graded_by_whose_it_is(rule: str, raises: Any, strict: bool, expected: str,
+                                                expected_rule: str) -> None:
+    """FAIL for the CLI's rules and security's; DIFF for VS Code's; ADVICE for ours;
+    --strict makes every broken rule a FAIL; WARN and SKIP are no broken rule."""
+    lock = lockfile.LockInfo("/nonexistent/mcp.sock", "unix", {}, os.getpid(), "x", 0, [], False)
+    result = asyncio.run(check.run_check(_made_check(rule, raises), lock, strict=strict, timeout=1))
+    assert (result.status, result.rule) == (expected, expected_rule), result.line()
+
+
+def test_a_situational_rule_says_its_situation() -> None:
+    lock = lockfile.LockInfo("/nonexistent/mcp.sock", "unix", {}, os.getpid(), "x", 0, [], False)
+    made = _made_check(check.RECOMMENDED, check.Fail("refused"), situation="when a CLI resumes its session")
+    result = asyncio.run(check.run_check(made, lock))
+    assert result.status == check.ADVICE
+    assert "[it matters to the CLI only when a CLI resumes its session]" in result.line()
+    passed = asyncio.run(check.run_check(_made_check(check.RECOMMENDED, None, "when x"), lock))
+    assert "matters" not in passed.line()
+
+
+def test_every_check_says_whose_rule_it_tests() -> None:
+    """Each check is labelled (the registry refuses a check without one), and the labels
+    are spread as the contract's are: the CLI's and security's FAIL, the rest do not."""
+    assert all(c.rule in check.RULES for c in check.CHECKS)
+    kinds = {c.rule for c in check.CHECKS}
+    assert kinds == set(check.RULES), kinds
+    with pytest.raises(ValueError):
+        check.Check("x", "§2", "x", _made_check(check.CLI, None).func, False, "nobody's")
 
 
 @pytest.mark.skipif(platforms.WINDOWS, reason="expects lock.permissions to pass (POSIX modes); on Windows "
                     "tests/test_programs_piped.py runs check against serve over a pipe")
 def test_all_checks_pass_against_the_serve_command(tmp_path: Any) -> None:
+    """`serve` passes every check, --strict: every rule of PROTOCOL.md holds, VS Code's
+    and our recommendations too."""
     folder = tmp_path / "project"
     folder.mkdir()
     (folder / "a.py").write_text("print('hi')\nx = 1\n")
@@ -839,7 +1056,7 @@ def test_all_checks_pass_against_the_serve_command(tmp_path: Any) -> None:
                     if sel and sel.get("current") and diags:
                         break
                     await asyncio.sleep(0.05)
-            return await check.run_checks(lock, raw, prompt=lambda text: None)
+            return await check.run_checks(lock, raw, prompt=lambda text: None, strict=True)
 
         results = asyncio.run(asyncio.wait_for(checks(), 120))
         # serve cannot be made to change its folders from outside: that check says so.

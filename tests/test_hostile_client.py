@@ -284,6 +284,59 @@ def test_check_and_doctor_say_initialize_is_broken(hostile: Any) -> None:
     assert "initialize.result" in failed, ran
 
 
+def _near_the_limit(sock: socket.socket, request: Dict[str, Any]) -> None:
+    """One SSE answer of 62 MiB (a tool result's text), just under the client's limit."""
+    sock.sendall(sse_head() + chunk(b'event: message\ndata: {"jsonrpc":"2.0","id":%d,"result":{"content":'
+                                    b'[{"type":"text","text":"' % request.get("id", 0)))
+    piece = chunk(b"x" * (1024 * 1024))
+    try:
+        for _ in range(62):
+            sock.sendall(piece)
+        sock.sendall(chunk(b'"}]}}\n\n') + b"0\r\n\r\n")
+    except OSError:
+        pass
+
+
+def _endless_events(sock: socket.socket, request: Dict[str, Any]) -> None:
+    sock.sendall(sse_head())
+    piece = chunk(b"data: " + b"x" * (1024 * 1024 - 7) + b"\n")
+    try:
+        for _ in range(400):  # an event that never ends: 400 MB of data lines
+            sock.sendall(piece)
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+@pytest.mark.parametrize("handler", [_near_the_limit, _endless_events], ids=["62MiB", "endless"])
+def test_check_holds_its_memory_whatever_the_answers(hostile: Any, handler: Any) -> None:
+    """The checker reads each answer as it comes, up to its own limit (ANSWER_LIMIT):
+    its peak stays near it. (It decoded each answer several times over: a 62 MiB
+    answer took it to 336 MB, an endless one to 418 MB.)"""
+    from ide_protocol.programs.check import ANSWER_LIMIT
+    ide = hostile(tools__call=handler, ping=handler)
+    ran = run_program(["check", "--lock", ide.lock_path, "--timeout", "30", "--only", "tool.get_selection",
+                       "--only", "jsonrpc.ping"], limit=120)
+    assert "Traceback" not in ran.err, ran
+    assert ran.out.count("larger than %d bytes" % ANSWER_LIMIT) == 2, ran
+    assert ran.peak_mb is not None and ran.peak_mb < RSS_CAP_MB, ran
+
+
+def test_check_ends_by_its_deadline_against_a_silent_server(hostile: Any) -> None:
+    """A server that takes every request and never answers: each check waits its time,
+    and the run stops at its deadline, the checks left over reported SKIP (the waits
+    added up: some 70 checks of up to four answers' time each)."""
+    ide = hostile()
+    ide._answer = lambda conn, head, body: ide.closed.wait(300)  # type: ignore[method-assign]
+    ran = run_program(["check", "--lock", ide.lock_path, "--timeout", "2", "--deadline", "6"], limit=120)
+    assert "Traceback" not in ran.err, ran
+    assert ran.code == 1, ran  # (the socket answers nothing: the CLI cannot use it)
+    lines = [line for line in ran.out.splitlines() if line[:1].isupper() and "PROTOCOL.md" in line]
+    skipped = [line for line in lines if line.startswith("SKIP") and "--deadline" in line]
+    assert len(skipped) > len(lines) // 2, ran.out
+    assert "FAIL   lock.socket" in ran.out, ran.out
+
+
 def _tools_with(listed: Any) -> Any:
     def handler(sock: socket.socket, request: Dict[str, Any]) -> None:
         answer(sock, result_of(request, {"tools": listed}))

@@ -13,6 +13,7 @@ import asyncio
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from typing import Any
@@ -169,11 +170,12 @@ def test_check_shows_the_lock_and_the_servers_answer_escaped(tmp_path: Any) -> N
 
     ide = hostile_ide(tmp_path, {"ping": raw_data}, ideName="IDE " + FORGED)
     try:
-        ran = run_program(["check", "--lock", ide.lock_path, "--only", "jsonrpc.ping", "--timeout", "5"], limit=60)
+        ran = run_program(["check", "--lock", ide.lock_path, "--only", "jsonrpc.ping", "--timeout", "5", "--strict"],
+                          limit=60)
     finally:
         ide.close()
     assert "Traceback" not in ran.err, ran
-    assert "FAIL jsonrpc.ping" in ran.out, ran
+    assert re.search(r"^FAIL +jsonrpc\.ping ", ran.out, re.M), ran  # (VS Code's rule: a FAIL with --strict)
     assert_shown_escaped(ran.out)
     assert ran.out.startswith("checking IDE \\x1b]0;pwned"), ran
     assert "       | data: \\x1b]0;pwned" in ran.out, ran

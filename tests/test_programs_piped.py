@@ -128,7 +128,7 @@ def test_serve_client_check_doctor_through_pipes_for_a_non_ascii_folder(tmp_path
         selection = json.loads(out)
         assert selection["text"] == TEXT and FOLDER_NAME in selection["filePath"]
 
-        status, out, err = _program(["check", folder], env, cwd)
+        status, out, err = _program(["check", "--strict", folder], env, cwd)
         assert status == 0, out + err
         assert "(PROTOCOL.md §1)" in out and " 0 failed" in out
         assert socket_path in out.splitlines()[0]

@@ -36,7 +36,7 @@ WITH_SERVE = "while serve runs in ~/my-project"
 NO_PYPI = re.compile(r"NewConnectionError|Temporary failure in name resolution|Network is unreachable|"
                      r"No matching distribution found for setuptools|Could not find a version that satisfies")
 #: Folders a fresh clone does not have.
-NOT_IN_A_CLONE = (".venv*", ".interop", ".bench-venv", ".bench-node", "build", "dist", "*.egg-info",
+NOT_IN_A_CLONE = (".venv*", ".interop", ".bench-venv", ".bench-node", ".vscode-replica", "build", "dist", "*.egg-info",
                   "__pycache__", ".pytest_cache", "interop-logs", ".git")
 
 

@@ -163,7 +163,7 @@ def test_client_and_check_through_the_relay_over_ssh(tmp_path: Any, sshd: Sshd) 
                     push = await client.wait_push("selection_changed", timeout=30)
                     assert push.params["filePath"] == cli_path
                 checked = await loop.run_in_executor(None, lambda: subprocess.run(
-                    [sys.executable, "-m", "ide_protocol", "check", "--lock-dir", str(tmp_path / "cli-ide")],
+                    [sys.executable, "-m", "ide_protocol", "check", "--strict", "--lock-dir", str(tmp_path / "cli-ide")],
                     cwd=str(tmp_path / "cliview"), env=dict(os.environ, PYTHONPATH=ROOT), stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT, text=True, timeout=180))
                 assert checked.returncode == 0 and " 0 failed" in checked.stdout, checked.stdout

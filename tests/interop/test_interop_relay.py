@@ -88,7 +88,7 @@ def test_the_cli_in_other_namespaces_works_with_serve_outside_through_the_relay(
         assert "cli-side" in inside(["cat", "/proc/%d/cmdline" % lock["pid"]]).stdout.decode("utf-8", "replace")
 
         # `check` on the CLI's side through the relay passes as it does directly
-        checked = inside([sys.executable, "-m", "ide_protocol", "check", "--lock-dir", cli_locks])
+        checked = inside([sys.executable, "-m", "ide_protocol", "check", "--strict", "--lock-dir", cli_locks])
         out = checked.stdout.decode("utf-8", "replace")
         assert checked.returncode == 0 and " 0 failed" in out, out
 

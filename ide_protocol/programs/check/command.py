@@ -1,5 +1,6 @@
 """`python3 -m ide_protocol check`: the command line of the checker (report lines,
-`--json`, exit status 1 when a check FAILs)."""
+`--json`, exit status 1 when a check FAILs: only what breaks the CLI or its security,
+unless `--strict`)."""
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,8 @@ from ..options import (LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of, no
                        terminal_json)
 from ..progname import program_name
 from ..terminal.stdio import utf8_output
-from .registry import CHECKS, DEFAULT_CHECK_TIMEOUT, FAIL, PASS, Result, SKIP, WARN
-from .runner import load_lock, run_checks, summary
+from .registry import CHECKS, DEFAULT_CHECK_TIMEOUT, DEFAULT_DEADLINE, FAIL, RULE_LABELS, Result
+from .runner import failed_by_rule, load_lock, run_checks, summary, summary_line
 
 
 PROG = program_name("check")
@@ -31,8 +32,19 @@ def _parser() -> argparse.ArgumentParser:
                    help="also run the checks that need a person (accept a diff in the IDE)")
     p.add_argument("--only", action="append", metavar="NAME", help="run only this check (repeatable)")
     p.add_argument("--list", action="store_true", help="list the checks and exit")
+    p.add_argument("--strict", action="store_true",
+                   help="fail every rule the server breaks, VS Code's and our recommendations included (without it "
+                        "only what breaks the CLI or its security fails)")
     p.add_argument("--timeout", type=float, default=DEFAULT_CHECK_TIMEOUT, help="seconds per answer (default 15)")
+    p.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE, metavar="SECONDS",
+                   help="seconds for the whole run (default %g; 0: none): the checks that do not fit are skipped, "
+                        "and say so" % DEFAULT_DEADLINE)
     return p
+
+
+#: What the outcomes mean, printed under the report (PROTOCOL.md labels every rule).
+LEGEND = ("(FAIL: breaks the CLI or its security. DIFF: VS Code's server does otherwise; the CLI does not mind. "
+          "ADVICE: a recommendation of PROTOCOL.md; the CLI does not mind. --strict fails all three.)")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -40,9 +52,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     folder_of(parser, args)
+    if args.deadline < 0 or args.timeout <= 0:
+        parser.error("--timeout must be positive, --deadline positive or 0")
     if args.list:
         for c in CHECKS:
-            print("%-32s %-3s %s%s" % (c.name, c.section, c.title, " (needs --with-diff)" if c.interactive else ""))
+            print("%-37s %-3s %-17s %s%s" % (c.name, c.section, RULE_LABELS[c.rule], c.title,
+                                             " (needs --with-diff)" if c.interactive else ""))
         return 0
     try:
         if args.lock:
@@ -67,12 +82,14 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(result.line(), flush=True)
 
     results = asyncio.run(run_checks(lock, raw, names=args.only, with_diff=args.with_diff, timeout=args.timeout,
-                                     interactive=args.with_diff, on_result=show))
+                                     interactive=args.with_diff, on_result=show, strict=args.strict,
+                                     deadline=args.deadline or None))
     counts = summary(results)
     if args.json:
         print(terminal_json({"lock": lock.path, "socket": lock.socket_path, "ide": lock.ide_name,
-                             "summary": counts, "results": [r.to_json() for r in results]}))
+                             "strict": args.strict, "summary": counts, "failed_by_rule": failed_by_rule(results),
+                             "results": [r.to_json() for r in results]}))
     else:
-        print("%d checks: %d passed, %d failed, %d warnings, %d skipped"
-              % (len(results), counts[PASS], counts[FAIL], counts[WARN], counts[SKIP]))
+        print(summary_line(results))
+        print(LEGEND)
     return 1 if counts[FAIL] else 0

@@ -1,6 +1,7 @@
 """What a check works with: `CheckContext` (hand-made requests, sessions, tool calls,
 all closed after the check), `Reply` (one complete answer with its decoded events and
-messages, and a printable evidence), and the shape tests shared by several sections.
+messages, and a printable evidence, read within `ANSWER_LIMIT` by `read_reply`), and
+the shape tests shared by several sections.
 
 Requests go through `client.ClientConnection`, so the checker sends exactly what the
 CLI sends (PROTOCOL.md §2) and can also send what a conformant server must refuse.
@@ -17,37 +18,43 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tup
 from ...wire import http11, json_text, jsonrpc, sse
 from ...wire.http11 import rules as http_rules
 from ...client import (DEFAULT_CONNECT_TIMEOUT, STREAM_ACCEPT, ClientConnection, ClientError, ClientResponse,
-                        cli_headers, program_client_info)
+                        ProtocolViolation, cli_headers, program_client_info)
+from ...client.connection import deadline_after, time_left
 from ...common.lockfile import LockInfo
-from .registry import DEFAULT_CHECK_TIMEOUT, Fail, Outcome
+from .registry import BRIEF_WAIT, DEFAULT_CHECK_TIMEOUT, Fail, Outcome
+
+
+#: The largest answer the checker reads (its body, or one SSE event of it): past it the
+#: answer is refused and its connection closed. The checker's requests are answered in
+#: a few kilobytes (a workspace's diagnostics in a few hundred); the bound keeps the
+#: checker's memory near it whatever a server sends (each answer is decoded once, as
+#: it comes: a bounded multiple of this, not of the body's size).
+ANSWER_LIMIT = 8 * 1024 * 1024
+
+#: How much of an answer's body a `Reply` keeps as it came (for the evidence, and for
+#: the checks of a short body such as 401's "Unauthorized").
+KEPT_BODY = 64 * 1024
 
 
 class Reply:
-    """A complete answer: status, headers, body, and the SSE events / JSON-RPC
-    messages decoded from it (best effort; `decode_error` says what failed)."""
+    """A complete answer: status, headers, the start of its body (`body`, at most
+    `KEPT_BODY` bytes; `body_size` counts them all), and the SSE events / JSON-RPC
+    messages decoded from it as it was read (best effort; `decode_error` says what
+    failed). Made by `read_reply`."""
 
-    def __init__(self, response: ClientResponse, body: bytes, request_line: str) -> None:
+    def __init__(self, response: ClientResponse, request_line: str, body: bytes = b"",
+                 events: Sequence[sse.SSEEvent] = (), messages: Sequence[Any] = (),
+                 decode_error: Optional[str] = None) -> None:
         self.response = response
         self.status = response.status
         self.reason = response.reason
         self.headers = response.headers
         self.body = body
+        self.body_size = response.body_size
         self.request_line = request_line
-        self.events: List[sse.SSEEvent] = []
-        self.messages: List[Any] = []
-        self.decode_error: Optional[str] = None
-        if response.is_sse:
-            self.events = sse.SSEDecoder().feed(body + b"\n\n")
-            for event in self.events:
-                try:
-                    self.messages.append(jsonrpc.loads(event.data))
-                except jsonrpc.JsonRpcError:
-                    self.decode_error = "SSE data is not JSON: %r" % event.data[:200]
-        elif body.strip():
-            try:
-                self.messages.append(jsonrpc.loads(body))
-            except jsonrpc.JsonRpcError:
-                self.decode_error = "body is not JSON"
+        self.events: List[sse.SSEEvent] = list(events)
+        self.messages: List[Any] = list(messages)
+        self.decode_error = decode_error
 
     @property
     def content_type(self) -> str:
@@ -64,10 +71,49 @@ class Reply:
         lines = ["> " + self.request_line, "< HTTP/%s %d %s" % (self.response.http_version, self.status, self.reason)]
         for k, v in self.headers:
             lines.append("< %s: %s" % (k, v))
-        text = self.body.decode("utf-8", "replace")
+        text = self.body[:2400].decode("utf-8", "replace")
         if text:
-            lines.append("< " + (text if len(text) <= 600 else text[:600] + "…"))
+            lines.append("< " + (text if len(text) <= 600 and self.body_size <= 600 else text[:600] + "…"))
         return "\n".join(lines)
+
+
+async def read_reply(response: ClientResponse, request_line: str, timeout: Optional[float]) -> Reply:
+    """Read `response` to its end, decoding it as it comes (`timeout` bounds it all):
+    an SSE body event by event, each JSON-RPC message parsed once; any other body whole,
+    as one message when it is JSON. Every piece is at most `ANSWER_LIMIT` bytes, and so
+    is all that is kept of the events' data together (past it: ProtocolViolation, the
+    connection closed)."""
+    response.max_message = ANSWER_LIMIT
+    deadline = deadline_after(timeout)
+    events: List[sse.SSEEvent] = []
+    messages: List[Any] = []
+    decode_error = None
+    if response.is_sse:
+        kept = 0
+        while True:
+            event = await response.next_event(time_left(deadline))
+            if event is None:
+                break
+            kept += len(event.data)
+            if kept > ANSWER_LIMIT:
+                response.conn.close()
+                raise ProtocolViolation("the %d response's events hold more than %d bytes of data"
+                                        % (response.status, ANSWER_LIMIT))
+            events.append(event)
+            try:
+                messages.append(jsonrpc.loads(event.data))
+            except jsonrpc.JsonRpcError:
+                decode_error = "SSE data is not JSON: %r" % event.data[:200]
+        body = bytes(response.body)  # (its first EVIDENCE_BYTES: what the events were read from)
+    else:
+        body = await response.read_body(time_left(deadline))
+        if body.strip():
+            try:
+                messages.append(jsonrpc.loads(body))
+            except jsonrpc.JsonRpcError:
+                decode_error = "body is not JSON"
+        body = body[:KEPT_BODY]
+    return Reply(response, request_line, body, events, messages, decode_error)
 
 
 def sent_chunked(response: ClientResponse) -> bool:
@@ -105,6 +151,9 @@ class CheckContext:
         self.change_folders = change_folders
         self.raw_lock = raw_lock
         self.timeout = timeout
+        #: How long to wait for what a conforming server sends at once and a server
+        #: breaking the rule never sends (`registry.BRIEF_WAIT`, at most `timeout`).
+        self.brief = min(timeout, BRIEF_WAIT)
         self.interactive = interactive
         self.prompt = prompt or (lambda text: print(text, file=sys.stderr, flush=True))
         self.client_session_id = str(uuid.uuid4())
@@ -163,11 +212,10 @@ class CheckContext:
         data = body if isinstance(body, bytes) or body is None else jsonrpc.dumps(body)
         response = await conn.request(method, target, headers, data, chunked=chunked,
                                       timeout=self.timeout if timeout is None else timeout)
-        payload = await response.read_body(self.timeout if timeout is None else timeout)
         line = "%s %s" % (method, target)
         if isinstance(body, dict):
             line += " " + (body.get("method") or "") if isinstance(body.get("method"), str) else ""
-        return Reply(response, payload, line)
+        return await read_reply(response, line, self.timeout if timeout is None else timeout)
 
     async def rpc(self, method: str, params: Any = None, *, session: Optional[str] = None,
                   notification: bool = False, **kwargs: Any) -> Tuple[Reply, Any]:
@@ -240,15 +288,22 @@ class CheckContext:
                                              keep_alive=True))
         return PendingCall(self, conn, rid, name)
 
-    async def delete(self, session: str, conn: Optional[ClientConnection] = None) -> Reply:
-        return await self.send("DELETE", None, session=session, conn=conn)
+    async def delete(self, session: str, conn: Optional[ClientConnection] = None,
+                     timeout: Optional[float] = None) -> Reply:
+        return await self.send("DELETE", None, session=session, conn=conn, timeout=timeout)
 
     async def cleanup(self) -> None:
+        """End the check's sessions (DELETE, each bounded by a brief wait) and close its
+        connections."""
         for sid in self._sessions:
             try:
-                await asyncio.wait_for(self.delete(sid), 5)
+                await asyncio.wait_for(self.delete(sid, timeout=self.brief), self.brief + 1)
             except (ClientError, OSError, asyncio.TimeoutError, Outcome):
                 pass
+        self.abandon()
+
+    def abandon(self) -> None:
+        """Close the check's connections at once (its time is up: no DELETE)."""
         for conn in self._conns:
             conn.close()
 
@@ -292,8 +347,7 @@ class PendingCall:
 
     async def _finish(self) -> Tuple[Reply, Any]:
         response = await self.head
-        body = await response.read_body(None)
-        reply = Reply(response, body, "POST /mcp tools/call %s" % self.name)
+        reply = await read_reply(response, "POST /mcp tools/call %s" % self.name, None)
         return reply, tool_value(reply, self.rid, self.name)
 
     async def started(self, grace: float = 1.0) -> None:
@@ -318,16 +372,18 @@ class PendingCall:
         self.conn.close()
 
 
-def expect_status(reply: Reply, status: int, what: str) -> None:
+def expect_status(reply: Reply, status: int, what: str, rule: Optional[str] = None) -> None:
+    """Fail (the check's rule, or `rule`) unless the answer's status is `status`."""
     if reply.status != status:
-        raise Fail("%s: expected HTTP %d, got %d" % (what, status, reply.status), reply.evidence())
+        raise Fail("%s: expected HTTP %d, got %d" % (what, status, reply.status), reply.evidence(), rule)
 
 
-def expect_error_code(reply: Reply, code: int, what: str) -> None:
+def expect_error_code(reply: Reply, code: int, what: str, rule: Optional[str] = None) -> None:
+    """Fail (the check's rule, or `rule`) unless the answer is the JSON-RPC error `code`."""
     message = reply.message()
     error = message.get("error") if isinstance(message, dict) else None
     if not isinstance(error, dict) or error.get("code") != code:
-        raise Fail("%s: expected JSON-RPC error %d" % (what, code), reply.evidence())
+        raise Fail("%s: expected JSON-RPC error %d" % (what, code), reply.evidence(), rule)
 
 
 def is_position(value: Any) -> bool:

@@ -13,14 +13,14 @@ from ...wire import json_text
 from ...common import lock_rules, lockfile
 from ...common.lockfile import LockInfo
 from ...client import IdeTimeout, ServerGone
-from .registry import Fail, Skip, Warn, check
+from .registry import CLI, RECOMMENDED, SECURITY, VSCODE, Advise, Differs, Fail, Skip, Warn, check
 from .context import CheckContext, shape
 
 
 _UUID_LOCK = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\.lock\Z")
 
 
-@check("lock.fields", "§1", "lock file fields and types as the CLI validates them")
+@check("lock.fields", "§1", "lock file fields and types as the CLI validates them", rule=CLI)
 async def check_lock_fields(ctx: CheckContext) -> Optional[str]:
     if ctx.raw_lock is None:
         raise Skip("no lock file given (connected by socket only)")
@@ -48,11 +48,11 @@ async def check_lock_fields(ctx: CheckContext) -> Optional[str]:
     if not any(k.lower() == "authorization" for k in info.headers):
         notes.append("headers carry no Authorization nonce")
     if notes:
-        raise Warn("; ".join(notes), shape(ctx.raw_lock))
+        raise Advise("; ".join(notes), shape(ctx.raw_lock))
     return None
 
 
-@check("lock.permissions", "§1", "lock file mode 0600")
+@check("lock.permissions", "§1", "lock file mode 0600", rule=SECURITY)
 async def check_lock_permissions(ctx: CheckContext) -> Optional[str]:
     if os.name == "nt" or not ctx.lock.path:
         raise Skip("POSIX lock files only")
@@ -62,7 +62,8 @@ async def check_lock_permissions(ctx: CheckContext) -> Optional[str]:
     return None
 
 
-@check("lock.directory_mode", "§1", "lock directory 0700 when the IDE made it (WARN only: see its message)")
+@check("lock.directory_mode", "§1", "lock directory 0700 when the IDE made it (WARN only: see its message)",
+       rule=SECURITY)
 async def check_lock_directory_mode(ctx: CheckContext) -> Optional[str]:
     if os.name == "nt" or not ctx.lock.path:
         raise Skip("POSIX lock directories only")
@@ -77,7 +78,7 @@ async def check_lock_directory_mode(ctx: CheckContext) -> Optional[str]:
     return None
 
 
-@check("lock.folders", "§1", "workspaceFolders absolute, with the real (symlink-resolved) path listed")
+@check("lock.folders", "§1", "workspaceFolders absolute, with the real (symlink-resolved) path listed", rule=CLI)
 async def check_lock_folders(ctx: CheckContext) -> Optional[str]:
     folders = ctx.lock.workspace_folders
     if not folders:
@@ -92,7 +93,8 @@ async def check_lock_folders(ctx: CheckContext) -> Optional[str]:
     return None
 
 
-@check("lock.socket", "§1", "socket reachable, tolerates empty probe connections")
+@check("lock.socket", "§1", "socket reachable, tolerates empty probe connections; a private directory (VS Code)",
+       rule=CLI)
 async def check_lock_socket(ctx: CheckContext) -> Optional[str]:
     # A relative socket path: relative to our cwd, which is where the checks connect.
     reason = lock_rules.probe_lock_socket(ctx.lock.socket_path, ctx.lock.timestamp, os.getcwd())
@@ -109,7 +111,7 @@ async def check_lock_socket(ctx: CheckContext) -> Optional[str]:
         parent = os.path.dirname(ctx.lock.socket_path)
         try:
             if stat.S_IMODE(os.stat(parent).st_mode) & 0o077:
-                raise Warn("socket directory %s is not private (0700 expected)" % parent)
+                raise Differs("socket directory %s is not private (0700 expected)" % parent)
         except OSError:
             pass
     return None
@@ -133,8 +135,8 @@ def _locks_in(directory: str) -> Dict[str, bytes]:
     return found
 
 
-@check("lock.folder_change", "§1", "changing folders: a new lock (new name, same socket and nonce), then the "
-                                   "old one deleted, never rewritten; sessions carry on")
+@check("lock.folder_change", "§1", "changing folders: a new lock (new name, same socket and nonce: the CLI), then "
+                                   "the old one deleted, never rewritten (ours); sessions carry on", rule=RECOMMENDED)
 async def check_folder_change(ctx: CheckContext) -> Optional[str]:
     if ctx.change_folders is None or not ctx.lock.path:
         raise Skip(NO_FOLDER_CHANGE)
@@ -168,8 +170,8 @@ async def check_folder_change(ctx: CheckContext) -> Optional[str]:
         name, lock = new[0]
         for key in ("socketPath", "headers"):
             if lock.get(key) != old.get(key):
-                raise Fail("the new lock %s has another %s than the old one: the socket and the nonce stay"
-                           % (name, key), shape(lock))
+                raise Fail("the new lock %s has another %s than the old one: the socket and the nonce stay (a CLI "
+                           "that reads the new lock connects with them)" % (name, key), shape(lock), CLI)
         await ctx.call("ping", session=sid)  # the session carries on (Fail when it does not)
         try:
             if await stream.next_data(0.3) is None:

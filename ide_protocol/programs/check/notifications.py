@@ -6,11 +6,11 @@ from typing import Optional
 
 from ...client import IdeTimeout
 from ...wire import json_text
-from .registry import Fail, Skip, check
+from .registry import RECOMMENDED, Fail, Skip, check
 from .context import CheckContext, selection_problems, shape
 
 
-@check("stream.selection_on_open", "§5", "the current selection is sent when a GET stream opens")
+@check("stream.selection_on_open", "§5", "the current selection is sent when a GET stream opens", rule=RECOMMENDED)
 async def check_selection_on_open(ctx: CheckContext) -> Optional[str]:
     sid = await ctx.session()
     _, current = await ctx.tool("get_selection", session=sid)

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ...wire import jsonrpc
 from ...common import tools
 from ..progname import program_name
-from .registry import Fail, INTERACTIVE_TIMEOUT, Warn, check
+from .registry import CLI, INTERACTIVE_TIMEOUT, RECOMMENDED, VSCODE, Advise, Differs, Fail, Skip, check
 from .context import CheckContext, PendingCall, Reply, is_position, selection_problems, shape
 
 
@@ -34,20 +34,22 @@ async def _tool_list(ctx: CheckContext) -> Tuple[Reply, List[Dict[str, Any]]]:
     return reply, listed
 
 
-@check("tools.names", "§4", "tools/list answers exactly the six tools")
+@check("tools.names", "§4", "tools/list names the six tools (the CLI calls them by name), no other (VS Code)",
+       rule=CLI)
 async def check_tool_names(ctx: CheckContext) -> Optional[str]:
     reply, listed = await _tool_list(ctx)
     names = [t.get("name") for t in listed]
     missing = [n for n in tools.TOOL_NAMES if n not in names]
     extra = [n for n in names if n not in tools.TOOL_NAMES]
     dupes = sorted({n for n in names if names.count(n) > 1}, key=str)
-    if missing or extra or dupes:
-        raise Fail("missing %s, unexpected %s, repeated %s" % (missing or "none", extra or "none", dupes or "none"),
-                   "listed: %s" % names)
+    if missing:
+        raise Fail("missing %s: the CLI calls each of the six by name" % missing, "listed: %s" % names)
+    if extra or dupes:
+        raise Differs("unexpected %s, repeated %s" % (extra or "none", dupes or "none"), "listed: %s" % names)
     return None
 
 
-@check("tools.descriptions", "§4", "tool descriptions present (VS Code's text reaches the model)")
+@check("tools.descriptions", "§4", "tool descriptions VS Code's, word for word (they reach the model)", rule=VSCODE)
 async def check_tool_descriptions(ctx: CheckContext) -> Optional[str]:
     _, listed = await _tool_list(ctx)
     differ = []
@@ -59,12 +61,13 @@ async def check_tool_descriptions(ctx: CheckContext) -> Optional[str]:
         if ref is not None and text != ref["description"]:
             differ.append("%s: %r" % (name, text))
     if differ:
-        raise Warn("descriptions differ from VS Code's (fine unless you want the same model behaviour)",
-                   "\n".join(differ))
+        raise Fail("descriptions differ from VS Code's (the model reads them: fine unless you want the same "
+                   "model behaviour)", "\n".join(differ))
     return None
 
 
-@check("tools.schemas", "§4", "inputSchema: properties, string types, required, additionalProperties, $schema")
+@check("tools.schemas", "§4", "inputSchema: properties, string types, required, additionalProperties, $schema",
+       rule=VSCODE)
 async def check_tool_schemas(ctx: CheckContext) -> Optional[str]:
     _, listed = await _tool_list(ctx)
     for tool in listed:
@@ -93,7 +96,7 @@ async def check_tool_schemas(ctx: CheckContext) -> Optional[str]:
     return None
 
 
-@check("tools.execution", "§4", "every tool carries execution: {taskSupport: forbidden}, nested")
+@check("tools.execution", "§4", "every tool carries execution: {taskSupport: forbidden}, nested", rule=VSCODE)
 async def check_tool_execution(ctx: CheckContext) -> Optional[str]:
     _, listed = await _tool_list(ctx)
     for tool in listed:
@@ -105,18 +108,20 @@ async def check_tool_execution(ctx: CheckContext) -> Optional[str]:
     return None
 
 
-@check("tool.get_selection", "§4", "get_selection result shape")
+@check("tool.get_selection", "§4", "get_selection result shape", rule=VSCODE)
 async def check_get_selection(ctx: CheckContext) -> Optional[str]:
     reply, value = await ctx.tool("get_selection")
     if value is None:
-        return "no selection at all (null)"
+        raise Skip("get_selection answered null (no selection in the IDE, which is allowed): select some text to "
+                   "check the shape of a selection")
     problems = selection_problems(value, True)
     if problems:
         raise Fail("; ".join(problems), reply.evidence())
     return None
 
 
-@check("tool.get_diagnostics", "§4", "get_diagnostics result shape, capitalised severities, uri filter")
+@check("tool.get_diagnostics", "§4", "get_diagnostics result shape and uri filter (VS Code); capitalised "
+                                   "severities (ours)", rule=VSCODE)
 async def check_get_diagnostics(ctx: CheckContext) -> Optional[str]:
     reply, value = await ctx.tool("get_diagnostics")
     if not isinstance(value, list):
@@ -132,19 +137,21 @@ async def check_get_diagnostics(ctx: CheckContext) -> Optional[str]:
             if (not isinstance(diag, dict) or not isinstance(diag.get("message"), str) or not isinstance(rng, dict)
                     or not is_position(rng.get("start")) or not is_position(rng.get("end"))):
                 raise Fail("a diagnostic needs message and range {start, end}", shape(diag))
-            if diag.get("severity") not in tools.SEVERITIES:
-                raise Fail("severity %r: the CLI counts only %s" % (diag.get("severity"), ", ".join(tools.SEVERITIES)),
-                           shape(diag))
     if not value:
-        return "no diagnostics in the IDE to inspect"
+        raise Skip("no diagnostics in the IDE to inspect (an empty list is allowed): open a file with a problem to "
+                   "check their shape")
     uri = value[0]["uri"]
     reply2, only = await ctx.tool("get_diagnostics", {"uri": uri})
     if not isinstance(only, list) or [e.get("uri") for e in only if isinstance(e, dict)] != [uri]:
         raise Fail("get_diagnostics {uri: %s} must answer that file only" % uri, reply2.evidence())
+    severities = sorted({d.get("severity") for e in value for d in e["diagnostics"]} - set(tools.SEVERITIES), key=str)
+    if severities:
+        raise Advise("severities %s: send %s; the CLI's summary of the tool's answer counts only these (VS Code "
+                     "sends them in lower case)" % (severities, ", ".join(tools.SEVERITIES)), shape(value[0]))
     return None
 
 
-@check("tool.get_vscode_info", "§4", "get_vscode_info result keys")
+@check("tool.get_vscode_info", "§4", "get_vscode_info result keys", rule=VSCODE)
 async def check_vscode_info(ctx: CheckContext) -> Optional[str]:
     reply, value = await ctx.tool("get_vscode_info")
     keys = ("version", "appName", "appRoot", "language", "machineId", "sessionId", "uriScheme", "shell")
@@ -156,7 +163,7 @@ async def check_vscode_info(ctx: CheckContext) -> Optional[str]:
     return None
 
 
-@check("tool.update_session_name", "§4", "update_session_name answers {\"success\": true}")
+@check("tool.update_session_name", "§4", "update_session_name answers {\"success\": true}", rule=VSCODE)
 async def check_update_session_name(ctx: CheckContext) -> Optional[str]:
     reply, value = await ctx.tool("update_session_name", {"name": "ide-check session"})
     if not isinstance(value, dict) or value.get("success") is not True:
@@ -164,24 +171,24 @@ async def check_update_session_name(ctx: CheckContext) -> Optional[str]:
     return None
 
 
-@check("tool.close_diff_unknown", "§4", "close_diff on an unknown tab: success, already_closed true")
+@check("tool.close_diff_unknown", "§4", "close_diff on an unknown tab: success, already_closed true", rule=VSCODE)
 async def check_close_unknown(ctx: CheckContext) -> Optional[str]:
     tab = "%s no such tab %s" % (TAB_PREFIX, uuid.uuid4().hex[:6])
     reply, value = await ctx.tool("close_diff", {"tab_name": tab})
     if not isinstance(value, dict) or value.get("success") is not True or value.get("already_closed") is not True:
         raise Fail("expected success: true, already_closed: true", reply.evidence())
     if value.get("tab_name") != tab or not isinstance(value.get("message"), str):
-        raise Warn("tab_name and message expected too", reply.evidence())
+        raise Fail("tab_name and message expected too", reply.evidence())
     return None
 
 
-@check("tool.unknown", "§4", "an unknown tool gives an isError result or -32602, not a crash")
+@check("tool.unknown", "§4", "an unknown tool gives an isError result or -32602, not a crash", rule=VSCODE)
 async def check_unknown_tool(ctx: CheckContext) -> Optional[str]:
     reply, answer = await ctx.call("tools/call", {"name": "no_such_tool", "arguments": {}})
     if "error" in answer:
-        if answer["error"].get("code") in (jsonrpc.INVALID_PARAMS, jsonrpc.METHOD_NOT_FOUND):
-            return None
-        raise Fail("unexpected error code", reply.evidence())
+        if isinstance(answer["error"], dict) and answer["error"].get("code") == jsonrpc.INVALID_PARAMS:
+            return "JSON-RPC error -32602 (VS Code answers an isError result)"
+        raise Fail("expected an isError result (VS Code's) or the JSON-RPC error -32602", reply.evidence())
     result = answer.get("result")
     if not isinstance(result, dict) or result.get("isError") is not True:
         raise Fail("an unknown tool must not succeed", reply.evidence())
@@ -231,7 +238,8 @@ async def _close_until_found(ctx: CheckContext, sid: str, tab: str, pending: Pen
     return reply, closed
 
 
-@check("diff.close_via_tool", "§4", "open_diff blocks; close_diff resolves it REJECTED/closed_via_tool")
+@check("diff.close_via_tool", "§4", "open_diff blocks, the IDE writes no file (the CLI); close_diff resolves it "
+                                  "REJECTED/closed_via_tool (VS Code)", rule=CLI)
 async def check_diff_close(ctx: CheckContext) -> Optional[str]:
     sid = await ctx.session()
     path, tab = _scratch_diff(ctx)
@@ -243,12 +251,18 @@ async def check_diff_close(ctx: CheckContext) -> Optional[str]:
             raise Fail("open_diff answered before anyone decided: it must block until the user decides",
                        pending.task.result()[0].evidence())
         reply, closed = await _close_until_found(ctx, sid, tab, pending)
+        if os.path.exists(path):
+            raise Fail("the IDE wrote %s: it must never write the file (the CLI does)" % path)
         if not isinstance(closed, dict) or closed.get("already_closed") is not False or closed.get("success") is not True:
-            raise Fail("close_diff of an open tab must answer success: true, already_closed: false", reply.evidence())
-        opened_reply, answer = await pending.result(ctx.timeout)
+            raise Differs("close_diff of an open tab must answer success: true, already_closed: false",
+                          reply.evidence())
+        try:
+            opened_reply, answer = await pending.result(ctx.timeout)
+        except Fail as exc:
+            raise Differs(exc.message, exc.evidence) from None
         problems = _diff_answer_problems(answer, "REJECTED", tools.CLOSED_VIA_TOOL, tab)
         if problems:
-            raise Fail("open_diff answer: " + "; ".join(problems), opened_reply.evidence())
+            raise Differs("open_diff answer: " + "; ".join(problems), opened_reply.evidence())
     finally:
         await pending.cancel()
     if os.path.exists(path):
@@ -257,7 +271,7 @@ async def check_diff_close(ctx: CheckContext) -> Optional[str]:
 
 
 @check("diff.same_tab", "§4", "a second open_diff with the same tab_name opens beside the first; close_diff "
-                             "closes the older")
+                             "closes the older", rule=VSCODE)
 async def check_diff_same_tab(ctx: CheckContext) -> Optional[str]:
     sid = await ctx.session()
     path, tab = _scratch_diff(ctx)
@@ -292,7 +306,7 @@ async def check_diff_same_tab(ctx: CheckContext) -> Optional[str]:
 
 
 @check("diff.accept", "§4", "a diff accepted by the user: SAVED/accepted_via_button, file not written",
-       interactive=True)
+       rule=CLI, interactive=True)
 async def check_diff_accept(ctx: CheckContext) -> Optional[str]:
     sid = await ctx.session()
     path, tab = _scratch_diff(ctx)
@@ -320,29 +334,33 @@ def _is_error_result(answer: Dict[str, Any]) -> Optional[str]:
     return content[0]["text"]
 
 
-@check("tool.arguments", "§4", "framing row \"arguments\": an extra, a missing or a mistyped argument is an "
-                               "isError result (an extra one named), never a JSON-RPC error")
+@check("tool.arguments", "§4", "framing row \"arguments\": a missing or a mistyped argument is an isError result "
+                               "(VS Code); an extra one too, named (ours); never a JSON-RPC error", rule=VSCODE)
 async def check_tool_arguments(ctx: CheckContext) -> Optional[str]:
     path = ctx.scratch_path()
-    cases = (("get_selection", {"ide_check_extra": 1}, "an argument the tool does not list", "ide_check_extra"),
-             ("open_diff", {"original_file_path": path, "new_file_contents": "x\n"}, "a missing tab_name", None),
-             ("close_diff", {"tab_name": 5}, "a tab_name that is not a string", None))
-    for name, arguments, what, named in cases:
+    # (VS Code's rule first: the recommendation about extra arguments is reported only
+    # when the rest holds.)
+    cases = (("open_diff", {"original_file_path": path, "new_file_contents": "x\n"}, "a missing tab_name", None,
+              VSCODE),
+             ("close_diff", {"tab_name": 5}, "a tab_name that is not a string", None, VSCODE),
+             ("get_selection", {"ide_check_extra": 1}, "an argument the tool does not list", "ide_check_extra",
+              RECOMMENDED))
+    for name, arguments, what, named, rule in cases:
         reply, answer = await ctx.call("tools/call", {"name": name, "arguments": arguments})
         text = _is_error_result(answer)
         if text is None:
             raise Fail("%s of %s must be a tool result with isError: true (%s)"
                        % (what, name, "a JSON-RPC error" if "error" in answer else "it was accepted"),
-                       reply.evidence())
+                       reply.evidence(), rule)
         if named is not None and named not in text:
-            raise Fail("the isError result for %s must name it (%s)" % (what, named), reply.evidence())
+            raise Fail("the isError result for %s must name it (%s)" % (what, named), reply.evidence(), rule)
     if os.path.exists(path):
-        raise Fail("the IDE wrote %s for an open_diff it refused" % path)
+        raise Fail("the IDE wrote %s for an open_diff it refused" % path, rule=CLI)
     return None
 
 
 @check("diff.session_end", "§4", "open_diff rejection \"its session ends\": DELETE answers a waiting open_diff "
-                                 "REJECTED/client_disconnected")
+                                 "REJECTED/client_disconnected", rule=RECOMMENDED)
 async def check_diff_session_end(ctx: CheckContext) -> Optional[str]:
     sid = await ctx.new_session()
     path, tab = _scratch_diff(ctx)

@@ -65,14 +65,17 @@ def _handshake_line(hs: dx.Handshake) -> Optional[str]:
 
 
 def _discover_note(hs: dx.Handshake) -> str:
-    """How the server answered server/discover. An error answer is what the CLI expects
-    from an IDE (it then falls back to initialize, PROTOCOL.md §3): said so, so that a
-    healthy report does not read like a failure."""
+    """How the server answered server/discover. Declining it is what the CLI expects
+    from an IDE: it then falls back to initialize (PROTOCOL.md §3). A healthy report
+    says so in words, without the answer's error code and message, which read like a
+    failure (the JSON report keeps no more either: the step's time is what matters)."""
     answer = hs.discover_answer
     if not answer:
         return ""
     if answer.startswith("JSON-RPC error") or answer in ("HTTP 400", "HTTP 404"):
-        return " (not supported, as expected: %s; the CLI then uses initialize)" % answer
+        return " (declined, as the CLI expects: it goes on with initialize)"
+    if answer.startswith("HTTP "):
+        return " (declined with %s: the CLI goes on with initialize)" % answer
     return " (%s)" % answer
 
 
