@@ -284,7 +284,9 @@ def test_initialize_versions_and_409(tmp_path) -> None:
             second = cli_for(server, client_session_id="shared-id")
             reply = await second.send_request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}})
             assert reply.status == 409
-            assert "error" in reply.message
+            # The CLI recognises VS Code's words and, connecting by itself, then shows no
+            # "Failed to connect to IDE" (PROTOCOL.md §2's errors table).
+            assert "A connection for this session already exists" in reply.message["error"]["message"]
             # A second GET stream for the same session: 409 too.
             second.session_id = first.session_id
             reply, _ = await second.exchange("GET")

@@ -344,11 +344,13 @@ class McpApp:
         if self.reuse_client_session_id and client_sid:
             # VS Code reuses the CLI's own session id (PROTOCOL.md §3). A live session
             # with that id (its GET stream open) is a conflict; a stale one is taken over.
+            # The conflict's words are VS Code's: the CLI looks for them, and when it
+            # connects by itself it then stays quiet (PROTOCOL.md §2, the errors table).
             old = self.sessions.get(client_sid)
             if old is not None:
                 if old.stream is not None:
-                    return _json_error(409, jsonrpc.INVALID_REQUEST, "Conflict: session %s is active" % client_sid,
-                                       msg.id)
+                    return _json_error(409, jsonrpc.INVALID_REQUEST,
+                                       "Conflict: A connection for this session already exists", msg.id)
                 self.end_session(old, "replaced")
             session_id = client_sid
         if session_id is None:
