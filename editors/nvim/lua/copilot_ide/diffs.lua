@@ -47,9 +47,7 @@ local function real(path)
   return uv.fs_realpath(path) or vim.fn.fnamemodify(path, ":p")
 end
 
-local function message(msg, level)
-  vim.notify(text.one_line(msg), level or vim.log.levels.INFO)
-end
+local message = require("copilot_ide.messages").say
 
 -- The syntax to colour a proposal of `path` with, or nil: by the path's name where this
 -- Neovim can match one without a buffer (0.8+), else the 'filetype' of a buffer that
@@ -202,6 +200,15 @@ local function build(view)
     buffer = proposal,
     callback = function(args)
       write_cmd(view, args)
+    end,
+  })
+  -- A part of it (:1,2w FILE) or an append (:w >> FILE) is no answer, and no write.
+  api.nvim_create_autocmd({ "FileWriteCmd", "FileAppendCmd" }, {
+    group = group,
+    buffer = proposal,
+    callback = function()
+      message("copilot_ide: a proposal is never written to a file: :w in its window accepts it, :q rejects it",
+        vim.log.levels.ERROR)
     end,
   })
   api.nvim_create_autocmd("BufWipeout", {

@@ -41,9 +41,7 @@ local S = {
   errors_seen = {}, -- the bridge's error texts already shown
 }
 
-local function notify(msg, level)
-  vim.notify(text.one_line(msg), level or vim.log.levels.INFO)
-end
+local notify = require("copilot_ide.messages").say
 
 local function err(msg)
   notify("copilot_ide: " .. msg, vim.log.levels.ERROR)
@@ -178,7 +176,7 @@ end
 
 function handlers.stopped(msg, _, bridge)
   if bridge.announce_stop then
-    notify("Copilot IDE: stopped (lock file removed)" .. (bridge.announce_stop ~= true and bridge.announce_stop or ""))
+    notify("Copilot IDE: stopped (lock file removed" .. (bridge.announce_stop ~= true and bridge.announce_stop or "") .. ")")
   end
 end
 
