@@ -23,13 +23,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 REPO = os.path.dirname(TESTS)
 PLUGIN = os.path.join(REPO, "editors", "nvim")
-for _path in (TESTS, os.path.join(TESTS, "interop"), os.path.join(TESTS, "vim"), HERE):
+for _path in (TESTS, os.path.join(TESTS, "interop"), os.path.join(TESTS, "vim"), os.path.join(TESTS, "emacs"), HERE):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
 from tmux_driver import EditorInTmux  # noqa: E402
 from nvim_rpc import Nvim, NvimError  # noqa: E402,F401
 from vim_harness import StreamClient, locks, read_lock, wait_until  # noqa: E402,F401
+from emacs_harness import pid_gone  # noqa: E402
 
 WAIT = 30.0
 NEWER_VERSION = "0.11.4"
@@ -72,17 +73,7 @@ def binary(name: str) -> Any:
 
 def pid_alive(pid: int) -> bool:
     """Whether `pid` runs (a zombie counts as gone; reaped when it is our child)."""
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+    return not pid_gone(pid)
 
 
 def children(pid: int) -> List[int]:
