@@ -72,7 +72,12 @@ def test_cli_connects_and_reads_the_visual_selection_and_a_diagnostic(ide, works
     nvim.lua("vim.diagnostic.set(vim.api.nvim_create_namespace('t'), vim.fn.bufnr('hello.py'), "
              "{{lnum = 1, col = 11, end_col = 12, severity = vim.diagnostic.severity.ERROR, "
              "message = \"undefined name 'x' — 😀\", source = 'pyflakes'}})")
-    time.sleep(1.0)   # the plugin's 100 ms and the bridge's 200 ms debounce
+    # Handed over (the plugin's 100 ms, then the bridge): seen by a client of our own.
+    watcher = N.StreamClient(lock_path)
+    try:
+        H.wait_until(lambda: watcher.tool_json("get_diagnostics"), message="the diagnostic at the bridge")
+    finally:
+        watcher.close()
     fake_model.script(Turn.tool("ide-get_selection"), Turn.tool("ide-get_diagnostics"),
                       Turn.say("Selection and diagnostics read."))
     tui.prompt("What did I select?")

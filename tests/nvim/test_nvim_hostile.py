@@ -183,3 +183,27 @@ def test_a_bridge_that_writes_garbage_or_malformed_diffs(nvims: Any, tmp_path: A
     wait_until(lambda: [m for m in lines() if m.get("type") == "diff_answer" and m["diff"] == 3] or None,
                what="the large diff's answer")
     assert [m["accept"] for m in lines() if m.get("type") == "diff_answer" and m["diff"] == 3] == [True]
+
+
+def test_a_line_that_is_not_utf8_keeps_its_columns(nvims: Any, workspace: str) -> None:
+    """A file read with ++bad=keep holds bytes that are not UTF-8, which the bridge (a
+    strict decoder) would refuse: each goes as "?", one byte for one, so the columns
+    after it stay right and no line is refused."""
+    with open(os.path.join(workspace, "bad.txt"), "wb") as f:
+        f.write(b"caf\xe9 x\xff\xfe y\n")
+    nvim = nvims().start(files=[], after=["edit ++enc=utf-8 ++bad=keep bad.txt"])
+    client = StreamClient(nvim.wait_lock())
+    try:
+        nvim.wait_ready()
+        nvim.keys("g", "g", "0", "f", "x")
+        p = client.wait_selection(lambda p: p["selection"]["start"]["character"] == 5)
+        assert p["filePath"] == os.path.join(workspace, "bad.txt")
+        nvim.keys("v", "f", "y")                      # across the two bad bytes
+        p = client.wait_selection(lambda p: p["text"] != "")
+        assert p["text"] == "x?? y"
+        assert (p["selection"]["start"]["character"], p["selection"]["end"]["character"]) == (5, 10)
+        nvim.keys("Escape")
+        N.settle(0.3)
+        assert "refused" not in nvim.messages()
+    finally:
+        client.close()
