@@ -150,8 +150,10 @@ class NvimSession(EditorInTmux):
 
     def wait_ready(self, timeout: float = WAIT) -> Dict[str, Any]:
         """The bridge's ready message, once Neovim has read it."""
-        return wait_until(lambda: self.lua("return require('copilot_ide').state().ready"), timeout,
-                          "the bridge ready")
+        # (Neovim answers on its socket before its --cmd arguments have put the plugin
+        # on 'runtimepath': until then the module is not found.)
+        return wait_until(lambda: self.lua("local ok, m = pcall(require, 'copilot_ide');"
+                                           " return ok and m.state().ready or nil"), timeout, "the bridge ready")
 
     def bridge_pid(self) -> Optional[int]:
         return self.lua("return require('copilot_ide').state().pid")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from typing import Any, List, Tuple
 
 
@@ -132,9 +133,20 @@ class Nvim:
     """Requests to one Neovim, one at a time (a test's thread only)."""
 
     def __init__(self, address: str, timeout: float = 30.0) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(address)
+        # The socket's file appears a moment before Neovim listens on it: connect until
+        # it accepts (or `timeout`).
+        deadline = time.monotonic() + timeout
+        while True:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            try:
+                self.sock.connect(address)
+                break
+            except OSError:
+                self.sock.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
         self.buffer = b""
         self.next_id = 0
 
