@@ -47,6 +47,7 @@ def test_a_diff_opens_in_a_tab_and_accept_lets_the_cli_write(nvim: NvimSession, 
     path = os.path.join(workspace, "hello.txt")
     before = read(path)
     pending = open_and_wait(nvim, client, path, NEW, tab())
+    wait_until(lambda: "Copilot proposes an edit of hello.txt" in nvim.messages(), what="the message")
     state = nvim.lua(LAYOUT)
     assert state["tabs"] == 2 and state["current"]        # a new tab, the proposal's window current
     left, right = state["bufs"]
@@ -56,7 +57,6 @@ def test_a_diff_opens_in_a_tab_and_accept_lets_the_cli_write(nvim: NvimSession, 
     assert not right["modifiable"] and not left["modifiable"]
     assert not right["modeline"] and not left["modeline"]
     assert right["name"].endswith(tab())
-    assert "Copilot proposes an edit of hello.txt" in nvim.messages()
     assert not pending.done()
     nvim.ex("CopilotIdeAccept")
     answer = pending.result(WAIT)
@@ -167,3 +167,19 @@ def test_stop_answers_pending_diffs_and_closes_their_tabs(nvim: NvimSession, cli
     wait_until(lambda: tabs(nvim) == [""], what="the diff tabs closed")
     nvim.wait_screen(r"stopped \(lock file removed; 3 pending diffs rejected\)")
     wait_until(lambda: not os.listdir(os.path.join(copilot_home, "ide")), what="the lock gone")
+
+
+def test_many_diffs_closed_at_once_never_wait_for_enter(nvim: NvimSession, client: StreamClient,
+                                                        workspace: str) -> None:
+    path = os.path.join(workspace, "hello.txt")
+    pending = [open_and_wait(nvim, client, path, NEW, tab("t%d" % n)) for n in range(6)]
+    for n in range(6):  # closed by the CLI all at once: six messages in one moment
+        client.start(client.cli.call_tool("close_diff", {"tab_name": tab("t%d" % n)}))
+    for p in pending:
+        p.result(WAIT)
+    wait_until(lambda: nvim.messages().count("(closed_via_tool)") == 6, what="six messages, each kept")
+    wait_until(lambda: tabs(nvim) == [""], what="the diff tabs closed")
+    N.settle(0.5)
+    assert "Press ENTER" not in nvim.screen()
+    nvim.keys("j")                                  # the next key is the user's
+    wait_until(lambda: nvim.eval("line('.')") == 2, what="the cursor moved")

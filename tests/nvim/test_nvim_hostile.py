@@ -19,7 +19,10 @@ FAKE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_bridge")
 
 def no_traceback(nvim: NvimSession, expected: str = "") -> str:
     """Neovim's messages, once they hold `expected`: never a stack trace."""
-    messages = wait_until(lambda: expected in nvim.messages() and nvim.messages(), what="the message " + expected)
+    try:
+        messages = wait_until(lambda: expected in nvim.messages() and nvim.messages(), what="the message " + expected)
+    except AssertionError:
+        raise AssertionError("messages %r; screen:\n%s" % (nvim.messages(), nvim.screen()))
     assert "stack traceback" not in messages and "E5108" not in messages and ".lua:" not in messages, messages
     return messages
 
@@ -174,10 +177,10 @@ def test_a_bridge_that_writes_garbage_or_malformed_diffs(nvims: Any, tmp_path: A
     wait_until(lambda: len([m for m in lines() if m.get("type") == "diff_answer"]) == 2, what="both answered")
     answers = [m for m in lines() if m.get("type") == "diff_answer"]
     assert sorted((m["diff"], m["accept"]) for m in answers) == [(1, False), (2, False)]
-    # One line for the burst (two would stop Neovim at "Press ENTER"), cut to the width.
-    messages = no_traceback(nvim)
-    assert "copilot_ide: the bridge wrote not a JSON object: this is not JSON | " in messages
-    assert "rejected diff 1 (it cannot be shown: its" in messages
+    messages = no_traceback(nvim, 'rejected t2 (it cannot be shown: its "original" is not a string)')
+    assert "copilot_ide: the bridge wrote a line that is not a message: this is not JSON" in messages
+    assert "copilot_ide: the bridge wrote a line that is not a message: [1, 2, 3]" in messages
+    assert 'rejected diff 1 (it cannot be shown: its "tab" is not a string)' in messages
     assert nvim.eval("line('$')") == 200000
     nvim.ex("w")                                    # accepted by :w in the proposal
     wait_until(lambda: [m for m in lines() if m.get("type") == "diff_answer" and m["diff"] == 3] or None,

@@ -78,8 +78,8 @@ function Job:_line(line)
     return
   end
   local ok, msg = pcall(vim.json.decode, line)
-  if not ok or type(msg) ~= "table" then
-    self.opts.on_garbage("not a JSON object: " .. line:sub(1, 80))
+  if not ok or type(msg) ~= "table" or type(msg.type) ~= "string" then
+    self.opts.on_garbage("a line that is not a message: " .. line:sub(1, 80))
     return
   end
   self.opts.on_message(msg, self)

@@ -1,38 +1,37 @@
--- The plugin's messages: one line each, and the messages of one moment (a burst of the
--- bridge's output, a command) joined into one line, shown a moment later. Two lines at
--- once would leave Neovim at "Press ENTER", taking the user's next key.
+-- The plugin's messages: one line each (cut to the screen's width), shown one at a time,
+-- at most one every TICK ms, each kept in :messages. Two lines echoed in one moment (a
+-- burst of the bridge's output: six diffs closed at once) would leave Neovim at "Press
+-- ENTER", taking the user's next key; one at a time, each replaces the last on the
+-- screen and none is lost from the history.
 local text = require("copilot_ide.text")
 local uv = vim.uv or vim.loop
 
 local M = {}
 
-local JOIN_MS = 30
+local TICK = 40 -- ms
 local HIGHLIGHT = { [vim.log.levels.ERROR] = "ErrorMsg", [vim.log.levels.WARN] = "WarningMsg" }
 
-local held = {}
-local level = vim.log.levels.INFO
+local queue = {}
 local timer
 
-local show = vim.schedule_wrap(function()
-  local lines = held
-  held = {}
-  local hl = HIGHLIGHT[level]
-  level = vim.log.levels.INFO
-  if #lines > 0 then
-    pcall(vim.api.nvim_echo, { { text.one_line(table.concat(lines, " | ")), hl } }, true, {})
+local function show_one()
+  local item = table.remove(queue, 1)
+  if item then
+    pcall(vim.api.nvim_echo, { { text.one_line(item[1]), HIGHLIGHT[item[2]] } }, true, {})
   end
-end)
+  if #queue == 0 and timer then
+    timer:stop()
+  end
+end
 
--- Say `msg` (at `lvl`, a vim.log.levels value: the gravest of a line colours it).
-function M.say(msg, lvl)
-  lvl = lvl or vim.log.levels.INFO
-  held[#held + 1] = msg
-  if lvl > level then
-    level = lvl
-  end
+local show_later = vim.schedule_wrap(show_one)
+
+-- Say `msg` (at `level`, a vim.log.levels value: it picks the highlight).
+function M.say(msg, level)
+  queue[#queue + 1] = { msg, level or vim.log.levels.INFO }
   timer = timer or uv.new_timer()
   if not timer:is_active() then
-    timer:start(JOIN_MS, 0, show)
+    timer:start(0, TICK, show_later)
   end
 end
 
