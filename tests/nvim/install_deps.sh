@@ -70,6 +70,14 @@ newer() {
   return 3
 }
 
+# One install at a time per checkout: the suite's pytest processes may all find Neovim
+# missing at once (the second then finds it installed).
+mkdir -p .nvim
+if command -v flock >/dev/null 2>&1; then
+  exec 9>.nvim/.install.lock
+  flock -w 900 9 || { echo "another install of Neovim did not end within 900 s"; exit 3; }
+fi
+
 case "$what" in
   debian) debian ;;
   newer) newer ;;
