@@ -210,3 +210,30 @@ def test_a_line_that_is_not_utf8_keeps_its_columns(nvims: Any, workspace: str) -
         assert "refused" not in nvim.messages()
     finally:
         client.close()
+
+
+def test_a_bridge_that_cannot_serve_says_why_and_ends(nvims: Any, tmp_path: Any) -> None:
+    """$COPILOT_HOME is a file: no lock folder can be made there. The bridge refuses the
+    hello; the plugin says why, once, and ends the bridge."""
+    home = str(tmp_path / "a-file")
+    with open(home, "w"):
+        pass
+    nvim = nvims().start(before=["let $COPILOT_HOME = '%s'" % home])
+    messages = no_traceback(nvim, "copilot_ide: cannot start: hello: cannot start the server")
+    assert messages.count("copilot_ide:") == 1, messages
+    def bridges() -> List[str]:
+        found = []
+        for pid in N.children(nvim.pid):
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"bridge" in argv and N.pid_alive(pid):
+                found.append("%d %r" % (pid, argv))
+        return found
+    try:
+        wait_until(lambda: not bridges(), what="the bridge's exit")
+    except AssertionError:
+        raise AssertionError("left: %s" % bridges())
+    assert nvim.lua("return require('copilot_ide').running()") is False

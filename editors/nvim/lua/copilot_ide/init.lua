@@ -161,6 +161,11 @@ function handlers.error(msg, replied)
   if replied then
     return
   end
+  if msg.line == 1 then -- the hello: the bridge could not serve (no lock folder...)
+    err("cannot start: " .. tostring(msg.message))
+    M.stop()
+    return
+  end
   local what = tostring(msg.message)
   if not S.errors_seen[what] then -- once each: a message sent at every move would repeat it
     S.errors_seen[what] = true
