@@ -163,6 +163,48 @@ bench-emacs:
 emacs-deps:
 	bash tests/emacs/install_deps.sh
 
+.PHONY: nvim-plugin nvim-install nvim-deps bench-nvim distclean-nvim
+
+# The Neovim plugin (Lua, on `copilot-ide bridge`), ready to copy into a package folder:
+# editors/nvim with the library copied beside it (python/ide_protocol) and its help tags.
+NVIM ?= nvim
+NVIM_PLUGIN_DIR ?= build/nvim-plugin/copilot_ide
+nvim-plugin:
+	rm -rf $(NVIM_PLUGIN_DIR)
+	mkdir -p $(NVIM_PLUGIN_DIR)/python
+	cp -R editors/nvim/plugin editors/nvim/lua editors/nvim/doc $(NVIM_PLUGIN_DIR)/
+	cp -R ide_protocol $(NVIM_PLUGIN_DIR)/python/ide_protocol
+	find $(NVIM_PLUGIN_DIR) -name __pycache__ -prune -exec rm -rf {} +
+	rm -f $(NVIM_PLUGIN_DIR)/doc/tags
+	$(NVIM) --headless -u NONE -i NONE -c 'helptags $(NVIM_PLUGIN_DIR)/doc' -c 'qa!' 2>/dev/null \
+	  || echo "no nvim: run :helptags ALL in Neovim"
+	@echo "built $(NVIM_PLUGIN_DIR); install it with: make nvim-install"
+
+# The built plugin into Neovim's package folder, $$XDG_DATA_HOME (default ~/.local/share)
+# /nvim/site/pack/copilot/start/copilot_ide; an earlier install there is replaced,
+# nothing else is touched.
+NVIM_PACK ?= $(or $(XDG_DATA_HOME),$(HOME)/.local/share)/nvim/site/pack/copilot/start
+nvim-install: nvim-plugin
+	mkdir -p "$(NVIM_PACK)"
+	rm -rf "$(NVIM_PACK)/copilot_ide"
+	cp -R $(NVIM_PLUGIN_DIR) "$(NVIM_PACK)/copilot_ide"
+	@echo "installed $(NVIM_PACK)/copilot_ide: start nvim in a project, then copilot in a terminal there"
+
+# What the plugin's tests need: Debian's neovim (0.7.2) and tmux, and a newer Neovim
+# (0.11.4, pinned) in .nvim/; tests/nvim runs the same script and skips, with the
+# reason, what cannot be installed.
+nvim-deps:
+	bash tests/nvim/install_deps.sh
+
+# What the plugin adds to Neovim's start-up and to a cursor move (tools/bench_nvim.py).
+bench-nvim:
+	$(PYTHON) tools/bench_nvim.py $(BENCH_ARGS)
+
+# distclean also removes the newer Neovim that nvim-deps installed.
+distclean: distclean-nvim
+distclean-nvim:
+	rm -rf .nvim
+
 # What the relay's SSH test needs (Debian's openssh-server), installed when missing;
 # tests/test_relay_ssh.py runs the same script and skips, with the reason, where it
 # cannot install. Nothing is started: the test runs its own sshd on 127.0.0.1.

