@@ -329,8 +329,8 @@ def _pick(report: Report, env: Mapping[str, str], scanned: List[LockReport]) -> 
         picked.add("not-trusted", "the CLI will ask whether to trust %s at start-up (it connects anyway; the "
                    "folder's MCP servers and hooks wait for the answer)" % report.folder,
                    "answer the prompt (option 2 remembers the folder), or let the IDE say the folder is trusted "
-                   "(isTrusted: true in its lock): `%s --trusted`, the setting g:copilot_ide_trusted in Vim, "
-                   "copilot-ide-trusted in Emacs" % program_name("serve"))
+                   "(isTrusted: true in its lock): `%s --trusted`, the setting g:copilot_ide_trusted in Vim and "
+                   "Neovim, copilot-ide-trusted in Emacs" % program_name("serve"))
 
 
 def diagnose(folder: str, env: Optional[Mapping[str, str]] = None, home: Optional[str] = None,
