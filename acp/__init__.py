@@ -16,8 +16,8 @@ if TYPE_CHECKING:  # what `__getattr__` gives, for a type checker (nothing is im
     from .errors import (AcpError, AgentConnectError, AgentExited, AgentNotAcp, AgentStartError, JsonRpcError,
                          LineTooLong, NotAdvertised, RequestTimeout, SessionBusy)
     from .fs import FileSystem
-    from .permissions import (PermissionRequest, TerminalAsker, TerminalConsentAsker, allow_always, allow_once,
-                              reject)
+    from .askers import TerminalAsker, TerminalConsentAsker
+    from .permissions import PermissionRequest, allow_always, allow_once, reject
     from .session import PromptResult, Session, Turn
     from .terminal import TerminalRequest, Terminals
 
@@ -32,8 +32,8 @@ _LAZY = {
     "DEFAULT_AGENT": "endpoints",
     "parse_address": "endpoints",
     "PermissionRequest": "permissions",
-    "TerminalAsker": "permissions",
-    "TerminalConsentAsker": "permissions",
+    "TerminalAsker": "askers",
+    "TerminalConsentAsker": "askers",
     "allow_once": "permissions",
     "allow_always": "permissions",
     "reject": "permissions",

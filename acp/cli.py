@@ -35,10 +35,10 @@ from typing import Any, Dict, List, Optional, Set
 from . import __version__, render
 from .client import Client, default_agent
 from .endpoints import parse_address, split_command
+from .askers import TerminalAsker, TerminalConsentAsker
 from .console import Console, ReadlineConsole, write_stderr
 from .errors import AcpError, AgentExited, AgentNotAcp, AgentStartError, NotAdvertised, RequestTimeout
 from ._core import jsonrpc, safe_text
-from .permissions import TerminalAsker, TerminalConsentAsker
 from .session import FINAL_TOOL_STATUSES, Session, Turn, text_of
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130

@@ -49,14 +49,20 @@ def _terminal_policy(spec: Union[bool, str, TerminalPolicy, None]) -> TerminalPo
     if spec is False or spec is None or spec == "reject":
         return refuse_terminals
     if spec == "ask":
-        from .console import Console, write_stderr  # late: only interactive use needs it
-        from .permissions import TerminalConsentAsker
+        from .askers import consent_on_stdin  # late: only interactive use needs a console
 
-        console = Console.for_stdin()
-        return TerminalConsentAsker(console.readline, write_stderr, questions=console.questions)
+        return consent_on_stdin()
     if callable(spec):
         return spec
     raise ValueError("unknown terminal policy %r (True, False, 'allow', 'reject', 'ask' or a callable)" % (spec,))
+
+
+def _permission_policy(spec: _permissions.PolicySpec) -> _permissions.PermissionCallback:
+    if spec == "ask":
+        from .askers import on_stdin  # late: only interactive use needs a console
+
+        return on_stdin()
+    return _permissions.resolve_policy(spec)
 
 
 def default_agent() -> str:
@@ -110,7 +116,7 @@ class Client:
         self.max_line = max_line
         self.on_stderr = on_stderr
         self.new_process_group = new_process_group
-        self.permission_policy = _permissions.resolve_policy(permission)
+        self.permission_policy = _permission_policy(permission)
         self.fs_roots = list(fs_roots) if fs_roots is not None else None
         self.connection: Optional[AgentConnection] = None
         self.sessions: Dict[str, Session] = {}

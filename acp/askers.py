@@ -1,0 +1,124 @@
+"""The two questions the command line asks a person on the terminal: may the agent
+use this tool call (`session/request_permission`, ACP.md §5), and may it run this
+command (`terminal/create`). Each is a policy callable (see `permissions` and
+`terminal`): it shows the question through `render`, reads the answer from a console
+(`console`), and turns the typed words into a decision. Kept apart from the policies
+themselves, which need no terminal.
+"""
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, Dict, Optional, Tuple
+
+from . import render
+from .console import Console, OneQuestionAtATime, write_stderr
+from .permissions import REFUSALS, Decision, PermissionRequest, reject
+
+
+def on_stdin() -> "TerminalAsker":
+    """The `"ask"` permission policy: questions on stderr, answers from this process's
+    stdin (its one console, shared with every other asker of it)."""
+    console = Console.for_stdin()
+    return TerminalAsker(console.readline, write_stderr, questions=console.questions)
+
+
+def consent_on_stdin() -> "TerminalConsentAsker":
+    """The `"ask"` terminal policy, on this process's stdin as `on_stdin`."""
+    console = Console.for_stdin()
+    return TerminalConsentAsker(console.readline, write_stderr, questions=console.questions)
+
+
+class TerminalAsker:
+    """Asks a person: the question goes to `write`, the answer comes from `readline`
+    (an async function returning a line, or None at end of input).
+
+    Answers: a choice's number or the label shown for it (`allow once`, `allow always`,
+    `reject`), or `y`/`yes` (allow once), `a`/`always`, `n`/`no` (reject). Never the
+    agent's own option ids or names, which are not shown and which the agent chose (an
+    allow option named "n" would turn a refusal into consent); an answer that fits more
+    than one choice is asked again. An empty line or end of input rejects, so a script
+    piping too few answers never approves by accident. Askers sharing one console share
+    its `questions` (one question and its answer at a time).
+    """
+
+    def __init__(self, readline: Callable[[], Awaitable[Optional[str]]],
+                 write: Callable[[str], None], attempts: int = 3,
+                 questions: Optional[OneQuestionAtATime] = None) -> None:
+        self.readline = readline
+        self.write = write
+        self.attempts = attempts
+        self.questions = questions or OneQuestionAtATime()
+
+    async def __call__(self, request: PermissionRequest) -> Decision:
+        async with self.questions:
+            self.write(render.permission_question(request))
+            for _ in range(self.attempts):
+                self.write(render.permission_choices(request))
+                line = await self.readline()
+                if line is None:
+                    self.write("\n(no answer: denied)\n")
+                    return reject(request)
+                choice = parse_answer(line, request)
+                if choice is not _INVALID:
+                    return choice  # type: ignore[return-value]
+                self.write("Please answer with one of the numbers shown.\n")
+            return reject(request)
+
+
+_INVALID = object()
+
+
+class TerminalConsentAsker:
+    """Asks a person whether a `terminal/create` may run (ACP.md §5): the command, its
+    folder and the variables the agent sets shown escaped, then allow once, allow for
+    this session, or refuse. An empty line, end of input or an unknown answer refuses.
+    `questions` as for `TerminalAsker`."""
+
+    def __init__(self, readline: Callable[[], Awaitable[Optional[str]]],
+                 write: Callable[[str], None], questions: Optional[OneQuestionAtATime] = None) -> None:
+        self.readline = readline
+        self.write = write
+        self.questions = questions or OneQuestionAtATime()
+
+    async def __call__(self, request: Any) -> Optional[str]:
+        async with self.questions:
+            self.write(render.terminal_question(request))
+            line = await self.readline()
+            answer = (line or "").strip().lower()
+            if answer in ("1", "y", "yes", "once"):
+                return "once"
+            if answer in ("2", "s", "session", "a", "always"):
+                return "session"
+            self.write("(refused)\n")
+            return None
+
+
+#: The documented words and the kinds of option each chooses (strictly: `y` never
+#: grants `allow_always`). A refusal with no reject option offered is `cancelled`.
+_WORDS: Dict[str, Tuple[str, ...]] = {
+    "y": ("allow_once",), "yes": ("allow_once",), "allow": ("allow_once",), "once": ("allow_once",),
+    "a": ("allow_always",), "always": ("allow_always",),
+    "n": REFUSALS, "no": REFUSALS, "deny": REFUSALS, "reject": REFUSALS,
+}
+
+
+def parse_answer(line: str, request: PermissionRequest) -> Any:
+    """Map a typed answer to an option id (None: cancelled); `_INVALID` to ask again.
+    Only what the person was shown counts (a number, a label) and the documented words;
+    an answer that fits two different choices is asked again."""
+    answer = line.strip().lower()
+    if not answer:
+        return reject(request)
+    if answer.isdigit():
+        index = int(answer) - 1
+        if 0 <= index < len(request.options):
+            return request.options[index]["optionId"]
+        return _INVALID
+    fits = {option["optionId"] for option in request.options if render.choice_label(option).lower() == answer}
+    kinds = _WORDS.get(answer)
+    if kinds is not None:
+        decision = request.option_of_kind(*kinds)
+        if decision is not None or kinds is REFUSALS:
+            fits.add(decision)  # type: ignore[arg-type]
+    if len(fits) == 1:
+        return fits.pop()
+    return _INVALID
