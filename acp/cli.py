@@ -37,6 +37,7 @@ from .client import Client, default_agent
 from .endpoints import parse_address, split_command
 from .askers import TerminalAsker, TerminalConsentAsker
 from .console import Console, ReadlineConsole, write_stderr
+from .fs import absolute_anywhere, session_folder
 from .errors import AcpError, AgentExited, AgentNotAcp, AgentStartError, NotAdvertised, RequestTimeout
 from ._core import jsonrpc, safe_text
 from .session import FINAL_TOOL_STATUSES, Session, Turn, text_of
@@ -75,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="connect to an agent listening on TCP (`copilot --acp --port PORT`; "
                              "HOST defaults to 127.0.0.1) instead of starting one")
     parser.add_argument("--folder", "--cwd", dest="cwd", metavar="FOLDER",
-                        help="the session's folder (default: the current one)")
+                        help="the session's folder (default: the current one); with --connect, "
+                             "a folder of the agent's machine is sent as given")
     answer = parser.add_mutually_exclusive_group()
     answer.add_argument("--yes", "-y", action="store_true",
                         help="allow every permission request once, and the agent's terminal commands")
@@ -174,7 +176,7 @@ class App:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.cwd = os.path.abspath(args.cwd or os.getcwd())
+        self.cwd = session_folder(args.cwd or os.getcwd())  # as given when not here (--connect, ACP.md §8)
         self.session: Optional[Session] = None
         # A chat on a terminal reads through readline (Tab completes slash commands);
         # everything else, permission answers included, through the same one console.
@@ -333,11 +335,13 @@ class App:
         it is shown briefly unless --quiet. Without --cwd the session's own folder is
         used, as `session/list` reports it."""
         cwd = self.cwd
+        # Over TCP the folder is the agent's, maybe on another machine (ACP.md §8).
+        elsewhere = self.client.address is not None
         if not self.args.cwd and self.client.can_list_sessions:
             try:
                 for entry in await self.client.list_sessions():
                     if isinstance(entry, dict) and entry.get("sessionId") == session_id \
-                            and isinstance(entry.get("cwd"), str) and os.path.isdir(entry["cwd"]):
+                            and isinstance(entry.get("cwd"), str) and (elsewhere or os.path.isdir(entry["cwd"])):
                         cwd = entry["cwd"]
             except jsonrpc.JsonRpcError:
                 pass  # no session/list: the current folder it is
@@ -477,7 +481,13 @@ def usage_problem(args: argparse.Namespace) -> Optional[str]:
                 if args.agent is not None or command.strip():
                     return "%s is empty: give the agent's command line" % named
     if args.cwd and not os.path.isdir(args.cwd):
-        return "--folder %s is not a folder" % args.cwd
+        # An agent over TCP may run on another machine or OS: its folder is sent as
+        # given (ACP.md §8), as long as it can be absolute somewhere.
+        if args.connect is None:
+            return "--folder %s is not a folder" % args.cwd
+        if not absolute_anywhere(args.cwd):
+            return ("--folder %s is not a folder here; for an agent on another machine, give its "
+                    "folder as an absolute path there" % args.cwd)
     if args.list_sessions and args.prompt:
         return "--list-sessions takes no prompt"
     if args.quiet and not args.resume:

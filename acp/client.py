@@ -23,7 +23,7 @@ from .connection import (DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, USE_D
                          Timeout)
 from .endpoints import DEFAULT_AGENT, Argv, parse_address
 from .errors import AcpError, NotAdvertised
-from .fs import FileSystem, fixed_roots
+from .fs import FileSystem, fixed_roots, session_folder
 from .session import PromptInput, Session, Turn, Update
 from .terminal import TerminalPolicy, Terminals, allow_terminals, refuse_terminals
 
@@ -266,8 +266,10 @@ class Client:
     async def new_session(self, cwd: Optional[str] = None,
                           mcp_servers: Optional[List[Dict[str, Any]]] = None) -> Session:
         """ACP.md §3.2. Updates the agent sent for this session before its answer
-        (`available_commands_update` usually) are applied before this returns (§2)."""
-        cwd = os.path.abspath(cwd or self.cwd or os.getcwd())
+        (`available_commands_update` usually) are applied before this returns (§2).
+        `cwd` is made absolute when it is a folder here, else sent as given: it may be
+        a folder of an agent on another machine or OS (§8)."""
+        cwd = session_folder(cwd or self.cwd or os.getcwd())
         result = await self.request("session/new", {"cwd": cwd, "mcpServers": list(mcp_servers or [])})
         session_id = result.get("sessionId") if isinstance(result, dict) else None
         if not isinstance(session_id, str):
@@ -284,7 +286,7 @@ class Client:
         if self.agent_capabilities.get("loadSession") is not True:
             raise NotAdvertised("the agent does not advertise loadSession: it cannot resume a session "
                                 "(ACP.md §3.5)")
-        cwd = os.path.abspath(cwd or self.cwd or os.getcwd())
+        cwd = session_folder(cwd or self.cwd or os.getcwd())
         session = Session(self, session_id, cwd)
         previous = self.sessions.get(session_id)
         self._register(session)
@@ -312,7 +314,7 @@ class Client:
                                 "its sessions (ACP.md §3.5)")
         params: Dict[str, Any] = {}
         if cwd is not None:
-            params["cwd"] = os.path.abspath(cwd)
+            params["cwd"] = session_folder(cwd)
         if cursor is not None:
             params["cursor"] = cursor
         result = await self.request("session/list", params)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ntpath
 import os
+import posixpath
 import stat
 from typing import Any, Callable, List, Optional, Sequence, Union
 
@@ -23,6 +25,29 @@ RESOURCE_NOT_FOUND = -32002  # ACP's code for a missing resource (the capture us
 ACCESS_DENIED_CODE = jsonrpc.INVALID_PARAMS
 
 RootsFor = Callable[[Optional[str]], List[str]]
+
+
+def session_folder(folder: str) -> str:
+    """A session's folder as it is sent to the agent: absolute when it is a folder on
+    this machine; otherwise exactly as given. An agent reached over TCP may run on
+    another machine or OS (ACP.md §8), where the folder is the agent's to judge: a
+    folder that does not exist here (`C:\\ws` for a Windows agent) is not refused here,
+    nor made absolute against our current folder."""
+    return os.path.abspath(folder) if os.path.isdir(folder) else folder
+
+
+def absolute_anywhere(path: str) -> bool:
+    """Absolute on POSIX (`/srv/ws`) or on Windows (`C:\\ws`, `\\\\server\\share`): a
+    path that can name a folder on an agent's machine, whatever its system."""
+    return posixpath.isabs(path) or (bool(ntpath.splitdrive(path)[0]) and ntpath.isabs(path))
+
+
+def not_here(what: str, path: str) -> jsonrpc.JsonRpcError:
+    """The refusal when a session's folder is not on this machine (an agent elsewhere,
+    ACP.md §8): its files and commands are the agent's, none of them can be served here."""
+    return jsonrpc.JsonRpcError(RESOURCE_NOT_FOUND, "Not on this machine: %s %s is the agent's, not a folder "
+                                "here; an agent on another machine reads, writes and runs there itself"
+                                % (what, path), {"path": path})
 
 
 def is_within(path: str, root: str) -> bool:
@@ -56,15 +81,18 @@ class FileSystem:
         path = params["path"]
         if not isinstance(path, str) or not path:
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: path must be a string")
+        roots = [root for root in self.roots_for(params.get("sessionId")) if root]
+        if roots and not any(os.path.isdir(root) for root in roots):
+            raise not_here("the session's folder", roots[0])  # (an agent elsewhere, ACP.md §8)
         if not os.path.isabs(path):
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: path must be absolute: %s" % path)
         # Resolved once: what is checked is what is opened (a second resolution could
         # follow a link swapped in meanwhile out of the root).
         try:
             real = os.path.realpath(path)
-            for root in self.roots_for(params.get("sessionId")):
-                real_root = os.path.realpath(root) if root else ""
-                if real_root and _contains(os.path.normcase(real_root), os.path.normcase(real)):
+            for root in roots:
+                real_root = os.path.realpath(root)
+                if _contains(os.path.normcase(real_root), os.path.normcase(real)):
                     return _Target(real_root, real)
         except OSError as exc:  # a link removed while it was resolved (realpath can raise then)
             raise _os_error(exc, path) from None

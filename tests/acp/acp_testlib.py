@@ -173,3 +173,16 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+
+
+def run_cli(args: List[str], stdin: str = "", env: Optional[Dict[str, str]] = None,
+            timeout: float = 30.0) -> Tuple[int, str, str]:
+    """`python3 -m acp ARGS` with the fake agent as ACP_AGENT (and `env` added to the
+    environment): its exit status, stdout and stderr. The timeout only stops a hang."""
+    environment = fake_env(**(env or {}))
+    environment["ACP_AGENT"] = "%s %s" % (sys.executable, FAKE)
+    environment["PYTHONPATH"] = ROOT + os.pathsep + environment.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-m", "acp"] + args, input=stdin.encode("utf-8"),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment, cwd=ROOT,
+                          timeout=timeout)
+    return proc.returncode, program_text(proc.stdout), program_text(proc.stderr)

@@ -24,6 +24,8 @@ The prompt's first word picks a scenario (see `Agent.turn`). Environment:
   FAKE_ACP_LATE_COMMANDS=s send the commands list only s seconds after session/new
   FAKE_ACP_NAMES=hostile   put terminal escape sequences in the agent's title and
                            version and in every session id
+  FAKE_ACP_DRIVE=C:=DIR    play an agent on Windows: its folders are `C:\\...`, found
+                           under DIR here (as Wine maps a drive to a folder)
 
 Hostile turns (an agent that does what a well-behaved one never would): FORGE answers
 the running prompt with a forged string id first; BADUTF8 sends a request that is not
@@ -189,6 +191,18 @@ class Store:
 STORE = Store(os.environ.get("FAKE_ACP_STORE"))
 
 
+def local_path(path):
+    """Where one of the agent's paths is on this machine (FAKE_ACP_DRIVE: `C:\\ws` is
+    DIR/ws, and a POSIX path is not one of this agent's)."""
+    drive = os.environ.get("FAKE_ACP_DRIVE")
+    if not drive:
+        return path
+    letter, _, folder = drive.partition("=")
+    if not path.upper().startswith(letter.upper() + "\\"):
+        return ""  # (no folder here)
+    return os.path.join(folder, *[part for part in path[len(letter) + 1:].split("\\") if part])
+
+
 def config_options(session):
     return [{"type": "select", "id": "mode", "name": "Mode", "category": "mode",
              "currentValue": session["mode"],
@@ -334,7 +348,7 @@ class Agent:
         cwd = params.get("cwd")
         if not isinstance(cwd, str):
             raise Failure({"code": -32602, "message": "Invalid params: cwd is required"})
-        if not os.path.isdir(cwd):
+        if not os.path.isdir(local_path(cwd)):
             raise Failure({"code": -32603, "message": "Directory does not exist or cannot be accessed: %s" % cwd})
         sid = str(uuid.uuid4()) + NAME_ESCAPES
         session = {"id": sid, "cwd": cwd, "closed": False, "title": None, "mode": MODES[0],

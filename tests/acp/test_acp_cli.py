@@ -259,7 +259,7 @@ def test_chat_from_a_regular_file_with_a_permission_answer_in_between(tmp_path):
         assert "line two (edited)" in handle.read()
 
 
-@pytest.mark.stdio_only  # refused before any agent is reached
+@pytest.mark.stdio_only  # refused before any agent is reached (over TCP it is the agent's: test_acp_elsewhere.py)
 def test_bad_cwd_is_a_usage_error(tmp_path):
     proc = cli(["--cwd", str(tmp_path / "missing"), "hi"])
     assert proc.returncode == 2 and "is not a folder" in err(proc)
