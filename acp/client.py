@@ -19,8 +19,8 @@ from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
 
 from ._core import __version__, jsonrpc, ndjson, rpc
 from . import permissions as _permissions
-from .connection import (DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, USE_DEFAULT, AgentConnection,
-                         Timeout)
+from .connection import (DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, MAX_UNSENT, USE_DEFAULT,
+                         AgentConnection, Timeout)
 from .endpoints import DEFAULT_AGENT, Argv, parse_address
 from .errors import AcpError, NotAdvertised
 from .fs import FileSystem, fixed_roots, session_folder
@@ -38,6 +38,10 @@ MAX_EARLY_UPDATES = 1000
 REQUEST_METHODS = frozenset({"session/request_permission", "fs/read_text_file", "fs/write_text_file",
                              "terminal/create", "terminal/output", "terminal/wait_for_exit",
                              "terminal/kill", "terminal/release"})
+
+#: The notification by which either side gives up on a request (ACP's cancellation):
+#: sent when we give up on one, honoured (the handler cancelled, `-32800`) when received.
+CANCEL_REQUEST = "$/cancel_request"
 
 Handler = Callable[[Any, Any], Any]
 UpdateListener = Callable[[str, Update], None]
@@ -102,7 +106,7 @@ class Client:
                  prompt_timeout: Optional[float] = None, client_info: Optional[Dict[str, Any]] = None,
                  max_line: int = ndjson.DEFAULT_MAX_LINE,
                  on_stderr: Optional[Callable[[str], None]] = None,
-                 new_process_group: bool = True) -> None:
+                 new_process_group: bool = True, max_unsent: int = MAX_UNSENT) -> None:
         self.agent = agent if agent is not None else default_agent()
         self.streams = streams
         # Checked here, so a bad address fails where it was given (ValueError).
@@ -116,6 +120,7 @@ class Client:
         self.max_line = max_line
         self.on_stderr = on_stderr
         self.new_process_group = new_process_group
+        self.max_unsent = max_unsent
         self.permission_policy = _permission_policy(permission)
         self.fs_roots = list(fs_roots) if fs_roots is not None else None
         self.connection: Optional[AgentConnection] = None
@@ -129,7 +134,7 @@ class Client:
         self.dispatcher.add("session/update", self._on_update)
         self.dispatcher.add("session/request_permission", self._on_permission)
         roots = fixed_roots(self.fs_roots) if self.fs_roots is not None else self._session_roots
-        self.files = FileSystem(roots)
+        self.files = FileSystem(roots, room_for=self._room_for)
         if fs:
             self.dispatcher.add("fs/read_text_file", self.files.read_text_file)
             self.dispatcher.add("fs/write_text_file", self.files.write_text_file)
@@ -154,7 +159,8 @@ class Client:
         options: Dict[str, Any] = dict(dispatcher=self.dispatcher, context=self,
                                        request_timeout=self.request_timeout,
                                        max_line=self.max_line, on_stderr=self.on_stderr,
-                                       requests_only=REQUEST_METHODS)
+                                       requests_only=REQUEST_METHODS, cancel_method=CANCEL_REQUEST,
+                                       max_unsent=self.max_unsent)
         if self.streams is not None:
             reader, writer = self.streams
             self.connection = AgentConnection.from_streams(reader, writer, **options)
@@ -376,6 +382,9 @@ class Client:
                 listener(session_id, update)
             except Exception:
                 log.exception("update listener failed")
+
+    def _room_for(self, size: int) -> bool:
+        return self.connection is None or self.connection.room_for(size)
 
     def _session_roots(self, session_id: Optional[str]) -> List[str]:
         session = self.sessions.get(session_id) if session_id else None

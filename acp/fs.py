@@ -17,10 +17,13 @@ import posixpath
 import stat
 from typing import Any, Callable, List, Optional, Sequence, Union
 
-from ._core import jsonrpc
+from ._core import jsonrpc, rpc
 from .os_strings import check_os_string
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # what one read or write may move (the line limit's size)
+#: Reads of files larger than this run one at a time, so that a flood of them (an agent
+#: asking for the same large file twenty times) holds one file in memory, not twenty.
+LARGE_READ = 1024 * 1024
 RESOURCE_NOT_FOUND = -32002  # ACP's code for a missing resource (the capture uses it)
 ACCESS_DENIED_CODE = jsonrpc.INVALID_PARAMS
 
@@ -70,12 +73,18 @@ class FileSystem:
     (the client passes one returning the session's cwd, or a fixed list)."""
 
     def __init__(self, roots_for: RootsFor, read: bool = True, write: bool = True,
-                 max_read_bytes: int = MAX_FILE_BYTES, max_write_bytes: int = MAX_FILE_BYTES) -> None:
+                 max_read_bytes: int = MAX_FILE_BYTES, max_write_bytes: int = MAX_FILE_BYTES,
+                 room_for: Optional[Callable[[int], bool]] = None) -> None:
+        """`room_for(size)` says whether an answer of about `size` bytes can be sent
+        now (the connection's rule, ACP.md §1): a file whose answer could not be is
+        not read at all."""
         self.roots_for = roots_for
         self.read = read
         self.write = write
         self.max_read_bytes = max_read_bytes
         self.max_write_bytes = max_write_bytes
+        self.room_for = room_for
+        self._large_reads: Optional[asyncio.Lock] = None  # made in the loop that reads
 
     def _check(self, params: dict) -> "_Target":
         path = params["path"]
@@ -112,8 +121,14 @@ class FileSystem:
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: line starts at 1")
         if limit is not None and limit < 0:
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: limit must be >= 0")
-        data = await _off_loop(_read_regular, target, p["path"], self.max_read_bytes)
-        text = data.decode("utf-8", "replace")
+        size = await _off_loop(_size_of_regular, target, p["path"])
+        if size <= LARGE_READ:
+            text = await self._read(target, p["path"], size)
+        else:
+            if self._large_reads is None:
+                self._large_reads = asyncio.Lock()
+            async with self._large_reads:
+                text = await self._read(target, p["path"], size)
         if line is not None or limit is not None:
             # Split on "\n" only and keep the terminators, so the slice is byte-faithful.
             parts = text.split("\n")
@@ -122,6 +137,12 @@ class FileSystem:
             end = start + limit if limit is not None else None
             text = "".join(pieces[start:end])
         return {"content": text}
+
+    async def _read(self, target: "_Target", shown: str, size: int) -> str:
+        if self.room_for is not None and not self.room_for(size):
+            raise jsonrpc.JsonRpcError(jsonrpc.INTERNAL_ERROR, rpc.NO_ROOM_MESSAGE, {"path": shown})
+        text: str = await _off_loop(_read_regular, target, shown, self.max_read_bytes)
+        return text
 
     async def write_text_file(self, params: object, _context: object = None) -> None:
         """`{sessionId, path, content}` → null (ACP.md §5). Creates the file and missing
@@ -219,7 +240,20 @@ def _refuse_unless_regular(fd_or_path: Union[int, str], shown: str) -> None:
         raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Not a regular file: %s" % shown, {"path": shown})
 
 
-def _read_regular(target: _Target, shown: str, limit: int) -> bytes:
+def _size_of_regular(target: _Target, shown: str) -> int:
+    """The file's size now (it may change before it is read; the read has its own limit)."""
+    try:
+        info = os.stat(target.real)
+    except OSError as exc:
+        raise _os_error(exc, shown) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Not a regular file: %s" % shown, {"path": shown})
+    return info.st_size
+
+
+def _read_regular(target: _Target, shown: str, limit: int) -> str:
+    """The file's text (undecodable bytes replaced), decoded here in the worker thread
+    so that its bytes are gone before the answer is built."""
     _refuse_unless_regular(target.real, shown)  # where O_NONBLOCK is missing (Windows) it is all we have
     try:
         fd = _open(target, shown, os.O_RDONLY | _NONBLOCK | _BINARY)
@@ -238,7 +272,7 @@ def _read_regular(target: _Target, shown: str, limit: int) -> bytes:
     if len(data) > limit:
         raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "File too large: over %d bytes: %s" % (limit, shown),
                                    {"path": shown})
-    return data
+    return data.decode("utf-8", "replace")
 
 
 def _write_regular(target: _Target, shown: str, data: bytes) -> None:

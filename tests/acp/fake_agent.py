@@ -24,6 +24,7 @@ The prompt's first word picks a scenario (see `Agent.turn`). Environment:
   FAKE_ACP_LATE_COMMANDS=s send the commands list only s seconds after session/new
   FAKE_ACP_NAMES=hostile   put terminal escape sequences in the agent's title and
                            version and in every session id
+  FAKE_ACP_HANG=m1,m2      never answer these methods
   FAKE_ACP_DRIVE=C:=DIR    play an agent on Windows: its folders are `C:\\...`, found
                            under DIR here (as Wine maps a drive to a folder)
 
@@ -32,9 +33,9 @@ the running prompt with a forged string id first; BADUTF8 sends a request that i
 UTF-8 and reports the client's answer; ERRDATA fails the prompt with an error whose
 `data` holds the reason (and control characters, and bulk); BIGANSWER answers the
 prompt with one over-long line; IDLESS sends a permission request without an id; DEAF
-answers, then reads nothing more; SAYJSON "json string" sends that text as the message
-(an `Error:` with escape sequences, say), STDERR "json string" writes it as a line on
-stderr.
+answers, then reads nothing more; FLOOD sends fs reads (and junk lines) and stops
+reading; SAYJSON "json string" sends that text as the message (an `Error:` with escape
+sequences, say), STDERR "json string" writes it as a line on stderr.
 
 How it runs: plain threads, no event loop (this is a test double; a Python that starts
 an agent some 200 times per suite run pays for `import asyncio` each time). Each request
@@ -63,6 +64,7 @@ OPTIONS = [{"optionId": "allow_once", "kind": "allow_once", "name": "Allow once"
            {"optionId": "allow_always", "kind": "allow_always", "name": "Always allow"},
            {"optionId": "reject_once", "kind": "reject_once", "name": "Deny"}]
 LOG = os.environ.get("FAKE_ACP_LOG")
+HANG = set(filter(None, os.environ.get("FAKE_ACP_HANG", "").split(",")))
 #: FAKE_ACP_NAMES=hostile: what the names the client shows carry (a new window title,
 #: a cleared screen).
 NAME_ESCAPES = "\x1b]0;PWNED\x07\x1b[2J" if os.environ.get("FAKE_ACP_NAMES") == "hostile" else ""
@@ -293,6 +295,8 @@ class Agent:
 
     def answer(self, msg):
         method, params = msg["method"], msg.get("params") or {}
+        if method in HANG:
+            return  # never answered (FAKE_ACP_HANG)
         handler = getattr(self, "do_" + method.replace("/", "_"), None)
         if handler is None:
             self.send({"jsonrpc": "2.0", "id": msg["id"], "error": {
@@ -683,6 +687,25 @@ class Agent:
         self.deaf = True
         return {"stopReason": "end_turn"}
 
+    def turn_flood(self, session, rest):
+        """`FLOOD n path [junk]`: n fs/read_text_file requests for `path` sent at once, no
+        answer awaited, then read nothing more (as DEAF); `junk` more lines that are not
+        JSON follow (each asks the client for a -32700 answer it cannot deliver). The
+        turn still ends, and reports that it could write all of it."""
+        words = rest.split()
+        count, path = int(words[0]), words[1]
+        junk = int(words[2]) if len(words) > 2 else 0
+        for _ in range(count):
+            msg_id = self.next_id
+            self.next_id += 1
+            self.send({"jsonrpc": "2.0", "id": msg_id, "method": "fs/read_text_file",
+                       "params": {"sessionId": session["id"], "path": path}})
+        self.deaf = True
+        for n in range(junk):
+            self.write_line(b"junk line %d, not JSON\n" % n)
+        self.chunk(session["id"], "FLOODED %d %d" % (count, junk))
+        return {"stopReason": "end_turn"}
+
     def stay_deaf(self):
         while getattr(self, "deaf", False):
             time.sleep(3600)
@@ -728,6 +751,34 @@ class Agent:
         self.chunk(sid, "still fine")
         return {"stopReason": "end_turn", "usage": self.usage(session)}
 
+    def request_then_cancel(self, method, params, after=0.3, name=None):
+        """Send a request, give up on it after `after` seconds (`$/cancel_request`, as
+        an agent cancelling a turn does) and return the answer that then comes.
+        `name(id)` is the requestId the cancel names (the request's own id by default)."""
+        msg_id = self.next_id
+        self.next_id += 1
+        reply = self.waiting[msg_id] = Reply()
+        self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        pause(after)
+        self.send({"jsonrpc": "2.0", "method": "$/cancel_request",
+                   "params": {"requestId": name(msg_id) if name else msg_id}})
+        return reply.wait(10.0) or {"no": "answer"}
+
+    def turn_cancelreq(self, session, rest, name=None):
+        """`CANCELREQ method {params}`: a request given up on after 0.3 s; report its answer."""
+        method, _, params = rest.partition(" ")
+        params = json.loads(params) if params.strip() else {}
+        params.setdefault("sessionId", session["id"])
+        response = self.request_then_cancel(method, params, name=name)
+        response.pop("jsonrpc", None)
+        self.chunk(session["id"], "RAW-RESULT " + json.dumps(response))
+        return {"stopReason": "end_turn"}
+
+    def turn_cancelwrong(self, session, rest):
+        """`CANCELWRONG method {params}`: as CANCELREQ, but the cancel names the id as a
+        string (`"3"` for request 3), which is not the request's id."""
+        return self.turn_cancelreq(session, rest, name=str)
+
     def turn_raw(self, session, rest):
         """`RAW method {params}`: send any request to the client, report its answer."""
         method, _, params = rest.partition(" ")
@@ -756,6 +807,10 @@ class Agent:
                     if step[6:] in ((answer.get("result") or {}).get("output") or ""):
                         break
                     pause(0.05)
+                continue
+            if step == "cancelwait":  # a wait for exit given up on after 0.3 s
+                results.append(self.request_then_cancel("terminal/wait_for_exit",
+                                                        {"sessionId": session["id"], "terminalId": term}))
                 continue
             method = {"output": "terminal/output", "wait": "terminal/wait_for_exit",
                       "kill": "terminal/kill", "release": "terminal/release"}[step]
