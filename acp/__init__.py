@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # what `__getattr__` gives, for a type checker (nothing is im
     from .connection import USE_DEFAULT, AgentConnection
     from .endpoints import DEFAULT_AGENT, parse_address
     from .errors import (AcpError, AgentConnectError, AgentExited, AgentNotAcp, AgentStartError, JsonRpcError,
-                         LineTooLong, NotAdvertised, RequestTimeout, SessionBusy)
+                         LineTooLong, NotAdvertised, ProtocolVersionError, RequestTimeout, SessionBusy)
     from .fs import FileSystem
     from .askers import TerminalAsker, TerminalConsentAsker
     from .permissions import PermissionRequest, allow_always, allow_once, reject
@@ -49,6 +49,7 @@ _LAZY = {
     "RequestTimeout": "errors",
     "SessionBusy": "errors",
     "NotAdvertised": "errors",
+    "ProtocolVersionError": "errors",
     "LineTooLong": "errors",
     "JsonRpcError": "errors",
 }

@@ -13,10 +13,11 @@ lines starting with `/` are sent as prompts (the agent's slash commands, ACP.md 
 `/commands` lists the advertised ones, `/quit` leaves. `--resume` continues an earlier
 session (`session/load`, ACP.md §3.5), `--list-sessions` lists them.
 
-Exit status: 0; 1 for an `Error:` answer (ACP.md §6), a failed start, an agent that
-does not speak ACP, a refused or lost connection, a dead agent or a line over the
-limit; 130 after Ctrl-C (the first cancels the turn, a second quits); 2 for bad usage,
-or `--resume`/`--list-sessions` with an agent that does not advertise them.
+Exit status (`EXIT_STATUS_HELP`, ACP.md §9): 0 for a turn that ended (`end_turn`); 1
+for an `Error:` answer (ACP.md §6), a failed start, an agent that does not speak ACP, a
+refused or lost connection, a dead agent or a line over the limit; 2 for bad usage;
+3, 4 and 5 for the stop reasons refusal, max_tokens and max_turn_requests; 130 for a
+cancelled turn (Ctrl-C: the first cancels the turn, a second quits).
 
 Terminal commands the agent asks to run (`terminal/create`) need consent: `--yes` or
 `--allow once|always`, or a person's answer on the terminal; otherwise they are refused.
@@ -30,7 +31,7 @@ import logging
 import os
 import signal
 import sys
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from . import __version__, render
 from .client import Client, default_agent
@@ -38,11 +39,33 @@ from .endpoints import parse_address, split_command
 from .askers import TerminalAsker, TerminalConsentAsker
 from .console import Console, ReadlineConsole, write_stderr
 from .fs import absolute_anywhere, session_folder
-from .errors import AcpError, AgentExited, AgentNotAcp, AgentStartError, NotAdvertised, RequestTimeout
+from .errors import (AcpError, AgentExited, AgentNotAcp, AgentStartError, NotAdvertised, ProtocolVersionError,
+                     RequestTimeout)
 from ._core import jsonrpc, safe_text
 from .session import FINAL_TOOL_STATUSES, Session, Turn, text_of
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: How a turn ended, as the exit status (ACP.md §9): 0 only when the agent ended it on
+#: its own (`end_turn`); each other stop reason has a code of its own, so that a script
+#: can tell them from success and from one another. A cancelled turn is 130, as after
+#: Ctrl-C; an `Error:` answer (ACP.md §6) is 1 whatever the stop reason.
+EXIT_REFUSAL, EXIT_MAX_TOKENS, EXIT_MAX_TURN_REQUESTS = 3, 4, 5
+STOP_REASONS = {  # stop reason: (exit status, what is said on stderr)
+    "end_turn": (EXIT_OK, ""),
+    "refusal": (EXIT_REFUSAL, "the agent refused to continue"),
+    "max_tokens": (EXIT_MAX_TOKENS, "the model reached its token limit"),
+    "max_turn_requests": (EXIT_MAX_TURN_REQUESTS, "the turn reached its limit of model requests"),
+    "cancelled": (EXIT_INTERRUPTED, "turn cancelled"),
+}
+EXIT_STATUS_HELP = """exit status:
+  0    the turn ended (stop reason end_turn), or nothing to do
+  1    an error: an `Error:` answer, a failed start, a lost connection, a dead agent,
+       an unknown stop reason, a protocol version other than 1
+  2    a usage error (a bad option, or one the agent does not offer)
+  %d    the agent refused to continue (stop reason refusal)
+  %d    the model reached its token limit (stop reason max_tokens)
+  %d    the turn reached its limit of model requests (stop reason max_turn_requests)
+  130  cancelled (Ctrl-C, or stop reason cancelled)""" % (EXIT_REFUSAL, EXIT_MAX_TOKENS, EXIT_MAX_TURN_REQUESTS)
 # An agent on TCP (ACP.md §8) is already running, so it answers `initialize` at once;
 # waiting the full --timeout for a listener that accepted but never speaks (a half-open
 # socket, or not an ACP agent) would only hide the problem.
@@ -67,7 +90,7 @@ def program_name(argv0: Optional[str] = None) -> str:
 def build_parser() -> argparse.ArgumentParser:
     prog = program_name()
     parser = argparse.ArgumentParser(
-        prog=prog,
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXIT_STATUS_HELP,
         description="Drive an Agent Client Protocol agent (default: `copilot --acp --stdio`).")
     parser.add_argument("--version", action="version", version="%s %s" % (prog, __version__))
     parser.add_argument("--agent", metavar="CMD",
@@ -283,6 +306,8 @@ class App:
             return fail("the agent failed to start: %s" % exc)
         except AgentExited as exc:
             return fail(str(exc) if over_tcp else "the agent failed to start: %s" % exc)
+        except ProtocolVersionError as exc:
+            return fail(str(exc))  # before session/new: nothing more is asked of it
         except (jsonrpc.JsonRpcError, AcpError) as exc:
             return fail("the agent failed to start: %s" % render.error_text(exc))
         if self.args.list_sessions:
@@ -413,22 +438,21 @@ class App:
             return fail("the prompt failed: %s" % render.error_text(exc))
         finally:
             self.current = None
+        status, note = turn_status(result.stop_reason, result.error)
         if self.args.json:
-            # The last line carries what a script needs to resume: sessionId, stopReason.
+            # The last line carries what a script needs: sessionId, stopReason, exitCode.
             print(json.dumps({"sessionId": session.session_id,
                               "result": {"sessionId": session.session_id,
                                          "stopReason": result.stop_reason, "usage": result.usage,
-                                         "error": result.error}}, ensure_ascii=False), flush=True)
+                                         "error": result.error, "exitCode": status}},
+                             ensure_ascii=False), flush=True)
             if result.error is not None:
                 write_stderr(safe_text(result.error) + "\n")  # the agent's text (ACP.md §6): escaped
         else:
             output.end_turn(turn)
-        if result.error is not None:
-            return EXIT_ERROR
-        if result.stop_reason == "cancelled" and self.interrupts:
-            write_stderr("(turn cancelled)\n")
-            return EXIT_INTERRUPTED
-        return EXIT_OK
+        if note:
+            write_stderr("(%s)\n" % note)
+        return status
 
     def show_commands(self, session: Session) -> None:
         """`/commands`: the latest `available_commands_update` (a full replacement list,
@@ -451,6 +475,19 @@ class App:
         if self.replaying:
             record["replayed"] = True
         print(json.dumps(record, ensure_ascii=False), flush=True)
+
+
+def turn_status(stop_reason: Optional[str], error: Optional[str]) -> Tuple[int, str]:
+    """The exit status of a turn and the note said on stderr (ACP.md §9): an `Error:`
+    answer is 1 whatever the stop reason (ACP.md §6: errors come as `end_turn`); a
+    stop reason the agent should not send is 1 too, never taken for success."""
+    if error is not None:
+        return EXIT_ERROR, ""
+    known = STOP_REASONS.get(stop_reason or "")
+    if known is None:
+        return EXIT_ERROR, "the agent ended the turn with an unknown stop reason: %s" % safe_text(
+            repr(stop_reason), multiline=False)
+    return known
 
 
 def fail(message: str, status: int = EXIT_ERROR) -> int:

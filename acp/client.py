@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import logging
 import os
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Union
@@ -22,7 +23,7 @@ from . import permissions as _permissions
 from .connection import (DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, MAX_UNSENT, USE_DEFAULT,
                          AgentConnection, Timeout)
 from .endpoints import DEFAULT_AGENT, Argv, parse_address
-from .errors import AcpError, NotAdvertised
+from .errors import AcpError, NotAdvertised, ProtocolVersionError
 from .fs import FileSystem, fixed_roots, session_folder
 from .session import PromptInput, Session, Turn, Update
 from .terminal import TerminalPolicy, Terminals, allow_terminals, refuse_terminals
@@ -30,6 +31,7 @@ from .terminal import TerminalPolicy, Terminals, allow_terminals, refuse_termina
 log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
+SUPPORTED_VERSIONS = frozenset({PROTOCOL_VERSION})  # what an `initialize` answer may name
 CLIENT_INFO = {"name": "acp-python", "title": "ACP client (Python)", "version": __version__}
 MAX_EARLY_SESSIONS = 32  # session ids whose updates we hold before their session exists
 MAX_EARLY_UPDATES = 1000
@@ -237,12 +239,20 @@ class Client:
     async def initialize(self, protocol_version: int = PROTOCOL_VERSION,
                          client_capabilities: Optional[Dict[str, Any]] = None,
                          timeout: Timeout = USE_DEFAULT) -> Dict[str, Any]:
-        """ACP.md §3.1. Returns the answer; also kept in `initialize_result`."""
+        """ACP.md §3.1. Returns the answer; also kept in `initialize_result`. Raises
+        `ProtocolVersionError` when the agent answers a protocol version this client
+        does not speak (only 1 exists), or none: what follows would be undefined."""
         result = await self.request("initialize", {
             "protocolVersion": protocol_version,
             "clientCapabilities": client_capabilities if client_capabilities is not None else self.capabilities(),
             "clientInfo": self.client_info}, timeout=timeout)
         self.initialize_result = result if isinstance(result, dict) else {}
+        version = self.initialize_result.get("protocolVersion")
+        if type(version) is not int or version not in SUPPORTED_VERSIONS:
+            raise ProtocolVersionError(
+                "the agent speaks ACP protocol version %s; this client speaks version %s (ACP.md §3.1)"
+                % (version if type(version) is int else "(none given: %s)" % json.dumps(version)[:40],
+                   ", ".join(str(v) for v in sorted(SUPPORTED_VERSIONS))), version)
         return self.initialize_result
 
     @property

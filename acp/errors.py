@@ -108,5 +108,15 @@ class NotAdvertised(AcpError):
     `sessionCapabilities.list`): nothing was sent."""
 
 
+class ProtocolVersionError(AcpError):
+    """The agent answered `initialize` with a protocol version this client does not
+    speak (ACP's version negotiation: the client should then close the connection and
+    say so). `version` is what the agent answered (None when it named none)."""
+
+    def __init__(self, message: str, version: object) -> None:
+        self.version = version
+        super().__init__(message)
+
+
 class SessionBusy(AcpError):
     """Raised only by `Session.prompt(..., queue=False)` when a turn is running."""

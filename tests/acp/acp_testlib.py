@@ -178,8 +178,13 @@ def pid_alive(pid: int) -> bool:
 def run_cli(args: List[str], stdin: str = "", env: Optional[Dict[str, str]] = None,
             timeout: float = 30.0) -> Tuple[int, str, str]:
     """`python3 -m acp ARGS` with the fake agent as ACP_AGENT (and `env` added to the
-    environment): its exit status, stdout and stderr. The timeout only stops a hang."""
+    environment): its exit status, stdout and stderr. Over TCP (the running test's
+    transport, unless ARGS name --connect), a fake agent listening with that
+    environment, and `--connect` to it. The timeout only stops a hang."""
     environment = fake_env(**(env or {}))
+    if TRANSPORT == "tcp" and "--connect" not in args:
+        _, port = start_tcp_agent(environment)
+        args = ["--connect", str(port)] + args
     environment["ACP_AGENT"] = "%s %s" % (sys.executable, FAKE)
     environment["PYTHONPATH"] = ROOT + os.pathsep + environment.get("PYTHONPATH", "")
     proc = subprocess.run([sys.executable, "-m", "acp"] + args, input=stdin.encode("utf-8"),

@@ -25,6 +25,7 @@ The prompt's first word picks a scenario (see `Agent.turn`). Environment:
   FAKE_ACP_NAMES=hostile   put terminal escape sequences in the agent's title and
                            version and in every session id
   FAKE_ACP_HANG=m1,m2      never answer these methods
+  FAKE_ACP_VERSION=json    answer initialize with this protocolVersion ("none": none)
   FAKE_ACP_DRIVE=C:=DIR    play an agent on Windows: its folders are `C:\\...`, found
                            under DIR here (as Wine maps a drive to a folder)
 
@@ -332,7 +333,7 @@ class Agent:
         if os.environ.get("FAKE_ACP_CAPS") == "bare":
             return {"protocolVersion": 1, "agentCapabilities": {},
                     "agentInfo": {"name": "fake-bare", "version": "0.0.1"}, "authMethods": []}
-        return {"protocolVersion": 1,
+        answer = {"protocolVersion": 1,
                 "agentCapabilities": {"loadSession": True,
                                       "mcpCapabilities": {"http": True, "sse": True},
                                       "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
@@ -342,6 +343,13 @@ class Agent:
                 "authMethods": [{"id": "fake-login", "name": "Log in"}],
                 "_echo": {"clientCapabilities": params.get("clientCapabilities"),
                           "clientInfo": params.get("clientInfo")}}
+        version = os.environ.get("FAKE_ACP_VERSION")
+        if version is not None:  # another protocol version, or ("none") none at all
+            if version == "none":
+                del answer["protocolVersion"]
+            else:
+                answer["protocolVersion"] = json.loads(version)
+        return answer
 
     def do_authenticate(self, params):
         if params.get("methodId") != "fake-login":
@@ -571,6 +579,12 @@ class Agent:
                           "status": "in_progress"})
         pause(60)
         return {"stopReason": "end_turn"}
+
+    def turn_stop(self, session, rest):
+        """`STOP reason`: a little text, then the turn ends with that stop reason
+        (`-` : none at all)."""
+        self.chunk(session["id"], "stopping")
+        return {} if rest == "-" else {"stopReason": rest}
 
     def turn_plan(self, session, rest):
         sid = session["id"]
