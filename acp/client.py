@@ -16,7 +16,7 @@ import collections
 import json
 import logging
 import os
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._core import __version__, jsonrpc, ndjson, rpc
 from . import permissions as _permissions
@@ -35,6 +35,7 @@ SUPPORTED_VERSIONS = frozenset({PROTOCOL_VERSION})  # what an `initialize` answe
 CLIENT_INFO = {"name": "acp-python", "title": "ACP client (Python)", "version": __version__}
 MAX_EARLY_SESSIONS = 32  # session ids whose updates we hold before their session exists
 MAX_EARLY_UPDATES = 1000
+MAX_SESSION_PAGES = 10000  # pages of session/list followed at most
 #: What the agent may ask of the client only as requests (ACP.md §2, §5): sent without an
 #: id, such a message is dropped, never handled inside the reading (its handler may wait).
 REQUEST_METHODS = frozenset({"session/request_permission", "fs/read_text_file", "fs/write_text_file",
@@ -265,11 +266,21 @@ class Client:
         value = self.initialize_result.get("agentInfo")
         return value if isinstance(value, dict) else {}
 
+    def session_capability(self, name: str) -> bool:
+        """The agent advertised `sessionCapabilities.<name>` (`list`, `resume`,
+        `delete`, `close`, `additionalDirectories`): present and not null."""
+        advertised = self.agent_capabilities.get("sessionCapabilities")
+        return isinstance(advertised, dict) and advertised.get(name) not in (None, False)
+
     @property
     def can_list_sessions(self) -> bool:
         """The agent advertised `session/list` (`sessionCapabilities.list`)."""
-        listed = self.agent_capabilities.get("sessionCapabilities")
-        return isinstance(listed, dict) and listed.get("list") not in (None, False)
+        return self.session_capability("list")
+
+    @property
+    def can_load_sessions(self) -> bool:
+        """The agent advertised `session/load` (`loadSession`, ACP.md §3.5)."""
+        return self.agent_capabilities.get("loadSession") is True
 
     @property
     def auth_methods(self) -> List[Dict[str, Any]]:
@@ -279,36 +290,63 @@ class Client:
     async def authenticate(self, method_id: str) -> Any:
         return await self.request("authenticate", {"methodId": method_id})
 
-    async def new_session(self, cwd: Optional[str] = None,
-                          mcp_servers: Optional[List[Dict[str, Any]]] = None) -> Session:
+    def _session_params(self, cwd: Optional[str], mcp_servers: Optional[List[Dict[str, Any]]],
+                        additional_directories: Optional[Sequence[str]]) -> Dict[str, Any]:
+        """What `session/new`, `session/load` and `session/resume` carry: the folder
+        (made absolute when it is one here, else sent as given: it may be a folder of
+        an agent on another machine or OS, ACP.md §8), the MCP servers, and the
+        additional folders, only when there are some and the agent advertised them."""
+        params: Dict[str, Any] = {"cwd": session_folder(cwd or self.cwd or os.getcwd()),
+                                  "mcpServers": list(mcp_servers or [])}
+        if additional_directories:
+            if not self.session_capability("additionalDirectories"):
+                raise NotAdvertised("the agent does not advertise sessionCapabilities.additionalDirectories: "
+                                    "a session has its one folder (ACP.md §3.2)")
+            params["additionalDirectories"] = [session_folder(folder) for folder in additional_directories]
+        return params
+
+    async def new_session(self, cwd: Optional[str] = None, mcp_servers: Optional[List[Dict[str, Any]]] = None,
+                          additional_directories: Optional[Sequence[str]] = None) -> Session:
         """ACP.md §3.2. Updates the agent sent for this session before its answer
-        (`available_commands_update` usually) are applied before this returns (§2).
-        `cwd` is made absolute when it is a folder here, else sent as given: it may be
-        a folder of an agent on another machine or OS (§8)."""
-        cwd = session_folder(cwd or self.cwd or os.getcwd())
-        result = await self.request("session/new", {"cwd": cwd, "mcpServers": list(mcp_servers or [])})
+        (`available_commands_update` usually) are applied before this returns (§2)."""
+        params = self._session_params(cwd, mcp_servers, additional_directories)
+        result = await self.request("session/new", params)
         session_id = result.get("sessionId") if isinstance(result, dict) else None
         if not isinstance(session_id, str):
             raise AcpError("session/new answered without a sessionId: %r" % (result,))
-        session = Session(self, session_id, cwd)
+        session = Session(self, session_id, params["cwd"], params.get("additionalDirectories", ()))
         session.apply_response(result)
         self._register(session)
         return session
 
     async def load_session(self, session_id: str, cwd: Optional[str] = None,
-                           mcp_servers: Optional[List[Dict[str, Any]]] = None) -> Session:
+                           mcp_servers: Optional[List[Dict[str, Any]]] = None,
+                           additional_directories: Optional[Sequence[str]] = None) -> Session:
         """ACP.md §3.5: the history is replayed as updates before the answer; they land
         in the returned session (`history`, `tool_calls`)."""
-        if self.agent_capabilities.get("loadSession") is not True:
+        if not self.can_load_sessions:
             raise NotAdvertised("the agent does not advertise loadSession: it cannot resume a session "
                                 "(ACP.md §3.5)")
-        cwd = session_folder(cwd or self.cwd or os.getcwd())
-        session = Session(self, session_id, cwd)
+        return await self._reopen("session/load", session_id, cwd, mcp_servers, additional_directories)
+
+    async def resume_session(self, session_id: str, cwd: Optional[str] = None,
+                             mcp_servers: Optional[List[Dict[str, Any]]] = None,
+                             additional_directories: Optional[Sequence[str]] = None) -> Session:
+        """`session/resume` (ACP.md §3.5): the session goes on without its history being
+        replayed. Only when the agent advertises `sessionCapabilities.resume`."""
+        if not self.session_capability("resume"):
+            raise NotAdvertised("the agent does not advertise sessionCapabilities.resume (ACP.md §3.5)")
+        return await self._reopen("session/resume", session_id, cwd, mcp_servers, additional_directories)
+
+    async def _reopen(self, method: str, session_id: str, cwd: Optional[str],
+                      mcp_servers: Optional[List[Dict[str, Any]]],
+                      additional_directories: Optional[Sequence[str]]) -> Session:
+        params = dict(self._session_params(cwd, mcp_servers, additional_directories), sessionId=session_id)
+        session = Session(self, session_id, params["cwd"], params.get("additionalDirectories", ()))
         previous = self.sessions.get(session_id)
-        self._register(session)
+        self._register(session)  # (session/load replays the history into it before it answers)
         try:
-            result = await self.request("session/load", {"sessionId": session_id, "cwd": cwd,
-                                                         "mcpServers": list(mcp_servers or [])})
+            result = await self.request(method, params)
         except BaseException:
             if previous is not None:
                 self.sessions[session_id] = previous
@@ -318,13 +356,49 @@ class Client:
         session.apply_response(result)
         return session
 
+    async def delete_session(self, session_id: str) -> Any:
+        """`session/delete` (ACP.md §3.5): the stored session is gone from `session/list`.
+        Only when the agent advertises `sessionCapabilities.delete`."""
+        if not self.session_capability("delete"):
+            raise NotAdvertised("the agent does not advertise sessionCapabilities.delete (ACP.md §3.5)")
+        result = await self.request("session/delete", {"sessionId": session_id})
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            session.closed = True
+        return result
+
     def _register(self, session: Session) -> None:
         self.sessions[session.session_id] = session
         for update in self._early.pop(session.session_id, ()):
             session.apply(update)
 
     async def list_sessions(self, cwd: Optional[str] = None, cursor: Optional[str] = None) -> List[Dict[str, Any]]:
-        """`session/list` (ACP.md §3.5): `[{sessionId, cwd, title, updatedAt}]`."""
+        """`session/list` (ACP.md §3.5): `[{sessionId, cwd, title, updatedAt}]`, every
+        page (from `cursor` when given) joined; `iter_sessions` gives them as they
+        come, `list_sessions_page` one page and the cursor of the next."""
+        return [entry async for entry in self.iter_sessions(cwd, cursor)]
+
+    async def iter_sessions(self, cwd: Optional[str] = None,
+                            cursor: Optional[str] = None) -> AsyncIterator[Dict[str, Any]]:
+        """The stored sessions, page after page as the agent's `nextCursor` leads
+        (ACP.md §3.5). A cursor that comes back, or more than `MAX_SESSION_PAGES`
+        pages, is an `AcpError`: an agent cannot keep us listing for ever."""
+        seen = set()
+        for _ in range(MAX_SESSION_PAGES):
+            sessions, cursor = await self.list_sessions_page(cwd, cursor)
+            for entry in sessions:
+                yield entry
+            if cursor is None:
+                return
+            if cursor in seen:
+                raise AcpError("session/list: the agent's nextCursor %r came back a second time" % cursor[:100])
+            seen.add(cursor)
+        raise AcpError("session/list: more than %d pages" % MAX_SESSION_PAGES)
+
+    async def list_sessions_page(self, cwd: Optional[str] = None, cursor: Optional[str] = None
+                                 ) -> Tuple[List[Dict[str, Any]], Optional[str]]:
+        """One page of `session/list`: its sessions and the cursor of the next page
+        (None on the last)."""
         if not self.can_list_sessions:
             raise NotAdvertised("the agent does not advertise sessionCapabilities.list: it cannot list "
                                 "its sessions (ACP.md §3.5)")
@@ -335,7 +409,9 @@ class Client:
             params["cursor"] = cursor
         result = await self.request("session/list", params)
         sessions = result.get("sessions") if isinstance(result, dict) else None
-        return sessions if isinstance(sessions, list) else []
+        following = result.get("nextCursor") if isinstance(result, dict) else None
+        return ([entry for entry in sessions if isinstance(entry, dict)] if isinstance(sessions, list) else [],
+                following if isinstance(following, str) else None)
 
     async def close_session(self, session_id: str) -> Any:
         result = await self.request("session/close", {"sessionId": session_id})
@@ -397,8 +473,12 @@ class Client:
         return self.connection is None or self.connection.room_for(size)
 
     def _session_roots(self, session_id: Optional[str]) -> List[str]:
+        """Where fs/* and terminals may reach for a session: its folder and the
+        additional ones it was opened with (ACP.md §3.2, §5)."""
         session = self.sessions.get(session_id) if session_id else None
-        return [session.cwd] if session is not None and session.cwd else []
+        if session is None or not session.cwd:
+            return []
+        return [session.cwd] + session.additional_directories
 
     def _session_cwd(self, session_id: Optional[str]) -> Optional[str]:
         session = self.sessions.get(session_id) if session_id else None

@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List
 
 from ._core import safe_text
+from .session import Transcript, chunk_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from .permissions import PermissionRequest
@@ -166,20 +167,19 @@ def history_lines(updates: Iterable[Dict[str, Any]], width: int = PREVIEW_WIDTH)
     """A replayed history (`session/load`, ACP.md §3.5) in brief: one line per message
     (`you: ...`, `agent: ...`, chunks of one message merged) and per tool call (its
     final state, ACP.md §4: updates merge into the call)."""
-    entries: List[Any] = []  # [role, [text pieces]] lists and tool call dicts, in order
+    transcript = Transcript()  # the messages, merged as the session merges them
+    entries: List[Any] = []  # message indexes into the transcript and tool call dicts, in order
     calls: Dict[str, Dict[str, Any]] = {}
     for update in updates:
         kind = update.get("sessionUpdate")
-        if kind in ("user_message_chunk", "agent_message_chunk"):
-            role = "you" if kind == "user_message_chunk" else "agent"
-            content = update.get("content")
-            text = content.get("text") if isinstance(content, dict) else None
-            text = text if isinstance(text, str) else ""
-            if entries and isinstance(entries[-1], list) and entries[-1][0] == role:
-                entries[-1][1].append(text)  # joined once below (adding each was quadratic)
-            else:
-                entries.append([role, [text]])
+        chunk = chunk_of(update)
+        if chunk is not None:
+            if chunk[0] != "thought":
+                index, new = transcript.add(*chunk)
+                if new:
+                    entries.append(index)
         elif kind in ("tool_call", "tool_call_update") and isinstance(update.get("toolCallId"), str):
+            transcript.cut()  # the text after a tool call is shown after it
             call = calls.get(update["toolCallId"])
             fields = {k: v for k, v in update.items() if k != "sessionUpdate"}
             if call is None or kind == "tool_call":
@@ -187,10 +187,12 @@ def history_lines(updates: Iterable[Dict[str, Any]], width: int = PREVIEW_WIDTH)
                 entries.append(call)
             else:
                 call.update(fields)
+    messages = transcript.entries
     lines = []
     for entry in entries:
-        if isinstance(entry, list):
-            lines.append(preview("%s: %s" % (entry[0], "".join(entry[1])), width))
+        if isinstance(entry, int):
+            message = messages[entry]
+            lines.append(preview("%s: %s" % ("you" if message["role"] == "user" else "agent", message["text"]), width))
         else:
             lines.append(preview(tool_call_line(entry), width))
     return lines

@@ -21,10 +21,14 @@ The prompt's first word picks a scenario (see `Agent.turn`). Environment:
                            later run can list and load them, as the real agent does
   FAKE_ACP_BANNER=text     write this line to stdout before any protocol
   FAKE_ACP_CAPS=bare       advertise no optional capability (no loadSession, no list)
+  FAKE_ACP_CAPS=full       also session resume, delete, additionalDirectories, logout
+  FAKE_ACP_CAPS=noload     as full, without loadSession
   FAKE_ACP_LATE_COMMANDS=s send the commands list only s seconds after session/new
   FAKE_ACP_NAMES=hostile   put terminal escape sequences in the agent's title and
                            version and in every session id
   FAKE_ACP_HANG=m1,m2      never answer these methods
+  FAKE_ACP_PAGE=n          session/list in pages of n, each with the next's cursor
+                           (`loop`: the same cursor for ever)
   FAKE_ACP_VERSION=json    answer initialize with this protocolVersion ("none": none)
   FAKE_ACP_DRIVE=C:=DIR    play an agent on Windows: its folders are `C:\\...`, found
                            under DIR here (as Wine maps a drive to a folder)
@@ -343,6 +347,10 @@ class Agent:
                 "authMethods": [{"id": "fake-login", "name": "Log in"}],
                 "_echo": {"clientCapabilities": params.get("clientCapabilities"),
                           "clientInfo": params.get("clientInfo")}}
+        if os.environ.get("FAKE_ACP_CAPS") in ("full", "noload"):  # what Copilot does not offer (yet)
+            answer["agentCapabilities"]["sessionCapabilities"].update(resume={}, delete={}, additionalDirectories={})
+            answer["agentCapabilities"]["auth"] = {"logout": {}}
+            answer["agentCapabilities"]["loadSession"] = os.environ["FAKE_ACP_CAPS"] == "full"
         version = os.environ.get("FAKE_ACP_VERSION")
         if version is not None:  # another protocol version, or ("none") none at all
             if version == "none":
@@ -364,6 +372,7 @@ class Agent:
             raise Failure({"code": -32603, "message": "Directory does not exist or cannot be accessed: %s" % cwd})
         sid = str(uuid.uuid4()) + NAME_ESCAPES
         session = {"id": sid, "cwd": cwd, "closed": False, "title": None, "mode": MODES[0],
+                   "additionalDirectories": params.get("additionalDirectories"),
                    "allow_all": "off", "history": [], "tokens": 0, "updatedAt": "2026-01-01T00:00:00Z"}
         self.sessions[sid] = session
         self.mine.add(sid)
@@ -408,11 +417,46 @@ class Agent:
         del result["sessionId"]
         return result
 
+    def do_session_resume(self, params):
+        """As session/load, without replaying the history (FAKE_ACP_CAPS=full only)."""
+        full_only("session/resume")
+        sid = params.get("sessionId")
+        session = self.sessions.get(sid)
+        if session is None:
+            raise Failure({"code": -32002, "message": "Resource not found: Session %s not found" % sid})
+        session["closed"] = False
+        self.mine.add(sid)
+        STORE.holders[sid] = self
+        result = self.session_result(session)
+        del result["sessionId"]
+        return result
+
+    def do_session_delete(self, params):
+        full_only("session/delete")
+        sid = params.get("sessionId")
+        if self.sessions.pop(sid, None) is None:
+            raise Failure({"code": -32002, "message": "Resource not found: Session %s not found" % sid})
+        return {}
+
     def do_session_list(self, params):
         cwd = params.get("cwd")
-        return {"sessions": [{"sessionId": s["id"], "cwd": s["cwd"], "title": s["title"],
-                              "updatedAt": s["updatedAt"]}
-                             for s in self.sessions.values() if cwd is None or s["cwd"] == cwd]}
+        listed = [{"sessionId": s["id"], "cwd": s["cwd"], "title": s["title"], "updatedAt": s["updatedAt"]}
+                  for s in self.sessions.values() if cwd is None or s["cwd"] == cwd]
+        page = os.environ.get("FAKE_ACP_PAGE")
+        if not page:
+            return {"sessions": listed}
+        if page == "loop":  # a hostile agent: the same cursor for ever
+            return {"sessions": listed[:1], "nextCursor": "again"}
+        size, cursor = int(page), params.get("cursor")
+        start = 0
+        if cursor is not None:
+            if not (isinstance(cursor, str) and cursor.startswith("from:")):
+                raise Failure({"code": -32602, "message": "Invalid cursor"})
+            start = int(cursor[5:])
+        result = {"sessions": listed[start:start + size]}
+        if start + size < len(listed):
+            result["nextCursor"] = "from:%d" % (start + size)
+        return result
 
     def do_session_close(self, params):
         session = self.session(params)
@@ -578,6 +622,19 @@ class Agent:
         self.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call_long",
                           "status": "in_progress"})
         pause(60)
+        return {"stopReason": "end_turn"}
+
+    def turn_msgids(self, session, rest):
+        """Two agent messages whose chunks interleave, told apart by `messageId` (and a
+        thought between them)."""
+        sid = session["id"]
+        for text, message_id in (("One ", "m1"), ("Two ", "m2"), ("one.", "m1"), ("two.", "m2")):
+            self.update(sid, {"sessionUpdate": "agent_message_chunk", "messageId": message_id,
+                              "content": {"type": "text", "text": text}})
+        self.update(sid, {"sessionUpdate": "agent_thought_chunk", "messageId": "t1",
+                          "content": {"type": "text", "text": "hmm"}})
+        self.update(sid, {"sessionUpdate": "agent_message_chunk", "messageId": "m1",
+                          "content": {"type": "text", "text": " Still one."}})
         return {"stopReason": "end_turn"}
 
     def turn_stop(self, session, rest):
@@ -845,6 +902,12 @@ class Agent:
 
 class Failure(Exception):
     pass
+
+
+def full_only(method):
+    """A method Copilot does not have (`-32601`), unless FAKE_ACP_CAPS=full (or noload)."""
+    if os.environ.get("FAKE_ACP_CAPS") not in ("full", "noload"):
+        raise Failure({"code": -32601, "message": '"Method not found": %s' % method, "data": {"method": method}})
 
 
 class Ignore(Exception):

@@ -6,7 +6,6 @@ sent at once, then thousands of lines that are not JSON, each owed a -32700)."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
