@@ -14,9 +14,11 @@ if TYPE_CHECKING:  # what `__getattr__` gives, for a type checker (nothing is im
     from .connection import USE_DEFAULT, AgentConnection
     from .endpoints import DEFAULT_AGENT, parse_address
     from .errors import (AcpError, AgentConnectError, AgentExited, AgentNotAcp, AgentStartError, JsonRpcError,
-                         LineTooLong, NotAdvertised, ProtocolVersionError, RequestTimeout, SessionBusy)
+                         LineTooLong, LoginFailed, LoginRefused, NotAdvertised, ProtocolVersionError, RequestTimeout,
+                         SessionBusy)
     from .fs import FileSystem
     from .askers import TerminalAsker, TerminalConsentAsker
+    from .auth import LoginCommand, LoginMethod
     from .permissions import PermissionRequest, allow_always, allow_once, reject
     from .session import PromptResult, Session, Turn
     from .terminal import TerminalRequest, Terminals
@@ -50,6 +52,10 @@ _LAZY = {
     "SessionBusy": "errors",
     "NotAdvertised": "errors",
     "ProtocolVersionError": "errors",
+    "LoginFailed": "errors",
+    "LoginRefused": "errors",
+    "LoginMethod": "auth",
+    "LoginCommand": "auth",
     "LineTooLong": "errors",
     "JsonRpcError": "errors",
 }

@@ -7,9 +7,10 @@ themselves, which need no terminal.
 """
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Dict, Optional, Tuple
+from typing import Any, Awaitable, Callable, Dict, Optional, Sequence, Tuple
 
 from . import render
+from .auth import LoginMethod
 from .console import Console, OneQuestionAtATime, write_stderr
 from .permissions import REFUSALS, Decision, PermissionRequest, reject
 
@@ -122,3 +123,37 @@ def parse_answer(line: str, request: PermissionRequest) -> Any:
     if len(fits) == 1:
         return fits.pop()
     return _INVALID
+
+
+class LoginAsker:
+    """Asks a person which of the agent's login methods to use, if any (ACP.md §11):
+    the methods shown with what each runs (`render.login_methods`), then one question.
+    With one usable method: allow it (`y`) or not; with several: its number. An empty
+    line, end of input or any other answer refuses, and nothing runs. `questions` as
+    for `TerminalAsker`."""
+
+    def __init__(self, readline: Callable[[], Awaitable[Optional[str]]],
+                 write: Callable[[str], None], questions: Optional[OneQuestionAtATime] = None) -> None:
+        self.readline = readline
+        self.write = write
+        self.questions = questions or OneQuestionAtATime()
+
+    async def __call__(self, methods: Sequence[LoginMethod]) -> Optional[LoginMethod]:
+        usable = [method for method in methods if method.runnable]
+        async with self.questions:
+            self.write(render.login_methods(methods))
+            if not usable:
+                self.write("(none of them can be used here)\n")
+                return None
+            if len(usable) == 1:
+                self.write("Log in with [%d]? [y/N] " % (list(methods).index(usable[0]) + 1))
+                answer = ((await self.readline()) or "").strip().lower()
+                chosen = usable[0] if answer in ("y", "yes") else None
+            else:
+                self.write("Which one? (its number; Enter: none) ")
+                answer = ((await self.readline()) or "").strip()
+                picked = methods[int(answer) - 1] if answer.isdigit() and 0 < int(answer) <= len(methods) else None
+                chosen = picked if picked is not None and picked.runnable else None
+            if chosen is None:
+                self.write("(not logged in)\n")
+            return chosen

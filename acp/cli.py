@@ -38,6 +38,7 @@ from .endpoints import parse_address, split_command
 from .errors import AgentStartError
 from .exit_status import EXIT_INTERRUPTED, EXIT_STATUS_HELP, EXIT_USAGE
 from .fs import absolute_anywhere
+from .options import OptionError, parse_mcp_server
 
 
 def program_name(argv0: Optional[str] = None) -> str:
@@ -71,6 +72,23 @@ def build_parser() -> argparse.ArgumentParser:
     answer.add_argument("--allow", choices=sorted(ALLOW_CHOICES), metavar="once|always|reject",
                         help="answer every permission request by the option's kind: allow once, "
                              "allow always, or reject (once/always also allow terminal commands)")
+    parser.add_argument("--mode", metavar="ID",
+                        help="the session's mode: one of the agent's mode ids (for ids that are URLs, "
+                             "as Copilot's, also their last part: agent, plan, autopilot)")
+    parser.add_argument("--config", action="append", default=[], metavar="ID=VALUE",
+                        help="set one of the session's config options (repeatable; true or false for a "
+                             "boolean one), e.g. allow_all=on")
+    parser.add_argument("--mcp-server", action="append", default=[], metavar="SPEC",
+                        help="an MCP server for the session (repeatable): NAME=URL (HTTP), NAME=sse:URL, "
+                             "or NAME=stdio:COMMAND [ARGS]")
+    parser.add_argument("--attach", action="append", default=[], metavar="FILE",
+                        help="attach a file to the prompt (repeatable; in a chat, to the first one): an "
+                             "image, or any file as an embedded resource, where the agent takes them")
+    login = parser.add_mutually_exclusive_group()
+    login.add_argument("--login", nargs="?", const="", metavar="METHOD",
+                       help="log in first, with the agent's METHOD or its first one (a command it names "
+                            "runs only with --yes or your answer); without a prompt, then exit")
+    login.add_argument("--logout", action="store_true", help="log out (where the agent offers it) and exit")
     parser.add_argument("--add-dir", action="append", default=[], metavar="FOLDER",
                         help="another folder for the session (repeatable; where the agent offers "
                              "additionalDirectories): the agent's files and commands may reach it too")
@@ -120,8 +138,18 @@ def usage_problem(args: argparse.Namespace) -> Optional[str]:
         problem = folder_problem(option, folder, args.connect is not None)
         if problem is not None:
             return problem
-    if (args.list_sessions or args.delete_session) and args.prompt:
-        return "%s takes no prompt" % ("--list-sessions" if args.list_sessions else "--delete-session")
+    for option, given in (("--list-sessions", args.list_sessions), ("--delete-session", args.delete_session),
+                          ("--logout", args.logout)):
+        if given and args.prompt:
+            return "%s takes no prompt" % option
+    for spec in args.mcp_server:
+        try:
+            parse_mcp_server(spec)
+        except OptionError as exc:
+            return str(exc)
+    for path in args.attach:
+        if not os.path.isfile(path):
+            return "--attach %s is not a file" % path
     if args.quiet and not args.resume:
         return "--quiet goes with --resume"
     return None

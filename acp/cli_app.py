@@ -10,14 +10,17 @@ import signal
 from typing import Any, Dict, List, Optional
 
 from . import render
-from .askers import TerminalAsker, TerminalConsentAsker
+from .askers import LoginAsker, TerminalAsker, TerminalConsentAsker
+from .auth import LoginMethod, is_auth_required
 from .cli_output import Output, fail
 from .client import Client, default_agent
 from .console import Console, ReadlineConsole, write_stderr
-from .errors import (AcpError, AgentExited, AgentNotAcp, AgentStartError, NotAdvertised, ProtocolVersionError,
-                     RequestTimeout)
+from .errors import (AcpError, AgentExited, AgentNotAcp, AgentStartError, LoginFailed, LoginRefused, NotAdvertised,
+                     ProtocolVersionError, RequestTimeout)
 from .exit_status import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, turn_status
-from .fs import session_folder
+from .fs import read_own_file, session_folder
+from .options import (MAX_ATTACHMENT, OptionError, attachment_block, attachment_kind, check_mcp_servers,
+                      parse_mcp_server, resolve_config, resolve_mode)
 from ._core import jsonrpc, safe_text
 from .session import Session, Turn
 
@@ -31,6 +34,10 @@ ALLOW_CHOICES = {"once": "allow", "y": "allow", "yes": "allow", "always": "alway
                  "reject": "reject", "n": "reject", "no": "reject"}
 # `/commands` typed before the agent's first list came waits this long for it.
 COMMANDS_WAIT = 2.0
+
+
+class _LoginNeeded(Exception):
+    """A prompt was refused for want of a login (ACP.md §11): log in, then send it again."""
 
 
 class App:
@@ -66,6 +73,10 @@ class App:
                              permission=policy, terminal=terminal, request_timeout=args.timeout)
         self.output: Optional[Output] = None
         self.replaying = False  # a session/load is replaying history (ACP.md §3.5)
+        self.allow = allow  # what --yes, --no or --allow answer for everything (None: ask)
+        self.mcp_servers: List[Dict[str, Any]] = []
+        self.attachments: List[Dict[str, Any]] = []  # for the next prompt (the first)
+        self.relogged = False  # a prompt refused for want of a login was sent again
 
     def command_names(self) -> List[str]:
         """What Tab completes: the latest advertised commands (ACP.md §3.6), then ours."""
@@ -135,7 +146,7 @@ class App:
         over_tcp = self.client.address is not None
         timeout = min(self.args.timeout, TCP_INITIALIZE_TIMEOUT) if over_tcp else self.args.timeout
         try:
-            info = await self.client.initialize(timeout=timeout)
+            await self.client.initialize(timeout=timeout)
         except AgentNotAcp as exc:
             return fail("%s (check --agent)" % exc if not over_tcp else str(exc))
         except RequestTimeout as exc:
@@ -149,29 +160,149 @@ class App:
             return fail(str(exc))  # before session/new: nothing more is asked of it
         except (jsonrpc.JsonRpcError, AcpError) as exc:
             return fail("the agent failed to start: %s" % render.error_text(exc))
+        if self.args.logout:
+            return await self.log_out()
+        if self.args.login is not None:
+            if not await self.log_in():
+                return EXIT_ERROR
+            if not self.args.prompt:
+                return EXIT_OK  # `--login` alone: logged in, nothing more asked
         if self.args.list_sessions:
             return await self.list_sessions()
         if self.args.delete_session:
             return await self.delete_session(self.args.delete_session)
+        try:  # what the agent takes, checked before anything is sent (ACP.md §3.2, §3.3)
+            self.mcp_servers = [parse_mcp_server(spec) for spec in self.args.mcp_server]
+            for warning in check_mcp_servers(self.mcp_servers, self.client.agent_capabilities,
+                                             self.client.agent_info):
+                write_stderr("Warning: %s\n" % safe_text(warning))
+            self.attachments = [await self.attachment(path) for path in self.args.attach]
+        except OptionError as exc:
+            return fail(str(exc), EXIT_USAGE)
+        status = await self.open_session()
+        if status is not None:
+            return status
+        assert self.session is not None
+        if self.args.prompt:
+            return await self.turn(" ".join(self.args.prompt))
+        return await self.chat()
+
+    async def attachment(self, path: str) -> Dict[str, Any]:
+        """A file for the prompt as a content block (ACP.md §3.3), refused when the agent
+        does not take its kind; read off the event loop, a regular file only."""
+        attachment_kind(path, self.client.prompt_capabilities)  # (before the file is read)
         try:
-            if self.args.resume:
-                session = await self.resume(self.args.resume)
-            else:
-                session = await self.client.new_session(self.cwd, additional_directories=self.args.add_dir)
-        except (AgentExited, RequestTimeout) as exc:
+            data = await asyncio.get_running_loop().run_in_executor(None, read_own_file, path, MAX_ATTACHMENT)
+        except (OSError, ValueError) as exc:
+            raise OptionError("--attach %s: %s" % (path, getattr(exc, "strerror", None) or exc)) from None
+        return attachment_block(path, self.client.prompt_capabilities, data)
+
+    async def open_session(self) -> Optional[int]:
+        """The session (new, or `--resume`d), then `--mode` and `--config`; None when it
+        is ready, else the exit status. A session refused for want of a login (ACP.md
+        §11) is tried once more after logging in."""
+        for attempt in (1, 2):
+            try:
+                if self.args.resume:
+                    self.session = await self.resume(self.args.resume)
+                else:
+                    self.session = await self.client.new_session(self.cwd, mcp_servers=self.mcp_servers,
+                                                                 additional_directories=self.args.add_dir)
+            except (AgentExited, RequestTimeout) as exc:
+                return fail(str(exc))
+            except NotAdvertised as exc:
+                return fail(str(exc), EXIT_USAGE)
+            except jsonrpc.JsonRpcError as exc:
+                if attempt == 1 and is_auth_required(exc):
+                    if await self.log_in():
+                        continue
+                    return EXIT_ERROR
+                what = "resume session %s" % self.args.resume if self.args.resume else "start a session"
+                return fail("could not %s: %s" % (what, render.error_text(exc)))
+            except AcpError as exc:
+                return fail(str(exc))
+            break
+        assert self.session is not None
+        self.output = Output(self.session)
+        return await self.apply_options(self.session)
+
+    async def apply_options(self, session: Session) -> Optional[int]:
+        """`--mode` and `--config`, before any prompt: a name the agent does not offer is
+        a usage error listing those it does (ACP.md §3.5)."""
+        try:
+            if self.args.mode is not None:
+                mode = resolve_mode(session, self.args.mode)
+                if session.modes.get("availableModes"):
+                    await session.set_mode(mode)
+                else:  # modes only as the `mode` config option
+                    await session.set_config_option("mode", mode)
+            for spec in self.args.config:
+                await session.set_config_option(*resolve_config(session, spec))
+        except OptionError as exc:
+            return fail(str(exc), EXIT_USAGE)
+        except jsonrpc.JsonRpcError as exc:
+            return fail("the agent refused the session's options: %s" % render.error_text(exc))
+        except (AgentExited, RequestTimeout, AcpError) as exc:
             return fail(str(exc))
+        return None
+
+    # ------------------------------------------------------------------ logging in
+
+    async def log_in(self) -> bool:
+        """Log in (ACP.md §11): the agent's methods shown, one chosen (`--login METHOD`,
+        or the first usable), and used only with consent: `--yes` or `--allow
+        once|always`, or the person's answer on the terminal; `--no`, or nobody to ask,
+        refuses and nothing runs. A terminal method's command runs in this terminal;
+        then the agent is started afresh."""
+        methods = self.client.login_methods()
+        if self.args.login:
+            methods = [method for method in methods if method.id == self.args.login]
+            if not methods:
+                offered = ", ".join(m.id for m in self.client.login_methods()) or "none"
+                fail("the agent offers no login method %r (it offers: %s)" % (self.args.login, offered))
+                return False
+        usable = [method for method in methods if method.runnable]
+        chosen: Optional[LoginMethod] = None
+        if self.allow is not None or not self.console.isatty():
+            self._ask_write(render.login_methods(methods))
+            if self.allow not in (None, "reject") and usable:
+                chosen = usable[0]
+                self._ask_write("Logging in with [%d] (%s)\n" % (methods.index(chosen) + 1, self.consent_flag()))
+            else:
+                self._ask_write("(not logged in: %s)\n" % (
+                    "none of them can be used here" if not usable else "refused by %s" % self.consent_flag()
+                    if self.allow == "reject" else "nobody to ask on a terminal; --yes allows it"))
+        else:
+            chosen = await LoginAsker(self.console.readline, self._ask_write, questions=self.console.questions)(methods)
+        if chosen is None:
+            fail("the agent needs a login, and none was done")
+            return False
+        try:
+            await self.client.login(chosen.id, consent=lambda method: True)  # (consented above)
+        except (LoginFailed, LoginRefused, ProtocolVersionError) as exc:
+            fail(str(exc))
+            return False
+        except (AgentExited, RequestTimeout, jsonrpc.JsonRpcError, AcpError) as exc:
+            fail("logging in failed: %s" % render.error_text(exc))
+            return False
+        write_stderr("(logged in with %s)\n" % safe_text(chosen.id, multiline=False))
+        return True
+
+    def consent_flag(self) -> str:
+        return "--yes" if self.args.yes else "--no" if self.args.no else "--allow %s" % self.args.allow
+
+    async def log_out(self) -> int:
+        """`logout` (ACP.md §11), where the agent advertises it."""
+        try:
+            await self.client.logout()
         except NotAdvertised as exc:
             return fail(str(exc), EXIT_USAGE)
         except jsonrpc.JsonRpcError as exc:
-            what = "resume session %s" % self.args.resume if self.args.resume else "start a session"
-            return fail("could not %s: %s" % (what, render.error_text(exc)))
-        except AcpError as exc:
+            return fail("the agent could not log out: %s" % render.error_text(exc))
+        except (AgentExited, RequestTimeout, AcpError) as exc:
             return fail(str(exc))
-        self.session = session
-        self.output = Output(session)
-        if self.args.prompt:
-            return await self.turn(session, " ".join(self.args.prompt))
-        return await self.chat(session, info)
+        write_stderr("(logged out)\n")
+        return EXIT_OK
 
     # ------------------------------------------------------------------ sessions
 
@@ -211,7 +342,7 @@ class App:
         goes on without a history to show. Without --cwd the session's own folder is
         used, as `session/list` reports it."""
         if not self.client.can_load_sessions and not self.client.session_capability("resume"):
-            raise NotAdvertised("the agent advertises neither loadSession nor sessionCapabilities.resume: "
+            raise NotAdvertised("the agent does not advertise loadSession, nor sessionCapabilities.resume: "
                                 "it cannot resume a session (ACP.md §3.5)")
         cwd = self.cwd
         # Over TCP the folder is the agent's, maybe on another machine (ACP.md §8).
@@ -251,15 +382,16 @@ class App:
                 print("  ---", flush=True)
         return session
 
-    async def chat(self, session: Session, info: Dict[str, Any]) -> int:
+    async def chat(self) -> int:
         tty = self.console.isatty()
         if tty:
-            agent = info.get("agentInfo") or {}
+            assert self.session is not None
+            agent = self.client.agent_info
             names = (agent.get("title") or agent.get("name") or "the agent", agent.get("version") or "",
-                     session.session_id)  # the agent's choice: each escaped, one line
+                     self.session.session_id)  # the agent's choice: each escaped, one line
             write_stderr("Connected to %s %s (session %s). Type a prompt; /commands lists the "
                          "agent's commands, /quit leaves.\n"
-                         % tuple(safe_text(name, multiline=False) for name in names))
+                         % tuple(safe_text(str(name), multiline=False) for name in names))
         status = EXIT_OK
         while True:
             line = await self.console.readline("> " if tty else "")
@@ -270,20 +402,39 @@ class App:
                 continue
             if text in ("/quit", "/exit"):
                 break
+            assert self.session is not None
             if text == "/commands":
-                await session.wait_commands(COMMANDS_WAIT)
-                self.show_commands(session)
+                await self.session.wait_commands(COMMANDS_WAIT)
+                self.show_commands(self.session)
                 continue
-            status = await self.turn(session, text)
+            status = await self.turn(text)
             if self.client.connection is not None and self.client.connection.closed is not None:
                 return EXIT_ERROR
         return status
 
-    async def turn(self, session: Session, text: str) -> int:
-        assert self.output is not None
+    async def turn(self, text: str) -> int:
+        """One prompt in the session (with the attachments, the first time). A prompt
+        refused for want of a login (ACP.md §11) is sent once more after logging in,
+        in a session opened again as the first was (a login starts the agent afresh)."""
+        try:
+            return await self._turn(text)
+        except _LoginNeeded:
+            if not await self.log_in():
+                return EXIT_ERROR
+            self.relogged = True
+            # As it was opened before (the agent, started afresh, knows no session of
+            # the old connection; one whose prompt was refused has nothing stored).
+            status = await self.open_session()
+            if status is not None:
+                return status
+            return await self._turn(text)
+
+    async def _turn(self, text: str) -> int:
+        assert self.output is not None and self.session is not None
         output = self.output
         self.interrupts = 0
-        turn = session.prompt(text)
+        attachments, self.attachments = self.attachments, []
+        turn = self.session.prompt([{"type": "text", "text": text}] + attachments)
         self.current = turn
         output.start_turn()
         try:
@@ -294,7 +445,13 @@ class App:
         except AgentExited as exc:
             output.newline()
             return fail(str(exc))
-        except (jsonrpc.JsonRpcError, RequestTimeout, AcpError) as exc:
+        except jsonrpc.JsonRpcError as exc:
+            output.newline()
+            if is_auth_required(exc) and not self.relogged:
+                self.attachments = attachments  # (sent again with the prompt)
+                raise _LoginNeeded() from exc
+            return fail("the prompt failed: %s" % render.error_text(exc))
+        except (RequestTimeout, AcpError) as exc:
             output.newline()
             return fail("the prompt failed: %s" % render.error_text(exc))
         finally:
@@ -302,8 +459,8 @@ class App:
         status, note = turn_status(result.stop_reason, result.error)
         if self.args.json:
             # The last line carries what a script needs: sessionId, stopReason, exitCode.
-            print(json.dumps({"sessionId": session.session_id,
-                              "result": {"sessionId": session.session_id,
+            print(json.dumps({"sessionId": self.session.session_id,
+                              "result": {"sessionId": self.session.session_id,
                                          "stopReason": result.stop_reason, "usage": result.usage,
                                          "error": result.error, "exitCode": status}},
                              ensure_ascii=False), flush=True)

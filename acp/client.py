@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import inspect
 import json
 import logging
 import os
@@ -23,7 +24,8 @@ from . import permissions as _permissions
 from .connection import (DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, MAX_UNSENT, USE_DEFAULT,
                          AgentConnection, Timeout)
 from .endpoints import DEFAULT_AGENT, Argv, parse_address
-from .errors import AcpError, NotAdvertised, ProtocolVersionError
+from . import auth
+from .errors import AcpError, LoginFailed, LoginRefused, NotAdvertised, ProtocolVersionError
 from .fs import FileSystem, fixed_roots, session_folder
 from .session import PromptInput, Session, Turn, Update
 from .terminal import TerminalPolicy, Terminals, allow_terminals, refuse_terminals
@@ -132,6 +134,7 @@ class Client:
         self._listeners: List[UpdateListener] = []
         self._early: "collections.OrderedDict[str, Deque[Update]]" = collections.OrderedDict()
         self._cleanup: List["asyncio.Task[None]"] = []
+        self._initialize_params: Optional[Tuple[int, Optional[Dict[str, Any]], Timeout]] = None
 
         self.dispatcher = rpc.Dispatcher()
         self.dispatcher.add("session/update", self._on_update)
@@ -235,7 +238,10 @@ class Client:
         d = self.dispatcher
         return {"fs": {"readTextFile": "fs/read_text_file" in d,
                        "writeTextFile": "fs/write_text_file" in d},
-                "terminal": "terminal/create" in d}
+                "terminal": "terminal/create" in d,
+                "session": {"configOptions": {"boolean": {}}},  # boolean options: sent with their type
+                # A terminal login runs the agent's own program: only an agent we start (ACP.md §11).
+                "auth": {"terminal": self.streams is None and self.address is None}}
 
     async def initialize(self, protocol_version: int = PROTOCOL_VERSION,
                          client_capabilities: Optional[Dict[str, Any]] = None,
@@ -243,6 +249,7 @@ class Client:
         """ACP.md §3.1. Returns the answer; also kept in `initialize_result`. Raises
         `ProtocolVersionError` when the agent answers a protocol version this client
         does not speak (only 1 exists), or none: what follows would be undefined."""
+        self._initialize_params = (protocol_version, client_capabilities, timeout)
         result = await self.request("initialize", {
             "protocolVersion": protocol_version,
             "clientCapabilities": client_capabilities if client_capabilities is not None else self.capabilities(),
@@ -259,6 +266,13 @@ class Client:
     @property
     def agent_capabilities(self) -> Dict[str, Any]:
         value = self.initialize_result.get("agentCapabilities")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def prompt_capabilities(self) -> Dict[str, Any]:
+        """What a prompt may hold besides text (ACP.md §3.3): `image`, `audio`,
+        `embeddedContext`."""
+        value = self.agent_capabilities.get("promptCapabilities")
         return value if isinstance(value, dict) else {}
 
     @property
@@ -288,7 +302,82 @@ class Client:
         return value if isinstance(value, list) else []
 
     async def authenticate(self, method_id: str) -> Any:
+        """`authenticate {methodId}`, for a method the agent handles itself. A terminal
+        method is never sent (ACP forbids it): `login` runs it."""
+        if any(method.id == method_id and method.terminal for method in self.login_methods()):
+            raise AcpError("%s is a terminal login method: it is run, not sent (use login)" % method_id)
         return await self.request("authenticate", {"methodId": method_id})
+
+    def login_methods(self) -> List[auth.LoginMethod]:
+        """The agent's `authMethods` (ACP.md §11): a terminal method carries the command
+        it would run (its ACP form runs the agent's own program, so it has one only
+        where this client started the agent)."""
+        connection = self.connection
+        argv = connection.argv if connection is not None and connection.process is not None else None
+        return auth.login_methods(self.auth_methods, argv)
+
+    async def login(self, method_id: Optional[str] = None,
+                    consent: Optional[auth.LoginConsent] = None) -> auth.LoginMethod:
+        """Log in (ACP.md §11) with `method_id`, or the agent's first method this client
+        can use. `consent(method)` decides, and nothing happens without it (no callback:
+        `LoginRefused`). The agent's own method is `authenticate`; a terminal method's
+        command runs in this process's terminal, and on its success (exit status 0)
+        the client starts afresh (`reconnect`), as ACP asks. Raises `LoginRefused`,
+        `LoginFailed`, or `AcpError` for a method unknown or not runnable here."""
+        methods = self.login_methods()
+        if method_id is not None:
+            chosen = next((method for method in methods if method.id == method_id), None)
+            if chosen is None:
+                raise AcpError("the agent offers no login method %r: it offers %s"
+                               % (method_id, ", ".join(m.id for m in methods) or "none"))
+            if not chosen.runnable:
+                raise AcpError("login method %s runs the agent's own program, which this client did not start "
+                               "(over TCP): log in where the agent runs" % method_id)
+        else:
+            runnable = [method for method in methods if method.runnable]
+            if not runnable:
+                raise AcpError("the agent offers no login method this client can use")
+            chosen = runnable[0]
+        allowed = consent(chosen) if consent is not None else False
+        if inspect.isawaitable(allowed):
+            allowed = await allowed
+        if not allowed:
+            raise LoginRefused("logging in with %s was not allowed" % chosen.id)
+        if chosen.command is None:
+            try:
+                await self.authenticate(chosen.id)
+            except jsonrpc.JsonRpcError as exc:
+                raise LoginFailed("the agent refused to log in with %s: %s" % (chosen.id, exc)) from exc
+            return chosen
+        status = await auth.run_login(chosen.command, cwd=self.cwd, base_env=self.env)  # the agent's environment
+        if status != 0:
+            raise LoginFailed("%s exited with status %d: not logged in" % (chosen.command.command_line, status))
+        await self.reconnect()
+        return chosen
+
+    async def logout(self) -> Any:
+        """`logout` (ACP.md §11), only when the agent advertises `auth.logout`."""
+        advertised = self.agent_capabilities.get("auth")
+        if not (isinstance(advertised, dict) and advertised.get("logout") not in (None, False)):
+            raise NotAdvertised("the agent does not advertise auth.logout (ACP.md §11)")
+        return await self.request("logout", {})
+
+    async def reconnect(self) -> Dict[str, Any]:
+        """Start afresh (after a login, ACP.md §11): the connection closed (a child shut
+        down as in ACP.md §7), opened again, and `initialize` sent again as before.
+        The old connection's sessions are gone; a stored one can be loaded again."""
+        if self.streams is not None:
+            raise AcpError("streams given by the caller cannot be opened again")
+        await self.terminals.release_all()
+        if self.connection is not None:
+            await self.connection.close()
+        self.connection = None
+        self.sessions.clear()
+        self._early.clear()
+        await self.start()
+        if self._initialize_params is None:
+            return {}
+        return await self.initialize(*self._initialize_params)
 
     def _session_params(self, cwd: Optional[str], mcp_servers: Optional[List[Dict[str, Any]]],
                         additional_directories: Optional[Sequence[str]]) -> Dict[str, Any]:

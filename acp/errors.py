@@ -118,5 +118,15 @@ class ProtocolVersionError(AcpError):
         super().__init__(message)
 
 
+class LoginRefused(AcpError):
+    """No login happened: the person (or the host's consent callback) said no, or
+    there was nobody to ask (ACP.md §11)."""
+
+
+class LoginFailed(AcpError):
+    """A login that did not succeed: the agent refused `authenticate`, or the login
+    command could not run or exited with a status other than 0 (ACP.md §11)."""
+
+
 class SessionBusy(AcpError):
     """Raised only by `Session.prompt(..., queue=False)` when a turn is running."""

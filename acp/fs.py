@@ -275,6 +275,27 @@ def _read_regular(target: _Target, shown: str, limit: int) -> str:
     return data.decode("utf-8", "replace")
 
 
+def read_own_file(path: str, limit: int) -> bytes:
+    """A file the person named (a prompt's attachment): a regular file only, a FIFO or
+    device refused before anything can block, at most `limit` bytes. Raises OSError, or
+    ValueError saying what is wrong."""
+    if not stat.S_ISREG(os.stat(path).st_mode):  # (where O_NONBLOCK is missing: all we have)
+        raise ValueError("not a regular file: %s" % path)
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK | _BINARY)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # the file opened, not the one checked
+            raise ValueError("not a regular file: %s" % path)
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
+            data = handle.read(limit + 1)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if len(data) > limit:
+        raise ValueError("larger than %d bytes: %s" % (limit, path))
+    return data
+
+
 def _write_regular(target: _Target, shown: str, data: bytes) -> None:
     _refuse_unless_regular(target.real, shown)
     try:

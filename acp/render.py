@@ -8,12 +8,13 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Sequence
 
 from ._core import safe_text
 from .session import Transcript, chunk_of
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .auth import LoginMethod
     from .permissions import PermissionRequest
 
 STATUS_MARKS = {"completed": "done", "failed": "FAILED", "cancelled": "cancelled",
@@ -130,6 +131,27 @@ def terminal_question(request: Any) -> str:
     lines.extend("    with %s=%s" % (one_line(name), one_line(value)) for name, value in (request.env or {}).items())
     lines.append("  [1] allow once  [2] allow for this session  [3] refuse")
     return "\n".join(lines) + "\nAnswer (Enter refuses): "
+
+
+def login_methods(methods: Sequence["LoginMethod"]) -> str:
+    """The agent's login methods (ACP.md §11), numbered, each with what it does: the
+    command a terminal method runs and every variable it sets (a variable can change
+    what a program does), or that the agent logs in by itself. Every string is the
+    agent's: escaped, one line each."""
+    lines = ["", "The agent needs you to log in. It offers:"]
+    for number, method in enumerate(methods, 1):
+        lines.append("  [%d] %s (%s)" % (number, one_line(method.name), one_line(method.id)))
+        if method.description:
+            lines.append("      " + one_line(method.description))
+        if method.command is not None:
+            lines.extend("  " + line for line in _command_lines(method.command.command_line))
+            lines.extend("      with %s=%s" % (one_line(name), one_line(value))
+                         for name, value in method.command.env.items())
+        elif method.terminal:
+            lines.append("      (runs the agent's own program, which this client did not start: not here)")
+        else:
+            lines.append("      (the agent logs in by itself)")
+    return "\n".join(lines) + "\n"
 
 
 def error_text(exc: BaseException, limit: int = ERROR_DATA_LIMIT) -> str:

@@ -20,6 +20,7 @@ except ImportError:  # pragma: no cover - only before Python 3.8
     Protocol = object  # type: ignore[assignment,misc]
 
 from .errors import SessionBusy
+from .options import check_blocks
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,8 @@ class Transcript:
 def chunk_of(update: Update) -> Optional[Tuple[str, str, Optional[str]]]:
     """A message chunk update as (role, text, messageId): role `user`, `agent` or
     `thought`; None for other updates."""
-    role = CHUNK_ROLES.get(update.get("sessionUpdate"))  # type: ignore[arg-type]
+    kind = update.get("sessionUpdate")
+    role = CHUNK_ROLES.get(kind) if isinstance(kind, str) else None
     if role is None:
         return None
     message_id = update.get("messageId")
@@ -414,10 +416,15 @@ class Session:
 
     def prompt(self, prompt: PromptInput, *, queue: bool = True) -> Turn:
         """Start a turn (call inside the running loop). Returns at once: iterate or
-        await the `Turn`."""
+        await the `Turn`. Content the agent does not take (an image without
+        `promptCapabilities.image`, ...) is an `OptionError`, raised here."""
         if not queue and self.busy:
             raise SessionBusy("session %s is running a turn" % self.session_id)
-        turn = Turn(self, prompt_blocks(prompt))
+        blocks = prompt_blocks(prompt)
+        capabilities = getattr(self.client, "prompt_capabilities", None)
+        if capabilities is not None:  # (a host that says what the agent takes)
+            check_blocks(blocks, capabilities)
+        turn = Turn(self, blocks)
         self._turns = [t for t in self._turns if not t.done] + [turn]
         turn._task = asyncio.ensure_future(self._run(turn))
         return turn
@@ -489,9 +496,12 @@ class Session:
         return result
 
     async def set_config_option(self, config_id: str, value: Any) -> Any:
-        result = await self.client.request(
-            "session/set_config_option",
-            {"sessionId": self.session_id, "configId": config_id, "value": value})
+        """`session/set_config_option`: a `select` option takes one of its values (a
+        string); a `boolean` one a bool, sent with `type: "boolean"` as ACP asks."""
+        params: Dict[str, Any] = {"sessionId": self.session_id, "configId": config_id, "value": value}
+        if isinstance(value, bool):
+            params["type"] = "boolean"
+        result = await self.client.request("session/set_config_option", params)
         if isinstance(result, dict) and isinstance(result.get("configOptions"), list):
             self.config_options = result["configOptions"]
         return result

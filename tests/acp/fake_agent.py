@@ -27,6 +27,11 @@ The prompt's first word picks a scenario (see `Agent.turn`). Environment:
   FAKE_ACP_NAMES=hostile   put terminal escape sequences in the agent's title and
                            version and in every session id
   FAKE_ACP_HANG=m1,m2      never answer these methods
+  FAKE_ACP_AGENT_NAME=n    the agentInfo name (`Copilot`: as the real one)
+  FAKE_ACP_AUTH=path       session/new needs a login (=prompt: session/prompt does,
+  FAKE_ACP_AUTH_AT=prompt  instead), done once `path` exists: `fake_agent.py login`
+                           (the terminal methods) or authenticate make it
+  FAKE_ACP_LOGIN_STATUS=n  the login program's exit status (0)
   FAKE_ACP_PAGE=n          session/list in pages of n, each with the next's cursor
                            (`loop`: the same cursor for ever)
   FAKE_ACP_VERSION=json    answer initialize with this protocolVersion ("none": none)
@@ -211,12 +216,15 @@ def local_path(path):
 
 
 def config_options(session):
-    return [{"type": "select", "id": "mode", "name": "Mode", "category": "mode",
-             "currentValue": session["mode"],
-             "options": [{"value": m, "name": m.rsplit("#", 1)[1].title()} for m in MODES]},
-            {"type": "select", "id": "allow_all", "name": "Allow All", "category": "permissions",
-             "currentValue": session["allow_all"],
-             "options": [{"value": "on", "name": "On"}, {"value": "off", "name": "Off"}]}]
+    options = [{"type": "select", "id": "mode", "name": "Mode", "category": "mode",
+                "currentValue": session["mode"],
+                "options": [{"value": m, "name": m.rsplit("#", 1)[1].title()} for m in MODES]},
+               {"type": "select", "id": "allow_all", "name": "Allow All", "category": "permissions",
+                "currentValue": session["allow_all"],
+                "options": [{"value": "on", "name": "On"}, {"value": "off", "name": "Off"}]}]
+    if session.get("brave") is not None:  # a boolean option: only to a client that takes them
+        options.append({"type": "boolean", "id": "brave", "name": "Brave mode", "currentValue": session["brave"]})
+    return options
 
 
 class Agent:
@@ -342,9 +350,9 @@ class Agent:
                                       "mcpCapabilities": {"http": True, "sse": True},
                                       "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
                                       "sessionCapabilities": {"close": {}, "list": {}}},
-                "agentInfo": {"name": "fake", "title": "Fake agent" + NAME_ESCAPES,
+                "agentInfo": {"name": os.environ.get("FAKE_ACP_AGENT_NAME", "fake"), "title": "Fake agent" + NAME_ESCAPES,
                               "version": "0.0.1" + NAME_ESCAPES},
-                "authMethods": [{"id": "fake-login", "name": "Log in"}],
+                "authMethods": self.auth_methods(params),
                 "_echo": {"clientCapabilities": params.get("clientCapabilities"),
                           "clientInfo": params.get("clientInfo")}}
         if os.environ.get("FAKE_ACP_CAPS") in ("full", "noload"):  # what Copilot does not offer (yet)
@@ -362,9 +370,38 @@ class Agent:
     def do_authenticate(self, params):
         if params.get("methodId") != "fake-login":
             raise Failure({"code": -32602, "message": "unknown auth method"})
+        if os.environ.get("FAKE_ACP_AUTH"):  # the agent's own login: done here
+            with open(os.environ["FAKE_ACP_AUTH"], "w") as handle:
+                handle.write("logged in\n")
         return {}
 
+    def do_logout(self, params):
+        full_only("logout")
+        self.logged_out = True
+        return {}
+
+    def auth_methods(self, params):
+        """With FAKE_ACP_AUTH, Copilot's terminal form first (as `copilot login`), the
+        stable terminal form (only to a client that takes it), the agent's own."""
+        agent_own = {"id": "fake-login", "name": "Log in"}
+        if not os.environ.get("FAKE_ACP_AUTH"):
+            return [agent_own]
+        methods = [{"id": "fake-copilot", "name": "Log in with Fake CLI", "description": "Run `fake login`",
+                    "_meta": {"terminal-auth": {"command": sys.executable, "args": [os.path.abspath(__file__),
+                                                                                    "login"],
+                                                "label": "Fake Login"}}}]
+        if ((params.get("clientCapabilities") or {}).get("auth") or {}).get("terminal") is True:
+            methods.append({"id": "fake-terminal", "name": "Log in in the terminal", "type": "terminal",
+                            "args": ["login"], "env": {"FAKE_LOGIN_NAME": "tester"}})
+        return methods + [agent_own]
+
+    def need_login(self):
+        if not logged_in() or getattr(self, "logged_out", False):
+            raise Failure({"code": -32000, "message": "Authentication required"})
+
     def do_session_new(self, params):
+        if os.environ.get("FAKE_ACP_AUTH_AT") != "prompt":
+            self.need_login()
         cwd = params.get("cwd")
         if not isinstance(cwd, str):
             raise Failure({"code": -32602, "message": "Invalid params: cwd is required"})
@@ -373,6 +410,8 @@ class Agent:
         sid = str(uuid.uuid4()) + NAME_ESCAPES
         session = {"id": sid, "cwd": cwd, "closed": False, "title": None, "mode": MODES[0],
                    "additionalDirectories": params.get("additionalDirectories"),
+                   "brave": False if ((self.client_capabilities or {}).get("session") or {}).get(
+                       "configOptions", {}).get("boolean") is not None else None,
                    "allow_all": "off", "history": [], "tokens": 0, "updatedAt": "2026-01-01T00:00:00Z"}
         self.sessions[sid] = session
         self.mine.add(sid)
@@ -477,7 +516,10 @@ class Agent:
     def do_session_set_config_option(self, params):
         session = self.session(params)
         key, value = params.get("configId"), params.get("value")
-        if key == "allow_all" and value in ("on", "off"):
+        if key == "brave" and session.get("brave") is not None and params.get("type") == "boolean" \
+                and isinstance(value, bool):
+            session["brave"] = value
+        elif key == "allow_all" and value in ("on", "off"):
             session["allow_all"] = value
         elif key == "mode" and value in MODES:
             session["mode"] = value
@@ -488,9 +530,12 @@ class Agent:
         return {"configOptions": config_options(session)}
 
     def do_session_prompt(self, params):
+        if os.environ.get("FAKE_ACP_AUTH_AT") == "prompt":
+            self.need_login()
         session = self.session(params)
         sid = session["id"]
         blocks = params.get("prompt")
+        self.prompt_blocks = blocks if isinstance(blocks, list) else []
         text = ""
         if isinstance(blocks, list):
             text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict))
@@ -635,6 +680,21 @@ class Agent:
                           "content": {"type": "text", "text": "hmm"}})
         self.update(sid, {"sessionUpdate": "agent_message_chunk", "messageId": "m1",
                           "content": {"type": "text", "text": " Still one."}})
+        return {"stopReason": "end_turn"}
+
+    def turn_blocks(self, session, rest):
+        """Report the prompt's content blocks: type, MIME type, URI, and how much each
+        carries (text, or decoded base64 data)."""
+        import base64  # (only this turn needs it)
+        shown = []
+        for block in self.prompt_blocks:
+            inner = block.get("resource") if block.get("type") == "resource" else block
+            carried = inner.get("text")
+            if carried is None:
+                carried = base64.b64decode(inner.get("data") or inner.get("blob") or "")
+            shown.append({"type": block.get("type"), "mimeType": inner.get("mimeType"), "uri": inner.get("uri"),
+                          "size": len(carried)})
+        self.chunk(session["id"], "BLOCKS-RESULT " + json.dumps(shown))
         return {"stopReason": "end_turn"}
 
     def turn_stop(self, session, rest):
@@ -968,7 +1028,27 @@ def serve_tcp(port):
         threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
 
+def login():
+    """`fake_agent.py login`: the login program of the terminal methods (FAKE_ACP_AUTH):
+    says who logs in, marks the login done, exits with FAKE_ACP_LOGIN_STATUS (0)."""
+    status = int(os.environ.get("FAKE_ACP_LOGIN_STATUS", "0"))
+    write_stdout(("Logging in as %s (terminal: %s)\n" % (os.environ.get("FAKE_LOGIN_NAME", "someone"),
+                                                      "yes" if os.isatty(0) else "no")).encode())
+    if status == 0:
+        with open(os.environ["FAKE_ACP_AUTH"], "w") as handle:
+            handle.write("logged in\n")
+    sys.exit(status)
+
+
+def logged_in():
+    """FAKE_ACP_AUTH: sessions need a login, done once that file exists."""
+    path = os.environ.get("FAKE_ACP_AUTH")
+    return not path or os.path.exists(path)
+
+
 def main():
+    if sys.argv[1:] == ["login"]:
+        login()
     if os.environ.get("FAKE_ACP_START") == "fail":
         sys.stderr.write("Offline mode requires a local model provider. Set FAKE_PROVIDER to configure one.\n")
         sys.exit(1)
