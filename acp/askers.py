@@ -1,17 +1,21 @@
-"""The two questions the command line asks a person on the terminal: may the agent
-use this tool call (`session/request_permission`, ACP.md §5), and may it run this
-command (`terminal/create`). Each is a policy callable (see `permissions` and
-`terminal`): it shows the question through `render`, reads the answer from a console
-(`console`), and turns the typed words into a decision. Kept apart from the policies
-themselves, which need no terminal.
+"""The questions the command line asks a person on the terminal: may the agent use
+this tool call (`session/request_permission`, ACP.md §5), may it run this command
+(`terminal/create`), which login to use (ACP.md §11), what the agent wants to know
+(`elicitation/create`, ACP.md §12). Each is a policy callable (see `permissions`,
+`terminal`, `auth`, `elicitation`): it shows the question through `render`, reads the
+answer from a console (`console`), and turns the typed words into a decision. Kept
+apart from the policies themselves, which need no terminal.
 """
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any, Awaitable, Callable, Dict, Optional, Sequence, Tuple
 
-from . import render
+from . import elicitation, render
 from .auth import LoginMethod
 from .console import Console, OneQuestionAtATime, write_stderr
+from .elicitation import ElicitationRequest, Field
 from .permissions import REFUSALS, Decision, PermissionRequest, reject
 
 
@@ -20,6 +24,12 @@ def on_stdin() -> "TerminalAsker":
     stdin (its one console, shared with every other asker of it)."""
     console = Console.for_stdin()
     return TerminalAsker(console.readline, write_stderr, questions=console.questions)
+
+
+def elicitation_on_stdin() -> "ElicitationAsker":
+    """The `"ask"` elicitation policy, on this process's stdin as `on_stdin`."""
+    console = Console.for_stdin()
+    return ElicitationAsker(console.readline, write_stderr, questions=console.questions)
 
 
 def consent_on_stdin() -> "TerminalConsentAsker":
@@ -157,3 +167,88 @@ class LoginAsker:
             if chosen is None:
                 self.write("(not logged in)\n")
             return chosen
+
+
+#: How long a person has to answer the agent's request for information; then it is
+#: declined (the agent waits meanwhile, and the turn with it).
+ELICITATION_TIMEOUT = 300.0
+
+
+class ElicitationAsker:
+    """Asks a person what the agent wants to know (ACP.md §12). A form: each field in
+    turn (a choice by its number or label, a yes/no, a number; Enter takes the default
+    or leaves an optional field empty), then the answers shown for review: send, edit
+    again, or decline. A URL: shown whole with its host and warnings; this client opens
+    nothing, the person answers whether they agree to open it themselves. End of input,
+    an answer that does not fit three times, or no answer within `timeout` seconds
+    declines. `completed` is told when the agent says a URL step is over."""
+
+    def __init__(self, readline: Callable[[], Awaitable[Optional[str]]],
+                 write: Callable[[str], None], questions: Optional[OneQuestionAtATime] = None,
+                 timeout: float = ELICITATION_TIMEOUT, attempts: int = 3) -> None:
+        self.readline = readline
+        self.write = write
+        self.questions = questions or OneQuestionAtATime()
+        self.timeout = timeout
+        self.attempts = attempts
+
+    async def __call__(self, request: ElicitationRequest) -> Dict[str, Any]:
+        async with self.questions:
+            self.write(render.elicitation_question(request))
+            try:
+                return await asyncio.wait_for(self._ask(request), self.timeout)
+            except asyncio.TimeoutError:
+                self.write("\n(no answer in %g s: declined)\n" % self.timeout)
+                return elicitation.answer("decline")
+
+    async def _ask(self, request: ElicitationRequest) -> Dict[str, Any]:
+        if request.mode == "url":
+            self.write("Do you agree to open it? [y: yes, n: no; Enter: not now] ")
+            answer = ((await self.readline()) or "").strip().lower()
+            action = "accept" if answer in ("y", "yes") else "decline" if answer in ("n", "no") else "cancel"
+            return elicitation.answer(action)
+        while True:
+            content: Dict[str, Any] = {}
+            for field in request.fields:
+                value = await self._field(field)
+                if value is _DECLINED:
+                    self.write("(declined)\n")
+                    return elicitation.answer("decline")
+                if value is not _EMPTY:
+                    content[field.name] = value
+            self.write("Your answers:\n" + "".join("    %s: %s\n" % (render.one_line(name),
+                                                                        render.one_line(json.dumps(value)))
+                                                    for name, value in content.items()))
+            self.write("Send them? [y: send, e: edit, n: decline] ")
+            answer = ((await self.readline()) or "").strip().lower()
+            if answer in ("y", "yes", "s", "send"):
+                return elicitation.answer("accept", content)
+            if answer not in ("e", "edit"):
+                self.write("(declined)\n")
+                return elicitation.answer("decline")
+
+    async def _field(self, field: Field) -> Any:
+        for _ in range(self.attempts):
+            self.write(render.field_prompt(field))
+            line = await self.readline()
+            if line is None:
+                return _DECLINED
+            if not line.strip():
+                if field.default is not None:
+                    return field.default
+                if not field.required:
+                    return _EMPTY
+                self.write("    (required)\n")
+                continue
+            try:
+                return field.parse(line)
+            except ValueError as exc:
+                self.write("    (expected %s)\n" % exc)
+        return _DECLINED
+
+    def completed(self, request: ElicitationRequest) -> None:
+        self.write("(the agent says the step at %s is done)\n" % render.one_line(request.url or "?"))
+
+
+_DECLINED = object()
+_EMPTY = object()

@@ -10,7 +10,7 @@ import signal
 from typing import Any, Dict, List, Optional
 
 from . import render
-from .askers import LoginAsker, TerminalAsker, TerminalConsentAsker
+from .askers import ElicitationAsker, LoginAsker, TerminalAsker, TerminalConsentAsker
 from .auth import LoginMethod, is_auth_required
 from .cli_output import Output, fail
 from .client import Client, default_agent
@@ -69,8 +69,14 @@ class App:
             terminal = TerminalConsentAsker(self.console.readline, self._ask_write, questions=questions)
         else:
             terminal = "reject"
+        # The agent's requests for information (ACP.md §12) are put to a person on the
+        # terminal; declined under --no, or with nobody to ask.
+        asking: Any = "decline"
+        if self.console.isatty() and allow != "reject":
+            asking = ElicitationAsker(self.console.readline, self._ask_write, questions=questions)
         self.client = Client(args.agent or default_agent(), connect=args.connect, cwd=self.cwd,
-                             permission=policy, terminal=terminal, request_timeout=args.timeout)
+                             permission=policy, terminal=terminal, request_timeout=args.timeout,
+                             elicitation=asking)
         self.output: Optional[Output] = None
         self.replaying = False  # a session/load is replaying history (ACP.md §3.5)
         self.allow = allow  # what --yes, --no or --allow answer for everything (None: ask)

@@ -17,14 +17,16 @@ import inspect
 import json
 import logging
 import os
-from typing import Any, AsyncIterator, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (Any, AsyncIterator, Awaitable, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple,
+                    Union)
 
 from ._core import __version__, jsonrpc, ndjson, rpc
 from . import permissions as _permissions
 from .connection import (DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, MAX_UNSENT, USE_DEFAULT,
                          AgentConnection, Timeout)
 from .endpoints import DEFAULT_AGENT, Argv, parse_address
-from . import auth
+from . import auth, elicitation
+from .elicitation import ElicitationRequest
 from .errors import AcpError, LoginFailed, LoginRefused, NotAdvertised, ProtocolVersionError
 from .fs import FileSystem, fixed_roots, session_folder
 from .session import PromptInput, Session, Turn, Update
@@ -40,7 +42,8 @@ MAX_EARLY_UPDATES = 1000
 MAX_SESSION_PAGES = 10000  # pages of session/list followed at most
 #: What the agent may ask of the client only as requests (ACP.md §2, §5): sent without an
 #: id, such a message is dropped, never handled inside the reading (its handler may wait).
-REQUEST_METHODS = frozenset({"session/request_permission", "fs/read_text_file", "fs/write_text_file",
+REQUEST_METHODS = frozenset({"session/request_permission", "elicitation/create", "fs/read_text_file",
+                             "fs/write_text_file",
                              "terminal/create", "terminal/output", "terminal/wait_for_exit",
                              "terminal/kill", "terminal/release"})
 
@@ -72,6 +75,33 @@ def _permission_policy(spec: _permissions.PolicySpec) -> _permissions.Permission
 
         return on_stdin()
     return _permissions.resolve_policy(spec)
+
+
+#: Answers the agent's `elicitation/create`: `{"action": "accept", "content": {...}}`,
+#: `{"action": "decline"}` or `{"action": "cancel"}` (`elicitation.answer` builds them).
+ElicitationPolicy = Callable[[ElicitationRequest], Union[Dict[str, Any], Awaitable[Dict[str, Any]]]]
+
+
+def _elicitation_policy(spec: Union[None, str, ElicitationPolicy]) -> Optional[ElicitationPolicy]:
+    if spec is None:
+        return None
+    if spec == "decline":
+        return lambda request: elicitation.answer("decline")
+    if spec == "ask":
+        from .askers import elicitation_on_stdin  # late: only interactive use needs a console
+
+        return elicitation_on_stdin()
+    if callable(spec):
+        return spec
+    raise ValueError("unknown elicitation policy %r (None, 'decline', 'ask' or a callable)" % (spec,))
+
+
+async def _call(policy: Callable[[Any], Any], request: Any) -> Any:
+    """A host's callback, plain or a coroutine function."""
+    answer = policy(request)
+    if inspect.isawaitable(answer):
+        answer = await answer
+    return answer
 
 
 def default_agent() -> str:
@@ -111,7 +141,8 @@ class Client:
                  prompt_timeout: Optional[float] = None, client_info: Optional[Dict[str, Any]] = None,
                  max_line: int = ndjson.DEFAULT_MAX_LINE,
                  on_stderr: Optional[Callable[[str], None]] = None,
-                 new_process_group: bool = True, max_unsent: int = MAX_UNSENT) -> None:
+                 new_process_group: bool = True, max_unsent: int = MAX_UNSENT,
+                 elicitation: Union[None, str, "ElicitationPolicy"] = None) -> None:
         self.agent = agent if agent is not None else default_agent()
         self.streams = streams
         # Checked here, so a bad address fails where it was given (ValueError).
@@ -139,6 +170,11 @@ class Client:
         self.dispatcher = rpc.Dispatcher()
         self.dispatcher.add("session/update", self._on_update)
         self.dispatcher.add("session/request_permission", self._on_permission)
+        self.elicitation_policy = _elicitation_policy(elicitation)
+        self._open_elicitations: Dict[str, ElicitationRequest] = {}  # accepted URL ones, by id
+        if self.elicitation_policy is not None:  # (ACP.md §12: advertised only when answered)
+            self.dispatcher.add("elicitation/create", self._on_elicitation)
+            self.dispatcher.add("elicitation/complete", self._on_elicitation_complete)
         roots = fixed_roots(self.fs_roots) if self.fs_roots is not None else self._session_roots
         self.files = FileSystem(roots, room_for=self._room_for)
         if fs:
@@ -241,7 +277,8 @@ class Client:
                 "terminal": "terminal/create" in d,
                 "session": {"configOptions": {"boolean": {}}},  # boolean options: sent with their type
                 # A terminal login runs the agent's own program: only an agent we start (ACP.md §11).
-                "auth": {"terminal": self.streams is None and self.address is None}}
+                "auth": {"terminal": self.streams is None and self.address is None},
+                **({"elicitation": {"form": {}, "url": {}}} if "elicitation/create" in d else {})}
 
     async def initialize(self, protocol_version: int = PROTOCOL_VERSION,
                          client_capabilities: Optional[Dict[str, Any]] = None,
@@ -579,12 +616,22 @@ class Client:
         request = _permissions.PermissionRequest.from_params(params)
         if not request.options:  # nothing to choose: no question (and nothing allowed)
             return request.cancelled()
-        session = self.sessions.get(request.session_id) if request.session_id else None
+        answered, decision = await self._ask(request.session_id, _permissions.decide(self.permission_policy, request))
+        if not answered:
+            return request.cancelled()  # cancelled (or the turn ended) before an answer
+        return request.outcome(decision)
+
+    async def _ask(self, session_id: Optional[str], question: Awaitable[Any]) -> Tuple[bool, Any]:
+        """Put a question to the host (a person, maybe), withdrawn when the session's
+        turn is cancelled or ends first (ACP.md §5): `(True, answer)`, or `(False,
+        None)` when withdrawn. What the question raises, it raises."""
+        session = self.sessions.get(session_id) if session_id else None
         loop = asyncio.get_event_loop()
         cancelled = session.cancel_waiter() if session is not None else loop.create_future()
         if cancelled.done():  # the turn was cancelled already: no question asked
-            return request.cancelled()
-        decision = asyncio.ensure_future(_permissions.decide(self.permission_policy, request))
+            rpc.discard(question)
+            return False, None
+        decision = asyncio.ensure_future(question)
         try:
             await asyncio.wait({decision, cancelled}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -594,5 +641,38 @@ class Client:
             if not cancelled.done():
                 cancelled.cancel()
         if decision.cancelled() or not cancelled.cancelled():
-            return request.cancelled()  # cancelled (or the turn ended) before an answer
-        return request.outcome(decision.result())  # a raising policy → error response
+            return False, None
+        return True, decision.result()  # a raising question → error response
+
+    async def _on_elicitation(self, params: Any, _context: Any = None) -> Dict[str, Any]:
+        """`elicitation/create` (ACP.md §12): the host's policy answers; an accepted
+        form is checked against its schema before it is sent (declined if it does
+        not fit); withdrawn (`cancel`) when the turn is cancelled first."""
+        request = ElicitationRequest.from_params(params)
+        policy = self.elicitation_policy
+        assert policy is not None
+        answered, response = await self._ask(request.session_id, _call(policy, request))
+        if not answered:
+            return elicitation.answer("cancel")
+        if not (isinstance(response, dict) and response.get("action") in elicitation.ACTIONS):
+            log.warning("the elicitation policy answered %r: declining", response)
+            return elicitation.answer("decline")
+        if response["action"] == "accept" and request.mode == "form":
+            try:
+                return elicitation.answer("accept", elicitation.check_content(request.fields,
+                                                                              response.get("content") or {}))
+            except ValueError as exc:
+                log.warning("the answer to the agent's form does not fit it (%s): declining", exc)
+                return elicitation.answer("decline")
+        if response["action"] == "accept" and request.elicitation_id is not None:
+            self._open_elicitations[request.elicitation_id] = request
+        return elicitation.answer(response["action"])
+
+    def _on_elicitation_complete(self, params: Any, _context: Any = None) -> None:
+        """`elicitation/complete`: the out-of-band step of an accepted URL elicitation
+        is over; an id not open (unknown, or completed already) is ignored."""
+        p = jsonrpc.require_params(params, ("elicitationId",), {"elicitationId": str})
+        request = self._open_elicitations.pop(p["elicitationId"], None)
+        completed = getattr(self.elicitation_policy, "completed", None)
+        if request is not None and completed is not None:
+            completed(request)

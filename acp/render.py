@@ -10,11 +10,13 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Sequence
 
+from . import elicitation
 from ._core import safe_text
 from .session import Transcript, chunk_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from .auth import LoginMethod
+    from .elicitation import ElicitationRequest, Field
     from .permissions import PermissionRequest
 
 STATUS_MARKS = {"completed": "done", "failed": "FAILED", "cancelled": "cancelled",
@@ -152,6 +154,40 @@ def login_methods(methods: Sequence["LoginMethod"]) -> str:
         else:
             lines.append("      (the agent logs in by itself)")
     return "\n".join(lines) + "\n"
+
+
+def elicitation_question(request: "ElicitationRequest") -> str:
+    """The agent's request for information (ACP.md §12): who asks and why (its
+    message, escaped), then for a URL the URL whole, its host and any warning, and
+    that this client opens nothing."""
+    lines = ["", "The agent asks you for information:"]
+    lines.extend("    " + line for line in safe_text(request.message.strip("\n")).split("\n"))
+    if request.mode == "url" and request.url is not None:
+        lines.append("    URL: " + one_line(request.url))
+        lines.extend("    " + one_line(note) for note in elicitation.url_notes(request.url))
+        lines.append("  Nothing is opened by this client: open the URL yourself if you agree.")
+    return "\n".join(lines) + "\n"
+
+
+def field_prompt(field: "Field") -> str:
+    """The question for one form field: its title (and name), its choices or kind,
+    its default, whether it may be left empty."""
+    parts = ["  %s" % one_line(field.title)]
+    if field.title != field.name:
+        parts.append(" (%s)" % one_line(field.name))
+    if field.description:
+        parts.append(": %s" % one_line(field.description))
+    if field.choices:
+        parts.append(" [%s%s]" % (", ".join("%d=%s" % (n, one_line(label)) for n, (_, label) in
+                                            enumerate(field.choices, 1)),
+                                  "; several, by commas" if field.kind == "array" else ""))
+    elif field.kind != "string":
+        parts.append(" [%s]" % {"boolean": "yes/no", "integer": "a whole number", "number": "a number"}[field.kind])
+    if field.default is not None:
+        parts.append(" (Enter: %s)" % one_line(json.dumps(field.default, ensure_ascii=False)))
+    elif not field.required:
+        parts.append(" (Enter: leave empty)")
+    return "".join(parts) + ": "
 
 
 def error_text(exc: BaseException, limit: int = ERROR_DATA_LIMIT) -> str:

@@ -910,6 +910,12 @@ class Agent:
         string (`"3"` for request 3), which is not the request's id."""
         return self.turn_cancelreq(session, rest, name=str)
 
+    def turn_notify(self, session, rest):
+        """`NOTIFY method {params}`: send the client that notification."""
+        method, _, params = rest.partition(" ")
+        self.send({"jsonrpc": "2.0", "method": method, "params": json.loads(params) if params.strip() else {}})
+        return {"stopReason": "end_turn"}
+
     def turn_raw(self, session, rest):
         """`RAW method {params}`: send any request to the client, report its answer."""
         method, _, params = rest.partition(" ")
