@@ -1,8 +1,11 @@
 """`python3 -m acp`: talk to an ACP agent from the terminal or a script.
 
     python3 -m acp [--agent CMD | --connect [HOST:]PORT] [--cwd DIR] [--yes | --no | --allow KIND]
-                   [--json] [--resume SESSION_ID [--quiet]] [PROMPT...]
+                   [--mode ID] [--config ID=VALUE]... [--mcp-server SPEC]... [--attach FILE]...
+                   [--add-dir DIR]... [--login [METHOD]] [--json] [--resume SESSION_ID [--quiet]]
+                   [PROMPT...]
     python3 -m acp [--agent CMD | --connect [HOST:]PORT] [--cwd DIR] --list-sessions
+    python3 -m acp [...] --delete-session SESSION_ID | --logout | --login [METHOD]
 
 The agent is a child on stdio (`--agent`, default `copilot --acp --stdio`) or an agent
 already listening on TCP (`--connect`, e.g. `copilot --acp --port 3000`), which keeps
@@ -19,8 +22,11 @@ refused or lost connection, a dead agent or a line over the limit; 2 for bad usa
 3, 4 and 5 for the stop reasons refusal, max_tokens and max_turn_requests; 130 for a
 cancelled turn (Ctrl-C: the first cancels the turn, a second quits).
 
-Terminal commands the agent asks to run (`terminal/create`) need consent: `--yes` or
-`--allow once|always`, or a person's answer on the terminal; otherwise they are refused.
+Terminal commands the agent asks to run (`terminal/create`), and a login command it
+names (ACP.md §11), need consent: `--yes` or `--allow once|always`, or a person's answer
+on the terminal; otherwise they are refused. The session's options (`--mode`,
+`--config`, `--mcp-server`, `--attach`, `--add-dir`) are checked against what the agent
+offers before any prompt (ACP.md §9).
 """
 from __future__ import annotations
 
