@@ -460,6 +460,9 @@ class App:
         except (RequestTimeout, AcpError) as exc:
             output.newline()
             return fail("the prompt failed: %s" % render.error_text(exc))
+        except asyncio.CancelledError:  # quitting mid-turn: its prompt is given up (ACP.md §2)
+            await turn.give_up()
+            raise
         finally:
             self.current = None
         status, note = turn_status(result.stop_reason, result.error)

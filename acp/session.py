@@ -254,6 +254,17 @@ class Turn:
     def __await__(self) -> Generator[Any, None, PromptResult]:
         return self.result().__await__()
 
+    async def give_up(self) -> None:
+        """Stop waiting for this turn's answer (the host is leaving): its request is given
+        up, which the agent is told of (`$/cancel_request`, ACP.md §2), and the turn
+        ends `cancelled`. `cancel` is the polite way, which waits for the agent."""
+        task = self._task
+        if self.done or task is None:
+            return
+        self.cancel_requested = True
+        task.cancel()
+        await asyncio.wait({task})  # (its request's notice is on its way once it ended)
+
     async def cancel(self) -> None:
         """Cancel this turn: `session/cancel` if it is running, or drop it from the queue."""
         if self.done:

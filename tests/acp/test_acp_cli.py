@@ -240,6 +240,10 @@ def test_second_ctrl_c_quits_and_leaves_no_agent(tmp_path):
     assert "quitting" in stderr.decode()
     agent_pid = int(shown.split("AGENT-PID ")[1].split()[0])
     assert gone(agent_pid)
+    # The prompt was given up, and the agent told so before the client hung up (ACP.md §2).
+    sent = [m for d, m in read_log(log) if d == "C>A" and isinstance(m, dict)]
+    prompt_id = [m["id"] for m in sent if m.get("method") == "session/prompt"][0]
+    assert {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": prompt_id}} in sent
 
 
 def test_chat_from_a_regular_file_with_a_permission_answer_in_between(tmp_path):
