@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 from . import render
 from .askers import ElicitationAsker, LoginAsker, TerminalAsker, TerminalConsentAsker
 from .auth import LoginMethod, is_auth_required
-from .cli_output import Output, fail
+from .cli_output import Output, fail, failure
 from .client import Client, default_agent
 from .console import Console, ReadlineConsole, write_stderr
 from .errors import (AcpError, AgentExited, AgentNotAcp, AgentStartError, LoginFailed, LoginRefused, NotAdvertised,
@@ -244,12 +244,8 @@ class App:
                     await session.set_config_option("mode", mode)
             for spec in self.args.config:
                 await session.set_config_option(*resolve_config(session, spec))
-        except OptionError as exc:
-            return fail(str(exc), EXIT_USAGE)
-        except jsonrpc.JsonRpcError as exc:
-            return fail("the agent refused the session's options: %s" % render.error_text(exc))
-        except (AgentExited, RequestTimeout, AcpError) as exc:
-            return fail(str(exc))
+        except (AcpError, jsonrpc.JsonRpcError) as exc:
+            return failure(exc, "the agent refused the session's options")
         return None
 
     # ------------------------------------------------------------------ logging in
@@ -301,12 +297,8 @@ class App:
         """`logout` (ACP.md §11), where the agent advertises it."""
         try:
             await self.client.logout()
-        except NotAdvertised as exc:
-            return fail(str(exc), EXIT_USAGE)
-        except jsonrpc.JsonRpcError as exc:
-            return fail("the agent could not log out: %s" % render.error_text(exc))
-        except (AgentExited, RequestTimeout, AcpError) as exc:
-            return fail(str(exc))
+        except (AcpError, jsonrpc.JsonRpcError) as exc:
+            return failure(exc, "the agent could not log out")
         write_stderr("(logged out)\n")
         return EXIT_OK
 
@@ -322,24 +314,16 @@ class App:
                     print(safe_text("%s  %s  %s" % (entry.get("sessionId"), entry.get("updatedAt") or "-",
                                                     render.preview(str(entry.get("title") or "(untitled)")))),
                           flush=True)
-        except NotAdvertised as exc:
-            return fail(str(exc), EXIT_USAGE)
-        except jsonrpc.JsonRpcError as exc:
-            return fail("the agent could not list its sessions: %s" % render.error_text(exc))
-        except (AgentExited, RequestTimeout, AcpError) as exc:
-            return fail(str(exc))
+        except (AcpError, jsonrpc.JsonRpcError) as exc:
+            return failure(exc, "the agent could not list its sessions")
         return EXIT_OK
 
     async def delete_session(self, session_id: str) -> int:
         """`session/delete` (ACP.md §3.5), where the agent offers it."""
         try:
             await self.client.delete_session(session_id)
-        except NotAdvertised as exc:
-            return fail(str(exc), EXIT_USAGE)
-        except jsonrpc.JsonRpcError as exc:
-            return fail("could not delete session %s: %s" % (session_id, render.error_text(exc)))
-        except (AgentExited, RequestTimeout, AcpError) as exc:
-            return fail(str(exc))
+        except (AcpError, jsonrpc.JsonRpcError) as exc:
+            return failure(exc, "could not delete session %s" % session_id)
         return EXIT_OK
 
     async def resume(self, session_id: str) -> Session:

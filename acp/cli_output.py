@@ -8,9 +8,11 @@ import sys
 from typing import Any, Dict, Set
 
 from . import render
-from ._core import safe_text
+from ._core import jsonrpc, safe_text
 from .console import write_stderr
-from .exit_status import EXIT_ERROR
+from .errors import NotAdvertised
+from .exit_status import EXIT_ERROR, EXIT_USAGE
+from .options import OptionError
 from .session import FINAL_TOOL_STATUSES, Session, Turn, text_of
 
 
@@ -85,3 +87,15 @@ class Output:
 def fail(message: str, status: int = EXIT_ERROR) -> int:
     write_stderr("Error: %s\n" % safe_text(message))  # may quote the agent: never drives the terminal
     return status
+
+
+def failure(exc: BaseException, what: str) -> int:
+    """The one way a failed request becomes an exit status (ACP.md §9): what the agent
+    does not offer (`NotAdvertised`, `OptionError`) is a usage error; the agent's own
+    refusal (a JSON-RPC error) is said after `what`; anything else (a lost agent, a
+    timeout) as it is."""
+    if isinstance(exc, (NotAdvertised, OptionError)):
+        return fail(str(exc), EXIT_USAGE)
+    if isinstance(exc, jsonrpc.JsonRpcError):
+        return fail("%s: %s" % (what, render.error_text(exc)))
+    return fail(str(exc))

@@ -26,6 +26,23 @@ def requests(log, method):
             if direction == "C>A" and isinstance(msg, dict) and msg.get("method") == method]
 
 
+def permission_given_up(tmp_path, person, turn):
+    """A permission question asked of `person` (a policy), which the agent gives up
+    after 0.3 s in the `turn` (CANCELREQ; CANCELWRONG names the id as a string): the
+    answer the agent got."""
+    params = {"toolCall": {"toolCallId": "c1", "title": "Edit"},
+              "options": [{"optionId": "ok", "kind": "allow_once", "name": "OK"}]}
+
+    async def main():
+        async with make_client(permission=person) as client:
+            await client.initialize()
+            session = await client.new_session(workspace(tmp_path))
+            return (await session.prompt("%s session/request_permission %s" % (turn, json.dumps(params)))).text
+
+    text = run(main())
+    return json.loads(text[len("RAW-RESULT "):])
+
+
 def test_a_request_that_times_out_is_cancelled_at_the_agent(tmp_path):
     log = str(tmp_path / "agent.log")
 
@@ -66,17 +83,7 @@ def test_a_permission_question_the_agent_gives_up_is_cancelled_and_answered(tmp_
         finally:
             ended.append(request.title)
 
-    async def main():
-        async with make_client(permission=person) as client:
-            await client.initialize()
-            session = await client.new_session(workspace(tmp_path))
-            params = {"toolCall": {"toolCallId": "c1", "title": "Edit"},
-                      "options": [{"optionId": "ok", "kind": "allow_once", "name": "OK"}]}
-            result = await session.prompt("CANCELREQ session/request_permission " + json.dumps(params))
-            return result.text
-
-    text = run(main())
-    answer = json.loads(text[len("RAW-RESULT "):])
+    answer = permission_given_up(tmp_path, person, "CANCELREQ")
     assert answer["error"] == {"code": -32800, "message": "Request cancelled"}
     assert asked == ["Edit"] and ended == ["Edit"]  # the question was withdrawn, not left waiting
 
@@ -105,13 +112,5 @@ def test_a_cancel_naming_the_id_with_another_type_changes_nothing(tmp_path):
         await asyncio.sleep(1.0)  # answers after the agent's mistyped cancel came
         return "ok"
 
-    async def main():
-        async with make_client(permission=person) as client:
-            await client.initialize()
-            session = await client.new_session(workspace(tmp_path))
-            params = {"toolCall": {"toolCallId": "c1", "title": "Edit"},
-                      "options": [{"optionId": "ok", "kind": "allow_once", "name": "OK"}]}
-            return (await session.prompt("CANCELWRONG session/request_permission " + json.dumps(params))).text
-
-    answer = json.loads(run(main())[len("RAW-RESULT "):])
+    answer = permission_given_up(tmp_path, person, "CANCELWRONG")
     assert answer["result"] == {"outcome": {"outcome": "selected", "optionId": "ok"}}
