@@ -124,7 +124,11 @@ async def run_login(command: LoginCommand, cwd: Optional[str] = None,
     env = dict(os.environ if base_env is None else base_env)
     env.update(command.env)
     try:
-        process = await asyncio.create_subprocess_exec(*command.argv, cwd=cwd, env=env, stdout=sys.stderr.fileno())
+        stdout: Optional[int] = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # no stderr to write to (pythonw): inherited
+        stdout = None
+    try:
+        process = await asyncio.create_subprocess_exec(*command.argv, cwd=cwd, env=env, stdout=stdout)
     except (OSError, ValueError) as exc:
         raise LoginFailed("could not run %s: %s" % (command.command_line,
                                                     getattr(exc, "strerror", None) or exc)) from None

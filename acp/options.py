@@ -101,12 +101,17 @@ def resolve_config(session: Any, spec: str) -> Tuple[str, Union[str, bool]]:
     raise OptionError("config option %s is of a type this client does not know: %r" % (config_id, kind))
 
 
+LISTED = 40  # an agent's valid names shown at most in one refusal
+
+
 def _listing(values: Iterable[str], short: bool = False) -> str:
+    names = list(values)
     shown = []
-    for value in values:
+    for value in names[:LISTED]:
         segment = _last_segment(value)
         shown.append("%s (%s)" % (value, segment) if short and segment != value.lower() else value)
-    return ", ".join(shown) if shown else "(none)"
+    more = " and %d more" % (len(names) - LISTED) if len(names) > LISTED else ""
+    return ", ".join(shown) + more if shown else "(none)"
 
 
 # ------------------------------------------------------------------ MCP servers

@@ -193,3 +193,26 @@ def test_no_answer_in_time_declines():
     result = asyncio.run(asker(ElicitationRequest(FORM)))
     assert result == {"action": "decline"}
     assert "(no answer in 0.2 s: declined)" in "".join(written)
+
+
+@pytest.mark.stdio_only  # (no agent involved)
+def test_the_agents_pattern_is_not_run_here():
+    """A regular expression of the agent's making could take any time to run on the
+    person's answer ("(a+)+$" on thirty a's and a b): it is left to the agent."""
+    form = {"mode": "form", "message": "x", "requestedSchema": {"type": "object", "properties": {
+        "name": {"type": "string", "pattern": "^(a+)+$", "maxLength": 100}}}}
+    field = ElicitationRequest(form).fields[0]
+    assert field.parse("a" * 30 + "b") == "a" * 30 + "b"  # returns at once
+
+
+@pytest.mark.stdio_only  # (no agent involved)
+def test_a_refusal_lists_at_most_forty_names():
+    from acp.options import OptionError, resolve_mode
+
+    class Session:
+        modes = {"availableModes": [{"id": "mode-%d" % n} for n in range(1000)]}
+        config_options = []
+
+    with pytest.raises(OptionError) as info:
+        resolve_mode(Session(), "none")
+    assert str(info.value).endswith("mode-39 and 960 more")
