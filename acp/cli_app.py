@@ -263,19 +263,7 @@ class App:
                 offered = ", ".join(m.id for m in self.client.login_methods()) or "none"
                 fail("the agent offers no login method %r (it offers: %s)" % (self.args.login, offered))
                 return False
-        usable = [method for method in methods if method.runnable]
-        chosen: Optional[LoginMethod] = None
-        if self.allow is not None or not self.console.isatty():
-            self._ask_write(render.login_methods(methods))
-            if self.allow not in (None, "reject") and usable:
-                chosen = usable[0]
-                self._ask_write("Logging in with [%d] (%s)\n" % (methods.index(chosen) + 1, self.consent_flag()))
-            else:
-                self._ask_write("(not logged in: %s)\n" % (
-                    "none of them can be used here" if not usable else "refused by %s" % self.consent_flag()
-                    if self.allow == "reject" else "nobody to ask on a terminal; --yes allows it"))
-        else:
-            chosen = await LoginAsker(self.console.readline, self._ask_write, questions=self.console.questions)(methods)
+        chosen = await self.choose_login(methods)
         if chosen is None:
             fail("the agent needs a login, and none was done")
             return False
@@ -289,6 +277,24 @@ class App:
             return False
         write_stderr("(logged in with %s)\n" % safe_text(chosen.id, multiline=False))
         return True
+
+    async def choose_login(self, methods: List[LoginMethod]) -> Optional[LoginMethod]:
+        """The method to log in with, once consented to; None: refused (said why)."""
+        if self.allow is None and self.console.isatty():
+            return await LoginAsker(self.console.readline, self._ask_write, questions=self.console.questions)(methods)
+        self._ask_write(render.login_methods(methods))
+        usable = [method for method in methods if method.runnable]
+        if not usable:
+            why = "none of them can be used here"
+        elif self.allow == "reject":
+            why = "refused by %s" % self.consent_flag()
+        elif self.allow is None:
+            why = "nobody to ask on a terminal; --yes allows it"
+        else:
+            self._ask_write("Logging in with [%d] (%s)\n" % (methods.index(usable[0]) + 1, self.consent_flag()))
+            return usable[0]
+        self._ask_write("(not logged in: %s)\n" % why)
+        return None
 
     def consent_flag(self) -> str:
         return "--yes" if self.args.yes else "--no" if self.args.no else "--allow %s" % self.args.allow
