@@ -6,11 +6,14 @@ sent at once, then thousands of lines that are not JSON, each owed a -32700)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 
 import pytest
 
 import acp_testlib
-from acp_testlib import make_client, run, workspace
+from acp_testlib import ROOT, make_client, run, workspace
 
 pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 
@@ -66,3 +69,14 @@ def test_an_agent_writing_while_it_reads_nothing_never_stalls_the_client(tmp_pat
     assert unsent < 2 * LIMIT + 1024, unsent  # the hard limit (and the one small error that reached it)
     if acp_testlib.TRANSPORT == "stdio":  # (a pipe holds 64 KiB; a socket's buffers may take it all)
         assert refused > 0 and dropped > 0
+
+
+@pytest.mark.stdio_only
+@pytest.mark.skipif(sys.platform == "win32", reason="the benchmark reads its memory through `resource` (POSIX)")
+def test_the_memory_benchmark_runs():
+    """tools/bench_acp_memory.py end to end, small (it measures; nothing is asserted of
+    the figure here)."""
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "bench_acp_memory.py"), "--mib", "2",
+                           "--requests", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    assert "3 fs/read_text_file of a 2.1 MB file" in proc.stdout.decode() and "peak" in proc.stdout.decode()
