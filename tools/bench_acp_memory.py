@@ -86,10 +86,11 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "big.txt")
+        line = b"x" * 99 + b"\n"
+        lines = int(args.mib * MIB / len(line))
         with open(path, "wb") as handle:  # (in pieces: this process stays small)
-            piece = (b"x" * 99 + b"\n") * 10486
-            for _ in range(int(args.mib * MIB / len(piece))):
-                handle.write(piece)
+            for start in range(0, lines, 10000):
+                handle.write(line * min(10000, lines - start))
         size = os.path.getsize(path)
         report = run(os.path.abspath(args.root), path, args.requests)
     print("client of %s" % os.path.abspath(args.root))
