@@ -436,36 +436,35 @@ class Agent:
                           "currentModeId": session["mode"]}}
 
     def do_session_load(self, params):
+        session = self.reopen(params)
+        if not any(u["sessionUpdate"] == "user_message_chunk" for u in session["history"]):
+            raise Failure({"code": -32603, "message": "Internal error: Persisted event journal is unavailable"})
+        history, session["history"] = session["history"], []
+        for update in history:  # replayed before the answer (ACP.md §3.5)
+            if update["sessionUpdate"] in ("user_message_chunk", "agent_message_chunk",
+                                           "tool_call", "tool_call_update"):
+                self.update(session["id"], update)
+        return self.reopened(session)
+
+    def do_session_resume(self, params):
+        """As session/load, without replaying the history (FAKE_ACP_CAPS=full only)."""
+        full_only("session/resume")
+        return self.reopened(self.reopen(params))
+
+    def reopen(self, params):
+        """The stored session `params` name, now this connection's."""
         sid = params.get("sessionId")
         session = self.sessions.get(sid)
         if session is None:
             raise Failure({"code": -32002, "message": "Resource not found: Session %s not found" % sid})
         if not session["closed"] and sid in self.mine:
             raise Failure({"code": -32602, "message": "Session %s is already loaded" % sid})
-        if not any(u["sessionUpdate"] == "user_message_chunk" for u in session["history"]):
-            raise Failure({"code": -32603, "message": "Internal error: Persisted event journal is unavailable"})
-        session["closed"] = False
-        self.mine.add(sid)
-        STORE.holders[sid] = self
-        history, session["history"] = session["history"], []
-        for update in history:  # replayed before the answer (ACP.md §3.5)
-            if update["sessionUpdate"] in ("user_message_chunk", "agent_message_chunk",
-                                           "tool_call", "tool_call_update"):
-                self.update(sid, update)
-        result = self.session_result(session)
-        del result["sessionId"]
-        return result
+        return session
 
-    def do_session_resume(self, params):
-        """As session/load, without replaying the history (FAKE_ACP_CAPS=full only)."""
-        full_only("session/resume")
-        sid = params.get("sessionId")
-        session = self.sessions.get(sid)
-        if session is None:
-            raise Failure({"code": -32002, "message": "Resource not found: Session %s not found" % sid})
+    def reopened(self, session):
         session["closed"] = False
-        self.mine.add(sid)
-        STORE.holders[sid] = self
+        self.mine.add(session["id"])
+        STORE.holders[session["id"]] = self
         result = self.session_result(session)
         del result["sessionId"]
         return result

@@ -72,6 +72,7 @@ def test_resume_and_delete_where_advertised(tmp_path):
             await client.initialize()
             session = await client.new_session(root)
             await session.prompt("hello")
+            await session.close()  # (an open session is "already loaded")
             resumed = await client.resume_session(session.session_id, root)
             again = await resumed.prompt("again")
             await client.delete_session(session.session_id)
