@@ -14,10 +14,12 @@ if TYPE_CHECKING:  # what `__getattr__` gives, for a type checker (nothing is im
     from .connection import USE_DEFAULT, AgentConnection
     from .endpoints import DEFAULT_AGENT, parse_address
     from .errors import (AcpError, AgentConnectError, AgentExited, AgentNotAcp, AgentStartError, JsonRpcError,
-                         LineTooLong, NotAdvertised, RequestTimeout, SessionBusy)
+                         LineTooLong, LoginFailed, LoginRefused, NotAdvertised, ProtocolVersionError, RequestTimeout,
+                         SessionBusy)
     from .fs import FileSystem
-    from .permissions import (PermissionRequest, TerminalAsker, TerminalConsentAsker, allow_always, allow_once,
-                              reject)
+    from .askers import TerminalAsker, TerminalConsentAsker
+    from .auth import LoginCommand, LoginMethod
+    from .permissions import PermissionRequest, allow_always, allow_once, reject
     from .session import PromptResult, Session, Turn
     from .terminal import TerminalRequest, Terminals
 
@@ -32,8 +34,8 @@ _LAZY = {
     "DEFAULT_AGENT": "endpoints",
     "parse_address": "endpoints",
     "PermissionRequest": "permissions",
-    "TerminalAsker": "permissions",
-    "TerminalConsentAsker": "permissions",
+    "TerminalAsker": "askers",
+    "TerminalConsentAsker": "askers",
     "allow_once": "permissions",
     "allow_always": "permissions",
     "reject": "permissions",
@@ -49,6 +51,11 @@ _LAZY = {
     "RequestTimeout": "errors",
     "SessionBusy": "errors",
     "NotAdvertised": "errors",
+    "ProtocolVersionError": "errors",
+    "LoginFailed": "errors",
+    "LoginRefused": "errors",
+    "LoginMethod": "auth",
+    "LoginCommand": "auth",
     "LineTooLong": "errors",
     "JsonRpcError": "errors",
 }

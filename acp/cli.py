@@ -1,8 +1,11 @@
 """`python3 -m acp`: talk to an ACP agent from the terminal or a script.
 
     python3 -m acp [--agent CMD | --connect [HOST:]PORT] [--cwd DIR] [--yes | --no | --allow KIND]
-                   [--json] [--resume SESSION_ID [--quiet]] [PROMPT...]
+                   [--mode ID] [--config ID=VALUE]... [--mcp-server SPEC]... [--attach FILE]...
+                   [--add-dir DIR]... [--login [METHOD]] [--json] [--resume SESSION_ID [--quiet]]
+                   [PROMPT...]
     python3 -m acp [--agent CMD | --connect [HOST:]PORT] [--cwd DIR] --list-sessions
+    python3 -m acp [...] --delete-session SESSION_ID | --logout | --login [METHOD]
 
 The agent is a child on stdio (`--agent`, default `copilot --acp --stdio`) or an agent
 already listening on TCP (`--connect`, e.g. `copilot --acp --port 3000`), which keeps
@@ -13,45 +16,35 @@ lines starting with `/` are sent as prompts (the agent's slash commands, ACP.md 
 `/commands` lists the advertised ones, `/quit` leaves. `--resume` continues an earlier
 session (`session/load`, ACP.md §3.5), `--list-sessions` lists them.
 
-Exit status: 0; 1 for an `Error:` answer (ACP.md §6), a failed start, an agent that
-does not speak ACP, a refused or lost connection, a dead agent or a line over the
-limit; 130 after Ctrl-C (the first cancels the turn, a second quits); 2 for bad usage,
-or `--resume`/`--list-sessions` with an agent that does not advertise them.
+Exit status (`EXIT_STATUS_HELP`, ACP.md §9): 0 for a turn that ended (`end_turn`); 1
+for an `Error:` answer (ACP.md §6), a failed start, an agent that does not speak ACP, a
+refused or lost connection, a dead agent or a line over the limit; 2 for bad usage;
+3, 4 and 5 for the stop reasons refusal, max_tokens and max_turn_requests; 130 for a
+cancelled turn (Ctrl-C: the first cancels the turn, a second quits).
 
-Terminal commands the agent asks to run (`terminal/create`) need consent: `--yes` or
-`--allow once|always`, or a person's answer on the terminal; otherwise they are refused.
+Terminal commands the agent asks to run (`terminal/create`), and a login command it
+names (ACP.md §11), need consent: `--yes` or `--allow once|always`, or a person's answer
+on the terminal; otherwise they are refused. The session's options (`--mode`,
+`--config`, `--mcp-server`, `--attach`, `--add-dir`) are checked against what the agent
+offers before any prompt (ACP.md §9).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import os
-import signal
 import sys
-from typing import Any, Dict, List, Optional, Set
+from typing import List, Optional
 
-from . import __version__, render
-from .client import Client, default_agent
+from . import __version__
+from .cli_app import ALLOW_CHOICES, App
+from .console import write_stderr
 from .endpoints import parse_address, split_command
-from .console import Console, ReadlineConsole, write_stderr
-from .errors import AcpError, AgentExited, AgentNotAcp, AgentStartError, NotAdvertised, RequestTimeout
-from ._core import jsonrpc, safe_text
-from .permissions import TerminalAsker, TerminalConsentAsker
-from .session import FINAL_TOOL_STATUSES, Session, Turn, text_of
-
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-# An agent on TCP (ACP.md §8) is already running, so it answers `initialize` at once;
-# waiting the full --timeout for a listener that accepted but never speaks (a half-open
-# socket, or not an ACP agent) would only hide the problem.
-TCP_INITIALIZE_TIMEOUT = 10.0
-LOCAL_COMMANDS = ("/commands", "/quit", "/exit")  # handled by the chat, never sent
-# `--allow WORD`: the permission policy it names (chosen by option kind, ACP.md §5).
-ALLOW_CHOICES = {"once": "allow", "y": "allow", "yes": "allow", "always": "always",
-                 "reject": "reject", "n": "reject", "no": "reject"}
-# `/commands` typed before the agent's first list came waits this long for it.
-COMMANDS_WAIT = 2.0
+from .errors import AgentStartError
+from .exit_status import EXIT_INTERRUPTED, EXIT_STATUS_HELP, EXIT_USAGE
+from .fs import absolute_anywhere
+from .options import OptionError, parse_mcp_server
 
 
 def program_name(argv0: Optional[str] = None) -> str:
@@ -66,7 +59,7 @@ def program_name(argv0: Optional[str] = None) -> str:
 def build_parser() -> argparse.ArgumentParser:
     prog = program_name()
     parser = argparse.ArgumentParser(
-        prog=prog,
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXIT_STATUS_HELP,
         description="Drive an Agent Client Protocol agent (default: `copilot --acp --stdio`).")
     parser.add_argument("--version", action="version", version="%s %s" % (prog, __version__))
     parser.add_argument("--agent", metavar="CMD",
@@ -75,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="connect to an agent listening on TCP (`copilot --acp --port PORT`; "
                              "HOST defaults to 127.0.0.1) instead of starting one")
     parser.add_argument("--folder", "--cwd", dest="cwd", metavar="FOLDER",
-                        help="the session's folder (default: the current one)")
+                        help="the session's folder (default: the current one); with --connect, "
+                             "a folder of the agent's machine is sent as given")
     answer = parser.add_mutually_exclusive_group()
     answer.add_argument("--yes", "-y", action="store_true",
                         help="allow every permission request once, and the agent's terminal commands")
@@ -84,6 +78,26 @@ def build_parser() -> argparse.ArgumentParser:
     answer.add_argument("--allow", choices=sorted(ALLOW_CHOICES), metavar="once|always|reject",
                         help="answer every permission request by the option's kind: allow once, "
                              "allow always, or reject (once/always also allow terminal commands)")
+    parser.add_argument("--mode", metavar="ID",
+                        help="the session's mode: one of the agent's mode ids (for ids that are URLs, "
+                             "as Copilot's, also their last part: agent, plan, autopilot)")
+    parser.add_argument("--config", action="append", default=[], metavar="ID=VALUE",
+                        help="set one of the session's config options (repeatable; true or false for a "
+                             "boolean one), e.g. allow_all=on")
+    parser.add_argument("--mcp-server", action="append", default=[], metavar="SPEC",
+                        help="an MCP server for the session (repeatable): NAME=URL (HTTP), NAME=sse:URL, "
+                             "or NAME=stdio:COMMAND [ARGS]")
+    parser.add_argument("--attach", action="append", default=[], metavar="FILE",
+                        help="attach a file to the prompt (repeatable; in a chat, to the first one): an "
+                             "image, or any file as an embedded resource, where the agent takes them")
+    login = parser.add_mutually_exclusive_group()
+    login.add_argument("--login", nargs="?", const="", metavar="METHOD",
+                       help="log in first, with the agent's METHOD or its first one (a command it names "
+                            "runs only with --yes or your answer); without a prompt, then exit")
+    login.add_argument("--logout", action="store_true", help="log out (where the agent offers it) and exit")
+    parser.add_argument("--add-dir", action="append", default=[], metavar="FOLDER",
+                        help="another folder for the session (repeatable; where the agent offers "
+                             "additionalDirectories): the agent's files and commands may reach it too")
     parser.add_argument("--json", action="store_true",
                         help="print every session update as one JSON line (and the result, "
                              "with sessionId and stopReason, last)")
@@ -91,7 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--list-sessions", action="store_true",
                           help="list the agent's sessions (those of --cwd when given) and exit")
     sessions.add_argument("--resume", metavar="SESSION_ID",
-                          help="continue an earlier session (its history is shown briefly)")
+                          help="continue an earlier session (session/load: its history is shown briefly; "
+                               "session/resume where the agent offers only that)")
+    sessions.add_argument("--delete-session", metavar="SESSION_ID",
+                          help="delete a stored session (where the agent offers session/delete) and exit")
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="with --resume: do not show the replayed history")
     parser.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
@@ -99,359 +116,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--verbose", "-v", action="store_true", help="log protocol and agent stderr")
     parser.add_argument("prompt", nargs="*", help="the prompt (omit for a chat)")
     return parser
-
-
-class Output:
-    """Streams one session's updates as text: message text to stdout, `Error:` text to
-    stderr, each tool call once as a line when it reaches a final status."""
-
-    def __init__(self, session: Session, out: Any = None, err: Any = None) -> None:
-        self.session = session
-        self.out = out or sys.stdout
-        self.err = err or sys.stderr
-        self.at_line_start = True
-        self.printed: Set[str] = set()
-        self.in_error = False
-
-    def _write(self, stream: Any, text: str) -> None:
-        if not text:
-            return
-        if stream is self.err and not self.at_line_start:
-            self.out.write("\n")
-            self.out.flush()
-            self.at_line_start = True
-        stream.write(safe_text(text))  # the agent's text never drives the terminal
-        stream.flush()
-        if stream is self.out:
-            self.at_line_start = text.endswith("\n")
-
-    def line(self, text: str) -> None:
-        """A whole line on stdout, starting on a fresh line."""
-        if not self.at_line_start:
-            self._write(self.out, "\n")
-        self._write(self.out, text if text.endswith("\n") else text + "\n")
-
-    def newline(self) -> None:
-        if not self.at_line_start:
-            self._write(self.out, "\n")
-
-    def start_turn(self) -> None:
-        self.in_error = False
-
-    def show(self, update: Dict[str, Any]) -> None:
-        kind = update.get("sessionUpdate")
-        if kind == "agent_message_chunk":
-            text = text_of(update)
-            if not self.in_error and text.lstrip().startswith("Error:"):
-                self.in_error = True  # ACP.md §6: the error is message text
-            self._write(self.err if self.in_error else self.out, text)
-        elif kind in ("tool_call", "tool_call_update"):
-            call_id = update.get("toolCallId")
-            call = self.session.tool_calls.get(call_id) if isinstance(call_id, str) else None
-            if call is not None and call.get("status") in FINAL_TOOL_STATUSES and call_id not in self.printed:
-                self.printed.add(call_id)  # type: ignore[arg-type]
-                self.line(render.tool_call_block(call).rstrip("\n"))
-        elif kind == "plan":
-            entries = update.get("entries") or []
-            marks = {"completed": "x", "in_progress": ">", "pending": " "}
-            self.line("[plan] " + "  ".join("[%s] %s" % (marks.get(str(e.get("status")), " "), e.get("content", ""))
-                                            for e in entries if isinstance(e, dict)))
-
-    def end_turn(self, turn: Turn) -> None:
-        for call_id in turn.tool_call_ids:  # a call left without a final status still gets its line
-            call = self.session.tool_calls.get(call_id)
-            if call is not None and call_id not in self.printed:
-                self.printed.add(call_id)
-                self.line(render.tool_call_block(call, with_diff=False).rstrip("\n"))
-        self.newline()
-        if self.in_error:
-            self.err.write("\n")
-            self.err.flush()
-
-
-class App:
-    """One run of the command line: a client, one session, turns, Ctrl-C handling."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        self.cwd = os.path.abspath(args.cwd or os.getcwd())
-        self.session: Optional[Session] = None
-        # A chat on a terminal reads through readline (Tab completes slash commands);
-        # everything else, permission answers included, through the same one console.
-        chat = not args.prompt and not args.list_sessions
-        self.console: Any = (ReadlineConsole.for_terminal(self.command_names) if chat else None) \
-            or Console.for_stdin()
-        self.current: Optional[Turn] = None
-        self.interrupts = 0
-        self.main_task: Optional["asyncio.Task[int]"] = None
-        self.cancelling: Optional["asyncio.Task[None]"] = None  # the turn.cancel() Ctrl-C started
-        allow = ALLOW_CHOICES.get(args.allow or "") or ("allow" if args.yes else "reject" if args.no else None)
-        questions = self.console.questions  # one question and its answer at a time
-        policy: Any = allow if allow is not None else TerminalAsker(self.console.readline, self._ask_write,
-                                                                    questions=questions)
-        # Terminals (ACP.md §5) run only with consent: an allowing flag, or a person
-        # asked on the terminal; with nobody to ask they are refused.
-        terminal: Any
-        if allow is not None:
-            terminal = "reject" if allow == "reject" else "allow"
-        elif self.console.isatty():
-            terminal = TerminalConsentAsker(self.console.readline, self._ask_write, questions=questions)
-        else:
-            terminal = "reject"
-        self.client = Client(args.agent or default_agent(), connect=args.connect, cwd=self.cwd,
-                             permission=policy, terminal=terminal, request_timeout=args.timeout)
-        self.output: Optional[Output] = None
-        self.replaying = False  # a session/load is replaying history (ACP.md §3.5)
-
-    def command_names(self) -> List[str]:
-        """What Tab completes: the latest advertised commands (ACP.md §3.6), then ours."""
-        advertised = self.session.commands if self.session is not None else []
-        return ["/" + str(c["name"]) for c in advertised
-                if isinstance(c, dict) and isinstance(c.get("name"), str)] + list(LOCAL_COMMANDS)
-
-    def _ask_write(self, text: str) -> None:
-        if self.output is not None:
-            self.output.newline()
-        write_stderr(safe_text(text))  # the agent's question never drives the terminal
-
-    # ------------------------------------------------------------------ signals
-
-    def on_sigint(self) -> None:
-        turn = self.current
-        if turn is not None and not turn.done and self.interrupts == 0:
-            self.interrupts = 1
-            write_stderr("\n^C: cancelling the turn (press Ctrl-C again to quit)\n")
-            self.cancelling = asyncio.ensure_future(turn.cancel())  # awaited in run()
-            return
-        write_stderr("\n^C: quitting\n")
-        if self.main_task is not None:
-            self.main_task.cancel()
-
-    def install_signals(self) -> None:
-        try:
-            asyncio.get_event_loop().add_signal_handler(signal.SIGINT, self.on_sigint)
-        except (NotImplementedError, RuntimeError, AttributeError):  # Windows: KeyboardInterrupt
-            pass
-
-    # ------------------------------------------------------------------ running
-
-    async def run(self) -> int:
-        self.main_task = asyncio.current_task()
-        self.install_signals()
-        try:
-            return await self._run()
-        except asyncio.CancelledError:
-            return EXIT_INTERRUPTED
-        finally:
-            if self.cancelling is not None:  # bounded: an agent that stopped reading
-                done, _ = await asyncio.wait([self.cancelling], timeout=3.0)
-                if not done:
-                    self.cancelling.cancel()
-            conn = self.client.connection
-            # A program that is not an ACP agent will not leave on stdin EOF either.
-            grace = 0.5 if conn is not None and isinstance(conn.closed, AgentNotAcp) else 3.0
-            try:
-                await asyncio.shield(self.client.close(grace=grace))
-            except asyncio.CancelledError:
-                pass
-
-    async def _run(self) -> int:
-        try:
-            await self.client.start()
-        except AgentStartError as exc:
-            if self.args.connect:
-                return fail("%s (is `copilot --acp --port PORT` running?)" % exc)
-            if self.args.agent is None and not os.environ.get("ACP_AGENT"):  # the default: Copilot CLI
-                return fail("%s\nCopilot CLI is not installed here (or not on PATH). Install it with "
-                            "`npm install -g @github/copilot`, run `copilot` once to log "
-                            "in, then try again; or choose another agent with --agent or ACP_AGENT" % exc)
-            return fail("%s (choose one with --agent or ACP_AGENT)" % exc)
-        if self.args.json:
-            self.client.add_update_listener(self._print_json)
-        over_tcp = self.client.address is not None
-        timeout = min(self.args.timeout, TCP_INITIALIZE_TIMEOUT) if over_tcp else self.args.timeout
-        try:
-            info = await self.client.initialize(timeout=timeout)
-        except AgentNotAcp as exc:
-            return fail("%s (check --agent)" % exc if not over_tcp else str(exc))
-        except RequestTimeout as exc:
-            if over_tcp:
-                return fail("%s accepted the connection but did not answer initialize within %g s"
-                            % (self.client.conn.where, timeout))
-            return fail("the agent failed to start: %s" % exc)
-        except AgentExited as exc:
-            return fail(str(exc) if over_tcp else "the agent failed to start: %s" % exc)
-        except (jsonrpc.JsonRpcError, AcpError) as exc:
-            return fail("the agent failed to start: %s" % render.error_text(exc))
-        if self.args.list_sessions:
-            return await self.list_sessions()
-        try:
-            if self.args.resume:
-                session = await self.resume(self.args.resume)
-            else:
-                session = await self.client.new_session(self.cwd)
-        except (AgentExited, RequestTimeout) as exc:
-            return fail(str(exc))
-        except NotAdvertised as exc:
-            return fail(str(exc), EXIT_USAGE)
-        except jsonrpc.JsonRpcError as exc:
-            what = "resume session %s" % self.args.resume if self.args.resume else "start a session"
-            return fail("could not %s: %s" % (what, render.error_text(exc)))
-        except AcpError as exc:
-            return fail(str(exc))
-        self.session = session
-        self.output = Output(session)
-        if self.args.prompt:
-            return await self.turn(session, " ".join(self.args.prompt))
-        return await self.chat(session, info)
-
-    # ------------------------------------------------------------------ sessions
-
-    async def list_sessions(self) -> int:
-        """One line per session: id, last update, title (`session/list`, ACP.md §3.5)."""
-        try:
-            sessions = await self.client.list_sessions(cwd=self.cwd if self.args.cwd else None)
-        except NotAdvertised as exc:
-            return fail(str(exc), EXIT_USAGE)
-        except jsonrpc.JsonRpcError as exc:
-            return fail("the agent could not list its sessions: %s" % render.error_text(exc))
-        except (AgentExited, RequestTimeout, AcpError) as exc:
-            return fail(str(exc))
-        for entry in sessions:
-            if not isinstance(entry, dict):
-                continue
-            if self.args.json:
-                print(json.dumps(entry, ensure_ascii=False), flush=True)
-            else:
-                print(safe_text("%s  %s  %s" % (entry.get("sessionId"), entry.get("updatedAt") or "-",
-                                                render.preview(str(entry.get("title") or "(untitled)")))),
-                      flush=True)
-        return EXIT_OK
-
-    async def resume(self, session_id: str) -> Session:
-        """`session/load`: the agent replays the history before it answers (ACP.md §3.5);
-        it is shown briefly unless --quiet. Without --cwd the session's own folder is
-        used, as `session/list` reports it."""
-        cwd = self.cwd
-        if not self.args.cwd and self.client.can_list_sessions:
-            try:
-                for entry in await self.client.list_sessions():
-                    if isinstance(entry, dict) and entry.get("sessionId") == session_id \
-                            and isinstance(entry.get("cwd"), str) and os.path.isdir(entry["cwd"]):
-                        cwd = entry["cwd"]
-            except jsonrpc.JsonRpcError:
-                pass  # no session/list: the current folder it is
-        replayed: List[Dict[str, Any]] = []
-        remove = self.client.add_update_listener(
-            lambda sid, update: replayed.append(update) if sid == session_id else None)
-        self.replaying = True
-        try:
-            session = await self.client.load_session(session_id, cwd)
-        finally:
-            self.replaying = False
-            remove()
-        self.cwd = cwd
-        if not self.args.quiet and not self.args.json:
-            lines = render.history_lines(replayed)
-            print("(resuming session %s: %d earlier %s)"
-                  % (session_id, len(lines), "entry" if len(lines) == 1 else "entries"), flush=True)
-            for line in lines:
-                print("  " + safe_text(line), flush=True)
-            if lines:
-                print("  ---", flush=True)
-        return session
-
-    async def chat(self, session: Session, info: Dict[str, Any]) -> int:
-        tty = self.console.isatty()
-        if tty:
-            agent = info.get("agentInfo") or {}
-            names = (agent.get("title") or agent.get("name") or "the agent", agent.get("version") or "",
-                     session.session_id)  # the agent's choice: each escaped, one line
-            write_stderr("Connected to %s %s (session %s). Type a prompt; /commands lists the "
-                         "agent's commands, /quit leaves.\n"
-                         % tuple(safe_text(name, multiline=False) for name in names))
-        status = EXIT_OK
-        while True:
-            line = await self.console.readline("> " if tty else "")
-            if line is None:
-                break
-            text = line.strip()
-            if not text:
-                continue
-            if text in ("/quit", "/exit"):
-                break
-            if text == "/commands":
-                await session.wait_commands(COMMANDS_WAIT)
-                self.show_commands(session)
-                continue
-            status = await self.turn(session, text)
-            if self.client.connection is not None and self.client.connection.closed is not None:
-                return EXIT_ERROR
-        return status
-
-    async def turn(self, session: Session, text: str) -> int:
-        assert self.output is not None
-        output = self.output
-        self.interrupts = 0
-        turn = session.prompt(text)
-        self.current = turn
-        output.start_turn()
-        try:
-            async for update in turn:
-                if not self.args.json:
-                    output.show(update)
-            result = await turn
-        except AgentExited as exc:
-            output.newline()
-            return fail(str(exc))
-        except (jsonrpc.JsonRpcError, RequestTimeout, AcpError) as exc:
-            output.newline()
-            return fail("the prompt failed: %s" % render.error_text(exc))
-        finally:
-            self.current = None
-        if self.args.json:
-            # The last line carries what a script needs to resume: sessionId, stopReason.
-            print(json.dumps({"sessionId": session.session_id,
-                              "result": {"sessionId": session.session_id,
-                                         "stopReason": result.stop_reason, "usage": result.usage,
-                                         "error": result.error}}, ensure_ascii=False), flush=True)
-            if result.error is not None:
-                write_stderr(safe_text(result.error) + "\n")  # the agent's text (ACP.md §6): escaped
-        else:
-            output.end_turn(turn)
-        if result.error is not None:
-            return EXIT_ERROR
-        if result.stop_reason == "cancelled" and self.interrupts:
-            write_stderr("(turn cancelled)\n")
-            return EXIT_INTERRUPTED
-        return EXIT_OK
-
-    def show_commands(self, session: Session) -> None:
-        """`/commands`: the latest `available_commands_update` (a full replacement list,
-        ACP.md §3.6), one per line with its input hint; they run without the model."""
-        assert self.output is not None
-        commands = [c for c in session.commands if isinstance(c, dict) and isinstance(c.get("name"), str)]
-        if not commands:
-            self.output.line("(the agent has advertised no slash commands)")
-            return
-        for command in commands:
-            given = command.get("input")
-            hint: Dict[str, Any] = given if isinstance(given, dict) else {}
-            usage = "/" + command["name"] + (" <%s>" % hint["hint"] if isinstance(hint.get("hint"), str) else "")
-            self.output.line("  %-24s %s" % (usage, render.preview(str(command.get("description") or ""))))
-
-    def _print_json(self, session_id: str, update: Dict[str, Any]) -> None:
-        if self.replaying and self.args.quiet:
-            return
-        record: Dict[str, Any] = {"sessionId": session_id, "update": update}
-        if self.replaying:
-            record["replayed"] = True
-        print(json.dumps(record, ensure_ascii=False), flush=True)
-
-
-def fail(message: str, status: int = EXIT_ERROR) -> int:
-    write_stderr("Error: %s\n" % safe_text(message))  # may quote the agent: never drives the terminal
-    return status
 
 
 def usage_problem(args: argparse.Namespace) -> Optional[str]:
@@ -476,12 +140,38 @@ def usage_problem(args: argparse.Namespace) -> Optional[str]:
             except AgentStartError:
                 if args.agent is not None or command.strip():
                     return "%s is empty: give the agent's command line" % named
-    if args.cwd and not os.path.isdir(args.cwd):
-        return "--folder %s is not a folder" % args.cwd
-    if args.list_sessions and args.prompt:
-        return "--list-sessions takes no prompt"
+    for option, folder in [("--folder", args.cwd)] + [("--add-dir", folder) for folder in args.add_dir]:
+        problem = folder_problem(option, folder, args.connect is not None)
+        if problem is not None:
+            return problem
+    for option, given in (("--list-sessions", args.list_sessions), ("--delete-session", args.delete_session),
+                          ("--logout", args.logout)):
+        if given and args.prompt:
+            return "%s takes no prompt" % option
+    for spec in args.mcp_server:
+        try:
+            parse_mcp_server(spec)
+        except OptionError as exc:
+            return str(exc)
+    for path in args.attach:
+        if not os.path.isfile(path):
+            return "--attach %s is not a file" % path
     if args.quiet and not args.resume:
         return "--quiet goes with --resume"
+    return None
+
+
+def folder_problem(option: str, folder: Optional[str], over_tcp: bool) -> Optional[str]:
+    """A folder given on the command line that cannot be the session's. An agent over
+    TCP may run on another machine or OS: its folder is sent as given (ACP.md §8), so
+    long as it can be absolute somewhere."""
+    if not folder or os.path.isdir(folder):
+        return None
+    if not over_tcp:
+        return "%s %s is not a folder" % (option, folder)
+    if not absolute_anywhere(folder):
+        return ("%s %s is not a folder here; for an agent on another machine, give its folder as an "
+                "absolute path there" % (option, folder))
     return None
 
 

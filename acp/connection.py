@@ -39,6 +39,19 @@ NOT_ACP_MAX_LINES = 100
 # Once the agent process is gone, how long its output may still take to drain (a
 # grandchild can hold the pipe open for ever).
 EXIT_DRAIN = 0.5
+#: The most bytes written to the agent and not yet taken by the system (ACP.md §1): an
+#: agent that stops reading its answers must not make them pile up in memory. Past it,
+#: a new request gets a small error answer at once, and an answer that would pass it
+#: is replaced by that small error (unless nothing waits before it: one answer alone
+#: always goes, its size bounded by what fs/* serve).
+MAX_UNSENT = 32 * 1024 * 1024
+#: Past twice `max_unsent`, not even the small errors are written: an agent that keeps
+#: sending requests (or lines that are not JSON) while it reads nothing gets no answer
+#: at all, and what waits for it stays bounded whatever it sends.
+HARD_UNSENT_FACTOR = 2
+#: How long the notices of requests given up on (`$/cancel_request`) may take to be
+#: written when the connection closes.
+CANCEL_NOTICE_GRACE = 0.5
 
 
 class _UseDefault:
@@ -78,9 +91,14 @@ class AgentConnection:
                  request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
                  max_line: int = ndjson.DEFAULT_MAX_LINE, stderr_lines: int = 50,
                  on_stderr: Optional[Callable[[str], None]] = None,
-                 requests_only: Collection[str] = ()) -> None:
-        # The peer gets every timeout already resolved (see `request`).
-        self.peer = rpc.Peer(self._send, dispatcher, context=context, requests_only=requests_only)
+                 requests_only: Collection[str] = (), max_unsent: int = MAX_UNSENT,
+                 cancel_method: Optional[str] = None) -> None:
+        # The peer gets every timeout already resolved (see `request`). Answers are
+        # posted, never waited for: the read loop must not stall on an agent that
+        # writes while it does not read (ACP.md §1).
+        self.peer = rpc.Peer(self._send, dispatcher, context=context, requests_only=requests_only,
+                             post=self._post, backlogged=self._backlogged, cancel_method=cancel_method)
+        self.max_unsent = max_unsent
         self.request_timeout = request_timeout
         self.max_line = max_line
         self.on_stderr = on_stderr
@@ -266,6 +284,47 @@ class AgentConnection:
 
     async def _send(self, msg: Dict[str, Any]) -> None:
         await self._write(ndjson.encode(msg))
+
+    @property
+    def unsent(self) -> int:
+        """Bytes written to the agent that the system has not taken yet (what waits in
+        the transport's buffer); 0 when the writer cannot tell (streams of the caller's
+        without a transport)."""
+        transport = getattr(self._writer, "transport", None)
+        size = getattr(transport, "get_write_buffer_size", None)
+        try:
+            return int(size()) if size is not None else 0
+        except (AttributeError, RuntimeError, OSError):
+            return 0
+
+    def _backlogged(self) -> bool:
+        return self.unsent >= self.max_unsent
+
+    def room_for(self, size: int) -> bool:
+        """Whether an answer of `size` bytes may be written now (ACP.md §1): nothing
+        waits unsent, or it fits under `max_unsent` with what waits."""
+        unsent = self.unsent
+        return not unsent or unsent + size <= self.max_unsent
+
+    def _post(self, msg: Dict[str, Any], force: bool = False) -> bool:
+        """Write an answer without waiting for the agent to read it (`rpc.Peer`'s
+        `post`). False, nothing written, when it does not fit the room left under
+        `max_unsent` (an answer alone always fits); `force` writes it anyway (the
+        small error that replaces a refused answer), unless twice that waits."""
+        self._raise_if_closed()
+        if self._writer is None or self._closing:
+            raise AgentExited("the agent connection is closing")
+        if self.unsent >= HARD_UNSENT_FACTOR * self.max_unsent or not force and self._backlogged():
+            return False  # (not even encoded)
+        data = ndjson.encode(msg)
+        if not force and not self.room_for(len(data)):
+            return False
+        try:
+            self._writer.write(data)
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            self._raise_if_closed()
+            raise AgentExited("could not write to the agent: %s" % exc) from exc
+        return True
 
     async def _write(self, data: bytes) -> None:
         self._raise_if_closed()
@@ -467,6 +526,8 @@ class AgentConnection:
         if self._closing:
             await self._done.wait()
             return self.returncode
+        if self._exc is None:  # what we gave up on is said before we hang up (ACP.md §2)
+            await self.peer.settle(CANCEL_NOTICE_GRACE)
         self._closing = True
         proc = self.process
         if proc is None:

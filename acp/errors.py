@@ -108,5 +108,25 @@ class NotAdvertised(AcpError):
     `sessionCapabilities.list`): nothing was sent."""
 
 
+class ProtocolVersionError(AcpError):
+    """The agent answered `initialize` with a protocol version this client does not
+    speak (ACP's version negotiation: the client should then close the connection and
+    say so). `version` is what the agent answered (None when it named none)."""
+
+    def __init__(self, message: str, version: object) -> None:
+        self.version = version
+        super().__init__(message)
+
+
+class LoginRefused(AcpError):
+    """No login happened: the person (or the host's consent callback) said no, or
+    there was nobody to ask (ACP.md §11)."""
+
+
+class LoginFailed(AcpError):
+    """A login that did not succeed: the agent refused `authenticate`, or the login
+    command could not run or exited with a status other than 0 (ACP.md §11)."""
+
+
 class SessionBusy(AcpError):
     """Raised only by `Session.prompt(..., queue=False)` when a turn is running."""

@@ -11,18 +11,46 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ntpath
 import os
+import posixpath
 import stat
 from typing import Any, Callable, List, Optional, Sequence, Union
 
-from ._core import jsonrpc
+from ._core import jsonrpc, rpc
 from .os_strings import check_os_string
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # what one read or write may move (the line limit's size)
+#: Reads of files larger than this run one at a time, so that a flood of them (an agent
+#: asking for the same large file twenty times) holds one file in memory, not twenty.
+LARGE_READ = 1024 * 1024
 RESOURCE_NOT_FOUND = -32002  # ACP's code for a missing resource (the capture uses it)
 ACCESS_DENIED_CODE = jsonrpc.INVALID_PARAMS
 
 RootsFor = Callable[[Optional[str]], List[str]]
+
+
+def session_folder(folder: str) -> str:
+    """A session's folder as it is sent to the agent: absolute when it is a folder on
+    this machine; otherwise exactly as given. An agent reached over TCP may run on
+    another machine or OS (ACP.md §8), where the folder is the agent's to judge: a
+    folder that does not exist here (`C:\\ws` for a Windows agent) is not refused here,
+    nor made absolute against our current folder."""
+    return os.path.abspath(folder) if os.path.isdir(folder) else folder
+
+
+def absolute_anywhere(path: str) -> bool:
+    """Absolute on POSIX (`/srv/ws`) or on Windows (`C:\\ws`, `\\\\server\\share`): a
+    path that can name a folder on an agent's machine, whatever its system."""
+    return posixpath.isabs(path) or (bool(ntpath.splitdrive(path)[0]) and ntpath.isabs(path))
+
+
+def not_here(what: str, path: str) -> jsonrpc.JsonRpcError:
+    """The refusal when a session's folder is not on this machine (an agent elsewhere,
+    ACP.md §8): its files and commands are the agent's, none of them can be served here."""
+    return jsonrpc.JsonRpcError(RESOURCE_NOT_FOUND, "Not on this machine: %s %s is the agent's, not a folder "
+                                "here; an agent on another machine reads, writes and runs there itself"
+                                % (what, path), {"path": path})
 
 
 def is_within(path: str, root: str) -> bool:
@@ -45,26 +73,35 @@ class FileSystem:
     (the client passes one returning the session's cwd, or a fixed list)."""
 
     def __init__(self, roots_for: RootsFor, read: bool = True, write: bool = True,
-                 max_read_bytes: int = MAX_FILE_BYTES, max_write_bytes: int = MAX_FILE_BYTES) -> None:
+                 max_read_bytes: int = MAX_FILE_BYTES, max_write_bytes: int = MAX_FILE_BYTES,
+                 room_for: Optional[Callable[[int], bool]] = None) -> None:
+        """`room_for(size)` says whether an answer of about `size` bytes can be sent
+        now (the connection's rule, ACP.md §1): a file whose answer could not be is
+        not read at all."""
         self.roots_for = roots_for
         self.read = read
         self.write = write
         self.max_read_bytes = max_read_bytes
         self.max_write_bytes = max_write_bytes
+        self.room_for = room_for
+        self._large_reads: Optional[asyncio.Lock] = None  # made in the loop that reads
 
     def _check(self, params: dict) -> "_Target":
         path = params["path"]
         if not isinstance(path, str) or not path:
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: path must be a string")
+        roots = [root for root in self.roots_for(params.get("sessionId")) if root]
+        if roots and not any(os.path.isdir(root) for root in roots):
+            raise not_here("the session's folder", roots[0])  # (an agent elsewhere, ACP.md §8)
         if not os.path.isabs(path):
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: path must be absolute: %s" % path)
         # Resolved once: what is checked is what is opened (a second resolution could
         # follow a link swapped in meanwhile out of the root).
         try:
             real = os.path.realpath(path)
-            for root in self.roots_for(params.get("sessionId")):
-                real_root = os.path.realpath(root) if root else ""
-                if real_root and _contains(os.path.normcase(real_root), os.path.normcase(real)):
+            for root in roots:
+                real_root = os.path.realpath(root)
+                if _contains(os.path.normcase(real_root), os.path.normcase(real)):
                     return _Target(real_root, real)
         except OSError as exc:  # a link removed while it was resolved (realpath can raise then)
             raise _os_error(exc, path) from None
@@ -84,8 +121,14 @@ class FileSystem:
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: line starts at 1")
         if limit is not None and limit < 0:
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: limit must be >= 0")
-        data = await _off_loop(_read_regular, target, p["path"], self.max_read_bytes)
-        text = data.decode("utf-8", "replace")
+        size = await _off_loop(_size_of_regular, target, p["path"])
+        if size <= LARGE_READ:
+            text = await self._read(target, p["path"], size)
+        else:
+            if self._large_reads is None:
+                self._large_reads = asyncio.Lock()
+            async with self._large_reads:
+                text = await self._read(target, p["path"], size)
         if line is not None or limit is not None:
             # Split on "\n" only and keep the terminators, so the slice is byte-faithful.
             parts = text.split("\n")
@@ -94,6 +137,12 @@ class FileSystem:
             end = start + limit if limit is not None else None
             text = "".join(pieces[start:end])
         return {"content": text}
+
+    async def _read(self, target: "_Target", shown: str, size: int) -> str:
+        if self.room_for is not None and not self.room_for(size):
+            raise jsonrpc.JsonRpcError(jsonrpc.INTERNAL_ERROR, rpc.NO_ROOM_MESSAGE, {"path": shown})
+        text: str = await _off_loop(_read_regular, target, shown, self.max_read_bytes)
+        return text
 
     async def write_text_file(self, params: object, _context: object = None) -> None:
         """`{sessionId, path, content}` → null (ACP.md §5). Creates the file and missing
@@ -191,7 +240,20 @@ def _refuse_unless_regular(fd_or_path: Union[int, str], shown: str) -> None:
         raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Not a regular file: %s" % shown, {"path": shown})
 
 
-def _read_regular(target: _Target, shown: str, limit: int) -> bytes:
+def _size_of_regular(target: _Target, shown: str) -> int:
+    """The file's size now (it may change before it is read; the read has its own limit)."""
+    try:
+        info = os.stat(target.real)
+    except OSError as exc:
+        raise _os_error(exc, shown) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Not a regular file: %s" % shown, {"path": shown})
+    return info.st_size
+
+
+def _read_regular(target: _Target, shown: str, limit: int) -> str:
+    """The file's text (undecodable bytes replaced), decoded here in the worker thread
+    so that its bytes are gone before the answer is built."""
     _refuse_unless_regular(target.real, shown)  # where O_NONBLOCK is missing (Windows) it is all we have
     try:
         fd = _open(target, shown, os.O_RDONLY | _NONBLOCK | _BINARY)
@@ -210,6 +272,27 @@ def _read_regular(target: _Target, shown: str, limit: int) -> bytes:
     if len(data) > limit:
         raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "File too large: over %d bytes: %s" % (limit, shown),
                                    {"path": shown})
+    return data.decode("utf-8", "replace")
+
+
+def read_own_file(path: str, limit: int) -> bytes:
+    """A file the person named (a prompt's attachment): a regular file only, a FIFO or
+    device refused before anything can block, at most `limit` bytes. Raises OSError, or
+    ValueError saying what is wrong."""
+    if not stat.S_ISREG(os.stat(path).st_mode):  # (where O_NONBLOCK is missing: all we have)
+        raise ValueError("not a regular file: %s" % path)
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK | _BINARY)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # the file opened, not the one checked
+            raise ValueError("not a regular file: %s" % path)
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
+            data = handle.read(limit + 1)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if len(data) > limit:
+        raise ValueError("larger than %d bytes: %s" % (limit, path))
     return data
 
 

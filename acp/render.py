@@ -8,11 +8,15 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Sequence
 
+from . import elicitation
 from ._core import safe_text
+from .session import Transcript, chunk_of
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .auth import LoginMethod
+    from .elicitation import ElicitationRequest, Field
     from .permissions import PermissionRequest
 
 STATUS_MARKS = {"completed": "done", "failed": "FAILED", "cancelled": "cancelled",
@@ -131,6 +135,61 @@ def terminal_question(request: Any) -> str:
     return "\n".join(lines) + "\nAnswer (Enter refuses): "
 
 
+def login_methods(methods: Sequence["LoginMethod"]) -> str:
+    """The agent's login methods (ACP.md §11), numbered, each with what it does: the
+    command a terminal method runs and every variable it sets (a variable can change
+    what a program does), or that the agent logs in by itself. Every string is the
+    agent's: escaped, one line each."""
+    lines = ["", "The agent needs you to log in. It offers:"]
+    for number, method in enumerate(methods, 1):
+        lines.append("  [%d] %s (%s)" % (number, one_line(method.name), one_line(method.id)))
+        if method.description:
+            lines.append("      " + one_line(method.description))
+        if method.command is not None:
+            lines.extend("  " + line for line in _command_lines(method.command.command_line))
+            lines.extend("      with %s=%s" % (one_line(name), one_line(value))
+                         for name, value in method.command.env.items())
+        elif method.terminal:
+            lines.append("      (runs the agent's own program, which this client did not start: not here)")
+        else:
+            lines.append("      (the agent logs in by itself)")
+    return "\n".join(lines) + "\n"
+
+
+def elicitation_question(request: "ElicitationRequest") -> str:
+    """The agent's request for information (ACP.md §12): who asks and why (its
+    message, escaped), then for a URL the URL whole, its host and any warning, and
+    that this client opens nothing."""
+    lines = ["", "The agent asks you for information:"]
+    lines.extend("    " + line for line in safe_text(request.message.strip("\n")).split("\n"))
+    if request.mode == "url" and request.url is not None:
+        lines.append("    URL: " + one_line(request.url))
+        lines.extend("    " + one_line(note) for note in elicitation.url_notes(request.url))
+        lines.append("  Nothing is opened by this client: open the URL yourself if you agree.")
+    return "\n".join(lines) + "\n"
+
+
+def field_prompt(field: "Field") -> str:
+    """The question for one form field: its title (and name), its choices or kind,
+    its default, whether it may be left empty."""
+    parts = ["  %s" % one_line(field.title)]
+    if field.title != field.name:
+        parts.append(" (%s)" % one_line(field.name))
+    if field.description:
+        parts.append(": %s" % one_line(field.description))
+    if field.choices:
+        parts.append(" [%s%s]" % (", ".join("%d=%s" % (n, one_line(label)) for n, (_, label) in
+                                            enumerate(field.choices, 1)),
+                                  "; several, by commas" if field.kind == "array" else ""))
+    elif field.kind != "string":
+        parts.append(" [%s]" % {"boolean": "yes/no", "integer": "a whole number", "number": "a number"}[field.kind])
+    if field.default is not None:
+        parts.append(" (Enter: %s)" % one_line(json.dumps(field.default, ensure_ascii=False)))
+    elif not field.required:
+        parts.append(" (Enter: leave empty)")
+    return "".join(parts) + ": "
+
+
 def error_text(exc: BaseException, limit: int = ERROR_DATA_LIMIT) -> str:
     """An error as a person sees it: for a JSON-RPC error its message and code and,
     when the agent sent one, its `data` (the reason, often), cut to `limit`
@@ -166,20 +225,19 @@ def history_lines(updates: Iterable[Dict[str, Any]], width: int = PREVIEW_WIDTH)
     """A replayed history (`session/load`, ACP.md §3.5) in brief: one line per message
     (`you: ...`, `agent: ...`, chunks of one message merged) and per tool call (its
     final state, ACP.md §4: updates merge into the call)."""
-    entries: List[Any] = []  # [role, [text pieces]] lists and tool call dicts, in order
+    transcript = Transcript()  # the messages, merged as the session merges them
+    entries: List[Any] = []  # message indexes into the transcript and tool call dicts, in order
     calls: Dict[str, Dict[str, Any]] = {}
     for update in updates:
         kind = update.get("sessionUpdate")
-        if kind in ("user_message_chunk", "agent_message_chunk"):
-            role = "you" if kind == "user_message_chunk" else "agent"
-            content = update.get("content")
-            text = content.get("text") if isinstance(content, dict) else None
-            text = text if isinstance(text, str) else ""
-            if entries and isinstance(entries[-1], list) and entries[-1][0] == role:
-                entries[-1][1].append(text)  # joined once below (adding each was quadratic)
-            else:
-                entries.append([role, [text]])
+        chunk = chunk_of(update)
+        if chunk is not None:
+            if chunk[0] != "thought":
+                index, new = transcript.add(*chunk)
+                if new:
+                    entries.append(index)
         elif kind in ("tool_call", "tool_call_update") and isinstance(update.get("toolCallId"), str):
+            transcript.cut()  # the text after a tool call is shown after it
             call = calls.get(update["toolCallId"])
             fields = {k: v for k, v in update.items() if k != "sessionUpdate"}
             if call is None or kind == "tool_call":
@@ -187,10 +245,12 @@ def history_lines(updates: Iterable[Dict[str, Any]], width: int = PREVIEW_WIDTH)
                 entries.append(call)
             else:
                 call.update(fields)
+    messages = transcript.entries
     lines = []
     for entry in entries:
-        if isinstance(entry, list):
-            lines.append(preview("%s: %s" % (entry[0], "".join(entry[1])), width))
+        if isinstance(entry, int):
+            message = messages[entry]
+            lines.append(preview("%s: %s" % ("you" if message["role"] == "user" else "agent", message["text"]), width))
         else:
             lines.append(preview(tool_call_line(entry), width))
     return lines

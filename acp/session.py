@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import Any, AsyncIterator, Deque, Dict, Generator, List, Optional, Set, Union
+from typing import Any, AsyncIterator, Deque, Dict, Generator, List, Optional, Sequence, Set, Tuple, Union
 
 try:
     from typing import Protocol
@@ -20,6 +20,7 @@ except ImportError:  # pragma: no cover - only before Python 3.8
     Protocol = object  # type: ignore[assignment,misc]
 
 from .errors import SessionBusy
+from .options import check_blocks
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,67 @@ def prompt_blocks(prompt: PromptInput) -> List[Any]:
     if isinstance(prompt, dict):
         return [prompt]
     return list(prompt)
+
+
+class Transcript:
+    """Message chunks merged into messages (ACP.md §4). A chunk naming a `messageId`
+    joins the message of that id, wherever it came before (chunks of two messages may
+    interleave); a chunk without one joins the last message when it has the same role.
+    Each entry is `{"role", "text"}`, with its `messageId` when it has one. The pieces
+    are joined when the entries are read: adding each chunk to the text so far copied
+    all of it, every chunk, and a long message streamed in small chunks took
+    quadratic time."""
+
+    def __init__(self) -> None:
+        self._entries: List[Dict[str, str]] = []
+        self._pieces: Dict[int, List[str]] = {}  # entry index: pieces not joined yet
+        self._by_id: Dict[str, int] = {}  # messageId: entry index
+        self._cut = False  # the next chunk without an id starts a new message
+
+    def add(self, role: str, text: str, message_id: Optional[str] = None) -> Tuple[int, bool]:
+        """Merge one chunk; returns the index of its entry and whether it is new."""
+        index: Optional[int]
+        if message_id is not None:
+            index = self._by_id.get(message_id)
+        else:
+            index = len(self._entries) - 1 if self._entries and not self._cut else None
+        self._cut = False
+        if index is not None and self._entries[index]["role"] == role:
+            self._pieces.setdefault(index, []).append(text)
+            return index, False
+        entry = {"role": role, "text": text}
+        if message_id is not None:
+            entry["messageId"] = message_id
+            self._by_id[message_id] = len(self._entries)
+        self._entries.append(entry)
+        return len(self._entries) - 1, True
+
+    def cut(self) -> None:
+        """Something else came between (a tool call, shown in between): the next chunk
+        without a `messageId` starts a new message even if its role is the same."""
+        self._cut = True
+
+    @property
+    def entries(self) -> List[Dict[str, str]]:
+        for index, pieces in self._pieces.items():
+            entry = self._entries[index]
+            entry["text"] = "".join([entry["text"]] + pieces)
+        self._pieces.clear()
+        return self._entries
+
+
+def chunk_of(update: Update) -> Optional[Tuple[str, str, Optional[str]]]:
+    """A message chunk update as (role, text, messageId): role `user`, `agent` or
+    `thought`; None for other updates."""
+    kind = update.get("sessionUpdate")
+    role = CHUNK_ROLES.get(kind) if isinstance(kind, str) else None
+    if role is None:
+        return None
+    message_id = update.get("messageId")
+    return role, text_of(update), message_id if isinstance(message_id, str) else None
+
+
+CHUNK_ROLES = {"agent_message_chunk": "agent", "user_message_chunk": "user", "agent_thought_chunk": "thought"}
 
 
 class PromptResult:
@@ -192,6 +254,17 @@ class Turn:
     def __await__(self) -> Generator[Any, None, PromptResult]:
         return self.result().__await__()
 
+    async def give_up(self) -> None:
+        """Stop waiting for this turn's answer (the host is leaving): its request is given
+        up, which the agent is told of (`$/cancel_request`, ACP.md §2), and the turn
+        ends `cancelled`. `cancel` is the polite way, which waits for the agent."""
+        task = self._task
+        if self.done or task is None:
+            return
+        self.cancel_requested = True
+        task.cancel()
+        await asyncio.wait({task})  # (its request's notice is on its way once it ended)
+
     async def cancel(self) -> None:
         """Cancel this turn: `session/cancel` if it is running, or drop it from the queue."""
         if self.done:
@@ -214,10 +287,12 @@ class Session:
     `queue=False` it raises `SessionBusy` instead.
     """
 
-    def __init__(self, client: SessionHost, session_id: str, cwd: Optional[str] = None) -> None:
+    def __init__(self, client: SessionHost, session_id: str, cwd: Optional[str] = None,
+                 additional_directories: Sequence[str] = ()) -> None:
         self.client = client
         self.session_id = session_id
         self.cwd = cwd
+        self.additional_directories = list(additional_directories)  # more roots (ACP.md §3.2)
         self.tool_calls: "collections.OrderedDict[str, Dict[str, Any]]" = collections.OrderedDict()
         self.plan: List[Dict[str, Any]] = []
         self.commands: List[Dict[str, Any]] = []
@@ -228,11 +303,7 @@ class Session:
         self.updated_at: Optional[str] = None
         self.context: Dict[str, Any] = {}  # last usage_update: {used, size, ...}
         self.usage: Optional[Dict[str, Any]] = None  # cumulative usage of the last prompt answer
-        self._history: List[Dict[str, str]] = []  # merged chunks: {"role", "text"}
-        # The text of the last entry that came since `history` was last read, as pieces:
-        # joined when read. Adding each chunk to the text so far copied all of it, every
-        # chunk: a long message streamed in small chunks took quadratic time.
-        self._tail: List[str] = []
+        self._transcript = Transcript()  # the messages, their chunks merged
         self.unknown_updates: Deque[Update] = collections.deque(maxlen=100)
         self.closed = False
         self.current_turn: Optional[Turn] = None
@@ -246,22 +317,10 @@ class Session:
 
     @property
     def history(self) -> List[Dict[str, str]]:
-        """The messages so far, the chunks of each merged: `{"role", "text"}` with role
-        `user`, `agent` or `thought` (a loaded session's replayed history too, ACP.md
-        §3.5)."""
-        self._join_tail()
-        return self._history
-
-    @history.setter
-    def history(self, entries: List[Dict[str, str]]) -> None:
-        self._history = entries
-        self._tail = []
-
-    def _join_tail(self) -> None:
-        if self._tail:
-            entry = self._history[-1]
-            entry["text"] = "".join([entry["text"]] + self._tail)
-            self._tail = []
+        """The messages so far, the chunks of each merged (by `messageId` when the agent
+        sends one, `Transcript`): `{"role", "text"}` with role `user`, `agent` or
+        `thought` (a loaded session's replayed history too, ACP.md §3.5)."""
+        return self._transcript.entries
 
     # ------------------------------------------------------------------ setup
 
@@ -284,14 +343,9 @@ class Session:
     def apply(self, update: Update) -> None:
         """Merge one update into the state and pass it to the running turn."""
         kind = update.get("sessionUpdate")
-        if kind in ("agent_message_chunk", "user_message_chunk", "agent_thought_chunk"):
-            role = {"agent_message_chunk": "agent", "user_message_chunk": "user"}.get(kind, "thought")
-            text = text_of(update)
-            if self._history and self._history[-1]["role"] == role:
-                self._tail.append(text)  # joined when read (`history`)
-            else:
-                self._join_tail()
-                self._history.append({"role": role, "text": text})
+        chunk = chunk_of(update)
+        if chunk is not None:
+            self._transcript.add(*chunk)
         elif kind == "tool_call":
             self._merge_tool_call(update, replace=True)
         elif kind == "tool_call_update":
@@ -373,10 +427,15 @@ class Session:
 
     def prompt(self, prompt: PromptInput, *, queue: bool = True) -> Turn:
         """Start a turn (call inside the running loop). Returns at once: iterate or
-        await the `Turn`."""
+        await the `Turn`. Content the agent does not take (an image without
+        `promptCapabilities.image`, ...) is an `OptionError`, raised here."""
         if not queue and self.busy:
             raise SessionBusy("session %s is running a turn" % self.session_id)
-        turn = Turn(self, prompt_blocks(prompt))
+        blocks = prompt_blocks(prompt)
+        capabilities = getattr(self.client, "prompt_capabilities", None)
+        if capabilities is not None:  # (a host that says what the agent takes)
+            check_blocks(blocks, capabilities)
+        turn = Turn(self, blocks)
         self._turns = [t for t in self._turns if not t.done] + [turn]
         turn._task = asyncio.ensure_future(self._run(turn))
         return turn
@@ -448,9 +507,12 @@ class Session:
         return result
 
     async def set_config_option(self, config_id: str, value: Any) -> Any:
-        result = await self.client.request(
-            "session/set_config_option",
-            {"sessionId": self.session_id, "configId": config_id, "value": value})
+        """`session/set_config_option`: a `select` option takes one of its values (a
+        string); a `boolean` one a bool, sent with `type: "boolean"` as ACP asks."""
+        params: Dict[str, Any] = {"sessionId": self.session_id, "configId": config_id, "value": value}
+        if isinstance(value, bool):
+            params["type"] = "boolean"
+        result = await self.client.request("session/set_config_option", params)
         if isinstance(result, dict) and isinstance(result.get("configOptions"), list):
             self.config_options = result["configOptions"]
         return result

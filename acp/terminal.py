@@ -26,7 +26,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Union
 
 from ._core import jsonrpc
 from .process_tree import ProcessTree, spawn_options
-from .fs import is_within  # the one containment rule, shared with fs/*
+from .fs import is_within, not_here  # the one containment rule, shared with fs/*
 from .os_strings import check_os_string
 
 log = logging.getLogger(__name__)
@@ -188,6 +188,8 @@ class Terminals:
         session_id = p.get("sessionId")
         cwd = p.get("cwd") or self.cwd_for(session_id if isinstance(session_id, str) else None)
         if cwd is not None and not (os.path.isabs(cwd) and os.path.isdir(cwd)):
+            if not p.get("cwd"):  # the session's folder, on the agent's machine (ACP.md §8)
+                raise not_here("the session's folder", cwd)
             raise jsonrpc.JsonRpcError(jsonrpc.INVALID_PARAMS, "Invalid params: cwd is not an absolute folder: %s" % cwd)
         limit = p.get("outputByteLimit")
         if limit is None:

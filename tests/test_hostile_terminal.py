@@ -73,7 +73,7 @@ def test_client_watch_shows_pushed_text_escaped(tmp_path: Any, json_mode: bool) 
 
 
 def test_acp_output_shows_agent_text_escaped() -> None:
-    from acp.cli import Output
+    from acp.cli_output import Output
 
     class FakeSession:
         tool_calls: dict = {}

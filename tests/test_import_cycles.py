@@ -1,7 +1,8 @@
 """No import cycle among the modules of `ide_protocol` and `acp`: each module can be read
 (and vendored) knowing only what it imports. Imports inside functions count too (a
-deferred import hides a cycle, it does not remove it); those under `TYPE_CHECKING` do
-not (they never run). A package importing its own submodules is no cycle."""
+deferred import hides a cycle, it does not remove it), and so do those under
+`TYPE_CHECKING` (they never run, but a reader still has to know the other module to
+read this one). A package importing its own submodules is no cycle."""
 from __future__ import annotations
 
 import ast
@@ -21,17 +22,14 @@ def _imports(path: str, module: str) -> Set[str]:
     tree = ast.parse(open(path, encoding="utf-8").read(), path)
     package = module.split(".") if path.endswith("__init__.py") else module.split(".")[:-1]
     found: Set[str] = set()
-    for statement in tree.body:
-        if isinstance(statement, ast.If) and "TYPE_CHECKING" in ast.dump(statement.test):
-            continue
-        for node in ast.walk(statement):
-            if isinstance(node, ast.ImportFrom):
-                base = package[:len(package) - node.level + 1] if node.level else []
-                target = ".".join(base + ([node.module] if node.module else []))
-                found.add(target)
-                found.update(target + "." + alias.name for alias in node.names)
-            elif isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            found.add(target)
+            found.update(target + "." + alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
     return found
 
 
@@ -74,7 +72,17 @@ def test_the_finder_sees_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
 
 
+#: Cycles that exist only through imports for the type checker, in `check`, which its
+#: restructuring removes. This list only shrinks: a cycle removed fails the test until
+#: its entry goes, and no new one may join.
+TYPE_ONLY_CYCLES_LEFT = [
+    ["ide_protocol.programs.check.registry", "ide_protocol.programs.check.context",
+     "ide_protocol.programs.check.registry"],
+]
+
+
 def test_no_module_imports_one_that_imports_it() -> None:
     graph = import_graph()
     assert "ide_protocol.common.lock_cleanup" in graph["ide_protocol.common.lockfile"]  # (the walk sees imports)
-    assert cycles(graph) == []
+    assert "acp.permissions" in graph["acp.render"]  # (imports for the type checker count)
+    assert sorted(cycles(graph)) == sorted(TYPE_ONLY_CYCLES_LEFT)

@@ -602,3 +602,84 @@ def test_answers_finds_the_response_to_an_id_and_nothing_else() -> None:
     assert not jsonrpc.answers({"jsonrpc": "2.0", "id": 3, "method": "ping"}, 3)
     assert not jsonrpc.answers([{"jsonrpc": "2.0", "id": 3, "result": {}}], 3)
     assert not jsonrpc.answers(None, 3)
+
+
+def test_peer_cancel_method_both_ways():
+    """With `cancel_method`, a request given up on is named to the other side, and a
+    received cancel ends the matching handler with -32800; without it (the default)
+    neither happens."""
+    async def main():
+        sent = []
+        peer = Peer(lambda msg: _append(sent, msg), cancel_method="$/cancel_request")
+        with pytest.raises(asyncio.TimeoutError):
+            await peer.request("slow", timeout=0.01)
+        await peer.settle(1.0)
+        assert sent[-1] == {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 0}}
+
+        started = asyncio.Event()
+
+        async def forever(params, context):
+            started.set()
+            await asyncio.sleep(3600)
+
+        peer.dispatcher.add("forever", forever)
+        await peer.receive(jsonrpc.request(7, "forever"))
+        await peer.receive(jsonrpc.request("7", "forever"))
+        await started.wait()
+        await peer.receive(jsonrpc.notification("$/cancel_request", {"requestId": 7}))
+        await asyncio.sleep(0.05)
+        assert sent[-1] == {"jsonrpc": "2.0", "id": 7, "error": {"code": -32800, "message": "Request cancelled"}}
+        assert peer.handler_tasks == 1  # "7" is another id: still running
+        peer.close()
+        await peer.wait_handlers()
+        assert sent[-1]["id"] == 7  # closing answers nothing
+
+        plain_sent = []
+        plain = Peer(lambda msg: _append(plain_sent, msg))  # the default: no cancel_method
+        with pytest.raises(asyncio.TimeoutError):
+            await plain.request("slow", timeout=0.01)
+        plain.dispatcher.add("forever", forever)
+        await plain.receive(jsonrpc.request(1, "forever"))
+        await plain.receive(jsonrpc.notification("$/cancel_request", {"requestId": 1}))
+        await asyncio.sleep(0.05)
+        assert [m.get("method") for m in plain_sent] == ["slow"] and plain.handler_tasks == 1
+        plain.close()
+
+    run(main())
+
+
+def test_peer_post_answers_without_waiting_and_replaces_what_does_not_fit():
+    """With `post`, an answer never waits for the transport; one it refuses becomes the
+    small error, and while it is backlogged a request gets that error without running."""
+    async def main():
+        posted = []
+        room = {"answers": True, "backlogged": False}
+
+        def post(msg, force=False):
+            if not force and not room["answers"]:
+                return False
+            posted.append(msg)
+            return True
+
+        async def never(msg):
+            raise AssertionError("answers are posted, not sent")
+
+        ran = []
+        peer = Peer(never, post=post, backlogged=lambda: room["backlogged"])
+        peer.dispatcher.add("big", lambda params, context: ran.append(1) or "x" * 100)
+        await peer.receive(jsonrpc.request(1, "big"))
+        await peer.wait_handlers()
+        room["answers"] = False
+        await peer.receive(jsonrpc.request(2, "big"))
+        await peer.wait_handlers()
+        room["backlogged"] = True
+        await peer.receive(jsonrpc.request(3, "big"))
+        await peer.receive_error(JsonRpcError(PARSE_ERROR))
+        await peer.wait_handlers()
+        assert [m["id"] for m in posted] == [1, 2, 3, None]
+        assert posted[0]["result"] == "x" * 100
+        assert posted[1]["error"]["message"] == posted[2]["error"]["message"] == rpc.NO_ROOM_MESSAGE
+        assert ran == [1, 1]  # the backlogged request ran no handler
+        assert peer.refused_answers == 3  # (the parse error too: no room for anything large)
+
+    run(main())

@@ -7,6 +7,7 @@ One core for both transports: the MCP server (HTTP) uses the dispatcher, the ACP
 from __future__ import annotations
 
 from .dispatch import Deferred, Dispatcher, Handler, Route, discard, is_async
-from .peer import Outgoing, Peer, Started
+from .peer import NO_ROOM_MESSAGE, Outgoing, Peer, Started
 
-__all__ = ["Deferred", "Dispatcher", "Handler", "Outgoing", "Peer", "Route", "Started", "discard", "is_async"]
+__all__ = ["NO_ROOM_MESSAGE", "Deferred", "Dispatcher", "Handler", "Outgoing", "Peer", "Route", "Started", "discard",
+           "is_async"]

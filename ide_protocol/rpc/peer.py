@@ -11,11 +11,12 @@ import asyncio
 import functools
 import itertools
 import logging
-from typing import Any, Awaitable, Callable, Collection, Dict, NamedTuple, Optional
+from typing import Any, Awaitable, Callable, Collection, Dict, NamedTuple, Optional, Set, Tuple
 
 
-from ..wire.jsonrpc import (ErrorResponse, Id, Invalid, JsonRpcError, Message, Notification, Response, TransportClosed,
-                            error_response, notification, parse_message, request)
+from ..wire.jsonrpc import (INTERNAL_ERROR, REQUEST_CANCELLED, ErrorResponse, Id, Invalid, JsonRpcError, Message,
+                            Notification, Request, Response, TransportClosed, error_response, notification,
+                            parse_message, request)
 from .dispatch import Dispatcher
 
 log = logging.getLogger(__name__)
@@ -107,21 +108,48 @@ class Outgoing:
 # ------------------------------------------------------------------------- the peer
 
 Send = Callable[[Dict[str, Any]], Awaitable[None]]
+#: Writes one answer without waiting: True when the transport took it, False when it
+#: refused it for lack of room (`force` makes it take a small one all the same, up to
+#: a hard limit of its own).
+Post = Callable[..., bool]
+
+#: What an answer becomes when the transport has no room for it: small, whatever the
+#: answer was. Its size is what an answer that does not fit may still cost.
+NO_ROOM_MESSAGE = "Answer not sent: the peer has not read what was sent to it before"
 
 
 class Peer:
     """Both directions of JSON-RPC over one message stream (ACP's NDJSON on stdio).
 
-    `send` writes one message (the transport encodes it); the transport calls
-    `receive` with each decoded JSON value. Incoming requests run as tasks owned by the
-    peer, so a slow handler (a permission prompt waiting for a person) never blocks the
-    reading of other messages, and `close` cancels them all.
+    `send` writes one message (the transport encodes it) and may wait until the
+    transport has room; the transport calls `receive` with each decoded JSON value.
+    Incoming requests run as tasks owned by the peer, so a slow handler (a permission
+    prompt waiting for a person) never blocks the reading of other messages, and
+    `close` cancels them all.
+
+    Two options a transport may give:
+
+    * `post` (with `backlogged`): answers are written without waiting, so that a peer
+      that sends while it does not read never stalls the reading (which would stall
+      the peer in turn). A transport past its limit of unsent bytes refuses a large
+      answer, and the peer sends a small error in its place; while it is backlogged,
+      a new request gets that small error at once, without running its handler. So
+      what piles up for a peer that stopped reading stays bounded.
+    * `cancel_method`: the notification by which either side gives up on a request
+      (`$/cancel_request {requestId}` in ACP, as LSP's `$/cancelRequest`). Sent when
+      a request of ours times out or its caller is cancelled; received, it cancels
+      the matching handler, which is then answered `-32800` (Request cancelled).
     """
 
     def __init__(self, send: Send, dispatcher: Optional[Dispatcher] = None, *,
                  context: Any = None, first_id: int = 0,
-                 default_timeout: Optional[float] = None, requests_only: Collection[str] = ()) -> None:
+                 default_timeout: Optional[float] = None, requests_only: Collection[str] = (),
+                 post: Optional[Post] = None, backlogged: Optional[Callable[[], bool]] = None,
+                 cancel_method: Optional[str] = None) -> None:
         self._send = send
+        self._post = post
+        self._backlogged = backlogged
+        self.cancel_method = cancel_method
         #: Methods taken only as requests. One sent without an id (a notification: it
         #: can get no answer) is dropped, because notifications are handled inside the
         #: reading and the handler of a request may wait (for a person, for a process).
@@ -130,21 +158,27 @@ class Peer:
         self.context = context
         self.outgoing = Outgoing(first_id)
         self.default_timeout = default_timeout
-        self._tasks: Dict[Any, "asyncio.Task[None]"] = {}
+        #: Running handlers by key, with the id of the request each answers.
+        self._tasks: Dict[int, Tuple[Id, "asyncio.Task[None]"]] = {}
         self._task_keys = itertools.count()
+        self._given_up: Set[int] = set()  # keys of handlers cancelled by the other side
+        self._notices: Set["asyncio.Task[None]"] = set()  # `cancel_method` notifications on their way
+        self.refused_answers = 0  # answers replaced by the small error for lack of room
+        self.dropped_answers = 0  # answers not sent at all (no room even for the small error)
         self.on_unmatched: Optional[Callable[[Message], None]] = None
 
     @property
     def handler_tasks(self) -> int:
         """Handlers still running (a finished task may wait a loop turn to be forgotten)."""
-        return sum(1 for task in self._tasks.values() if not task.done())
+        return sum(1 for _, task in self._tasks.values() if not task.done())
 
     async def request(self, method: str, params: Any = None, timeout: Optional[float] = -1.0) -> Any:
         """Send a request and wait for its result; raises `JsonRpcError` on an error answer,
         `asyncio.TimeoutError` after `timeout` seconds (the peer may silently drop what it
         cannot parse, ACP.md §1), `TransportClosed` when the transport goes away. The
         timeout covers the sending too: a peer that stops reading must not hold the
-        request in the write for ever."""
+        request in the write for ever. A request given up on (timed out, or its caller
+        cancelled) is forgotten, and the other side is told (`cancel_method`)."""
         if timeout is not None and timeout < 0:
             timeout = self.default_timeout
         started = self.outgoing.start(method, params)
@@ -156,10 +190,21 @@ class Peer:
         finally:
             if not future.done() or future.cancelled():
                 self.outgoing.cancel(started.id)
+                self._give_up(started.id)
 
     async def _send_and_wait(self, started: Started) -> Any:
         await self._send(started.message)
         return await started.future
+
+    def _give_up(self, msg_id: Id) -> None:
+        """Tell the other side we no longer wait for request `msg_id`. In a task of its
+        own (owned here): the caller is being cancelled, or timed out, and must not wait
+        for a transport that may have no room."""
+        if self.cancel_method is None or self.outgoing.closed is not None:
+            return
+        task = asyncio.ensure_future(self._safe_send(notification(self.cancel_method, {"requestId": msg_id})))
+        self._notices.add(task)
+        task.add_done_callback(self._notices.discard)
 
     async def notify(self, method: str, params: Any = None) -> None:
         await self._send(notification(method, params))
@@ -178,28 +223,49 @@ class Peer:
                 if msg.id is None or not self.outgoing.resolve(ErrorResponse(obj, msg.id, msg.error)):
                     self._unmatched(msg)
                 return
-            await self._safe_send(error_response(msg.id, msg.error))
+            await self._answer(error_response(msg.id, msg.error))
             return
         if isinstance(msg, Notification):
             if msg.method in self.requests_only:
                 log.warning("dropped %s sent without an id: it is a request", msg.method)
+                return
+            if self.cancel_method is not None and msg.method == self.cancel_method:
+                self._cancel_handler(msg.params)
                 return
             # Inline, in arrival order: a stream of `session/update` notifications must
             # reach the session before the response that ends the turn (ACP.md §3.3), which
             # separate tasks would not guarantee. Notification handlers must be quick.
             await self.dispatcher.dispatch(msg, self.context)
             return
+        assert isinstance(msg, Request)
+        if self._backlogged is not None and self._backlogged():
+            await self._answer(self._no_room(msg.id))  # no handler runs for it
+            return
         key = next(self._task_keys)
-        task = asyncio.ensure_future(self._handle(msg))
-        self._tasks[key] = task
+        task = asyncio.ensure_future(self._handle(key, msg))
+        self._tasks[key] = (msg.id, task)
         task.add_done_callback(functools.partial(self._task_done, key))
 
     def _task_done(self, key: int, task: "asyncio.Future[Any]") -> None:
         self._tasks.pop(key, None)
+        self._given_up.discard(key)
+
+    def _cancel_handler(self, params: Any) -> None:
+        """The other side gave up on its request `params.requestId`: cancel the handlers
+        answering that id (matched by value and type, as answers are). Unknown ids, and
+        requests already answered, are ignored."""
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
+            log.debug("ignored %s without a usable requestId", self.cancel_method)
+            return
+        for key, (msg_id, task) in list(self._tasks.items()):
+            if msg_id == request_id and type(msg_id) is type(request_id) and not task.done():
+                self._given_up.add(key)
+                task.cancel()
 
     async def receive_error(self, error: JsonRpcError) -> None:
         """The transport could not decode a message: answer -32700 with a null id."""
-        await self._safe_send(error_response(None, error))
+        await self._answer(error_response(None, error))
 
     def _unmatched(self, msg: Message) -> None:
         if self.on_unmatched is not None:
@@ -207,10 +273,39 @@ class Peer:
         else:
             log.debug("unmatched %r", msg)
 
-    async def _handle(self, msg: Message) -> None:
-        response = await self.dispatcher.dispatch(msg, self.context)
+    async def _handle(self, key: int, msg: Request) -> None:
+        try:
+            response = await self.dispatcher.dispatch(msg, self.context)
+        except asyncio.CancelledError:
+            if key not in self._given_up:
+                raise  # cancelled by `close`: the transport is gone, nothing to answer
+            response = error_response(msg.id, JsonRpcError(REQUEST_CANCELLED, "Request cancelled"))
         if response is not None:
+            await self._answer(response)
+
+    async def _answer(self, response: Dict[str, Any]) -> None:
+        """Send an answer: posted without waiting when the transport allows it (the
+        small error in its place when it has no room), else sent."""
+        if self._post is None:
             await self._safe_send(response)
+        elif not self._safe_post(response):
+            self.refused_answers += 1
+            if not self._safe_post(self._no_room(response.get("id")), force=True):
+                if not self.dropped_answers:
+                    log.warning("the peer reads nothing: answers are dropped")
+                self.dropped_answers += 1  # past even the transport's hard limit
+
+    @staticmethod
+    def _no_room(msg_id: Optional[Id]) -> Dict[str, Any]:
+        return error_response(msg_id, JsonRpcError(INTERNAL_ERROR, NO_ROOM_MESSAGE))
+
+    def _safe_post(self, msg: Dict[str, Any], force: bool = False) -> bool:
+        assert self._post is not None
+        try:
+            return self._post(msg, force=force)
+        except (ConnectionError, RuntimeError, OSError) as exc:
+            log.debug("could not send %s: %s", msg.get("id"), exc)
+            return True  # (not for lack of room: there is nobody to answer)
 
     async def _safe_send(self, msg: Dict[str, Any]) -> None:
         try:
@@ -221,13 +316,21 @@ class Peer:
     def close(self, exc: Optional[BaseException] = None) -> None:
         """Fail waiting requests and cancel running handlers (the transport is gone)."""
         self.outgoing.fail_all(exc if exc is not None else TransportClosed("transport closed"))
-        for task in list(self._tasks.values()):
+        for _, task in list(self._tasks.values()):
             task.cancel()
+        for notice in list(self._notices):
+            notice.cancel()
+
+    async def settle(self, timeout: float) -> None:
+        """Give the notifications of requests given up on (`cancel_method`) up to
+        `timeout` seconds to be written, before the transport closes."""
+        if self._notices:
+            await asyncio.wait(set(self._notices), timeout=timeout)
 
     async def wait_handlers(self) -> None:
         """Wait until no handler runs, including handlers started while waiting."""
         while True:
-            running = [task for task in self._tasks.values() if not task.done()]
+            running = [task for _, task in self._tasks.values() if not task.done()]
             if not running:
                 return
             await asyncio.gather(*running, return_exceptions=True)

@@ -173,3 +173,80 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+
+
+def run_cli(args: List[str], stdin: str = "", env: Optional[Dict[str, str]] = None,
+            timeout: float = 30.0) -> Tuple[int, str, str]:
+    """`python3 -m acp ARGS` with the fake agent as ACP_AGENT (and `env` added to the
+    environment): its exit status, stdout and stderr. Over TCP (the running test's
+    transport, unless ARGS name --connect), a fake agent listening with that
+    environment, and `--connect` to it. The timeout only stops a hang."""
+    environment = fake_env(**(env or {}))
+    if TRANSPORT == "tcp" and "--connect" not in args:
+        _, port = start_tcp_agent(environment)
+        args = ["--connect", str(port)] + args
+    environment["ACP_AGENT"] = "%s %s" % (sys.executable, FAKE)
+    environment["PYTHONPATH"] = ROOT + os.pathsep + environment.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-m", "acp"] + args, input=stdin.encode("utf-8"),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment, cwd=ROOT,
+                          timeout=timeout)
+    return proc.returncode, program_text(proc.stdout), program_text(proc.stderr)
+
+
+class OnTerminal:
+    """`python3 -m acp ARGS` on a real pseudo-terminal (POSIX only: `pty`): the fake agent
+    as ACP_AGENT (or over TCP, the running test's transport), `wait_for` what it shows,
+    `type` what a person types. `close` returns the exit status and all it showed."""
+
+    def __init__(self, args: List[str], env: Optional[Dict[str, str]] = None, timeout: float = 30.0) -> None:
+        import pty
+
+        environment = fake_env(TERM="xterm", PYTHONPATH=ROOT, **(env or {}))
+        environment["ACP_AGENT"] = "%s %s" % (sys.executable, FAKE)
+        if TRANSPORT == "tcp" and "--connect" not in args:
+            _, port = start_tcp_agent(fake_env(**(env or {})))
+            args = ["--connect", str(port)] + args
+        self.timeout = timeout
+        self.seen = b""
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen([sys.executable, "-m", "acp"] + args, stdin=slave, stdout=slave, stderr=slave,
+                                     env=environment, cwd=ROOT, start_new_session=True)
+        os.close(slave)
+
+    def wait_for(self, text: str) -> None:
+        import select
+        import time
+
+        deadline = time.monotonic() + self.timeout
+        while text.encode() not in self.seen:
+            if time.monotonic() > deadline:
+                raise AssertionError("no %r on the terminal; got %r" % (text, self.seen[-2000:]))
+            ready, _, _ = select.select([self.master], [], [], 0.2)
+            if ready:
+                try:
+                    self.seen += os.read(self.master, 65536)
+                except OSError:
+                    break
+
+    def type(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    def close(self) -> Tuple[int, str]:
+        import select
+
+        try:
+            code = self.proc.wait(self.timeout)
+            while select.select([self.master], [], [], 0.1)[0]:
+                try:
+                    data = os.read(self.master, 65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                self.seen += data
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            os.close(self.master)
+        return code, self.seen.decode("utf-8", "replace").replace("\r\n", "\n")

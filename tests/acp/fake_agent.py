@@ -21,18 +21,31 @@ The prompt's first word picks a scenario (see `Agent.turn`). Environment:
                            later run can list and load them, as the real agent does
   FAKE_ACP_BANNER=text     write this line to stdout before any protocol
   FAKE_ACP_CAPS=bare       advertise no optional capability (no loadSession, no list)
+  FAKE_ACP_CAPS=full       also session resume, delete, additionalDirectories, logout
+  FAKE_ACP_CAPS=noload     as full, without loadSession
   FAKE_ACP_LATE_COMMANDS=s send the commands list only s seconds after session/new
   FAKE_ACP_NAMES=hostile   put terminal escape sequences in the agent's title and
                            version and in every session id
+  FAKE_ACP_HANG=m1,m2      never answer these methods
+  FAKE_ACP_AGENT_NAME=n    the agentInfo name (`Copilot`: as the real one)
+  FAKE_ACP_AUTH=path       session/new needs a login (=prompt: session/prompt does,
+  FAKE_ACP_AUTH_AT=prompt  instead), done once `path` exists: `fake_agent.py login`
+                           (the terminal methods) or authenticate make it
+  FAKE_ACP_LOGIN_STATUS=n  the login program's exit status (0)
+  FAKE_ACP_PAGE=n          session/list in pages of n, each with the next's cursor
+                           (`loop`: the same cursor for ever)
+  FAKE_ACP_VERSION=json    answer initialize with this protocolVersion ("none": none)
+  FAKE_ACP_DRIVE=C:=DIR    play an agent on Windows: its folders are `C:\\...`, found
+                           under DIR here (as Wine maps a drive to a folder)
 
 Hostile turns (an agent that does what a well-behaved one never would): FORGE answers
 the running prompt with a forged string id first; BADUTF8 sends a request that is not
 UTF-8 and reports the client's answer; ERRDATA fails the prompt with an error whose
 `data` holds the reason (and control characters, and bulk); BIGANSWER answers the
 prompt with one over-long line; IDLESS sends a permission request without an id; DEAF
-answers, then reads nothing more; SAYJSON "json string" sends that text as the message
-(an `Error:` with escape sequences, say), STDERR "json string" writes it as a line on
-stderr.
+answers, then reads nothing more; FLOOD sends fs reads (and junk lines) and stops
+reading; SAYJSON "json string" sends that text as the message (an `Error:` with escape
+sequences, say), STDERR "json string" writes it as a line on stderr.
 
 How it runs: plain threads, no event loop (this is a test double; a Python that starts
 an agent some 200 times per suite run pays for `import asyncio` each time). Each request
@@ -61,6 +74,7 @@ OPTIONS = [{"optionId": "allow_once", "kind": "allow_once", "name": "Allow once"
            {"optionId": "allow_always", "kind": "allow_always", "name": "Always allow"},
            {"optionId": "reject_once", "kind": "reject_once", "name": "Deny"}]
 LOG = os.environ.get("FAKE_ACP_LOG")
+HANG = set(filter(None, os.environ.get("FAKE_ACP_HANG", "").split(",")))
 #: FAKE_ACP_NAMES=hostile: what the names the client shows carry (a new window title,
 #: a cleared screen).
 NAME_ESCAPES = "\x1b]0;PWNED\x07\x1b[2J" if os.environ.get("FAKE_ACP_NAMES") == "hostile" else ""
@@ -189,13 +203,28 @@ class Store:
 STORE = Store(os.environ.get("FAKE_ACP_STORE"))
 
 
+def local_path(path):
+    """Where one of the agent's paths is on this machine (FAKE_ACP_DRIVE: `C:\\ws` is
+    DIR/ws, and a POSIX path is not one of this agent's)."""
+    drive = os.environ.get("FAKE_ACP_DRIVE")
+    if not drive:
+        return path
+    letter, _, folder = drive.partition("=")
+    if not path.upper().startswith(letter.upper() + "\\"):
+        return ""  # (no folder here)
+    return os.path.join(folder, *[part for part in path[len(letter) + 1:].split("\\") if part])
+
+
 def config_options(session):
-    return [{"type": "select", "id": "mode", "name": "Mode", "category": "mode",
-             "currentValue": session["mode"],
-             "options": [{"value": m, "name": m.rsplit("#", 1)[1].title()} for m in MODES]},
-            {"type": "select", "id": "allow_all", "name": "Allow All", "category": "permissions",
-             "currentValue": session["allow_all"],
-             "options": [{"value": "on", "name": "On"}, {"value": "off", "name": "Off"}]}]
+    options = [{"type": "select", "id": "mode", "name": "Mode", "category": "mode",
+                "currentValue": session["mode"],
+                "options": [{"value": m, "name": m.rsplit("#", 1)[1].title()} for m in MODES]},
+               {"type": "select", "id": "allow_all", "name": "Allow All", "category": "permissions",
+                "currentValue": session["allow_all"],
+                "options": [{"value": "on", "name": "On"}, {"value": "off", "name": "Off"}]}]
+    if session.get("brave") is not None:  # a boolean option: only to a client that takes them
+        options.append({"type": "boolean", "id": "brave", "name": "Brave mode", "currentValue": session["brave"]})
+    return options
 
 
 class Agent:
@@ -279,6 +308,8 @@ class Agent:
 
     def answer(self, msg):
         method, params = msg["method"], msg.get("params") or {}
+        if method in HANG:
+            return  # never answered (FAKE_ACP_HANG)
         handler = getattr(self, "do_" + method.replace("/", "_"), None)
         if handler is None:
             self.send({"jsonrpc": "2.0", "id": msg["id"], "error": {
@@ -314,30 +345,73 @@ class Agent:
         if os.environ.get("FAKE_ACP_CAPS") == "bare":
             return {"protocolVersion": 1, "agentCapabilities": {},
                     "agentInfo": {"name": "fake-bare", "version": "0.0.1"}, "authMethods": []}
-        return {"protocolVersion": 1,
+        answer = {"protocolVersion": 1,
                 "agentCapabilities": {"loadSession": True,
                                       "mcpCapabilities": {"http": True, "sse": True},
                                       "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
                                       "sessionCapabilities": {"close": {}, "list": {}}},
-                "agentInfo": {"name": "fake", "title": "Fake agent" + NAME_ESCAPES,
+                "agentInfo": {"name": os.environ.get("FAKE_ACP_AGENT_NAME", "fake"), "title": "Fake agent" + NAME_ESCAPES,
                               "version": "0.0.1" + NAME_ESCAPES},
-                "authMethods": [{"id": "fake-login", "name": "Log in"}],
+                "authMethods": self.auth_methods(params),
                 "_echo": {"clientCapabilities": params.get("clientCapabilities"),
                           "clientInfo": params.get("clientInfo")}}
+        if os.environ.get("FAKE_ACP_CAPS") in ("full", "noload"):  # what Copilot does not offer (yet)
+            answer["agentCapabilities"]["sessionCapabilities"].update(resume={}, delete={}, additionalDirectories={})
+            answer["agentCapabilities"]["auth"] = {"logout": {}}
+            answer["agentCapabilities"]["loadSession"] = os.environ["FAKE_ACP_CAPS"] == "full"
+        version = os.environ.get("FAKE_ACP_VERSION")
+        if version is not None:  # another protocol version, or ("none") none at all
+            if version == "none":
+                del answer["protocolVersion"]
+            else:
+                answer["protocolVersion"] = json.loads(version)
+        return answer
 
     def do_authenticate(self, params):
         if params.get("methodId") != "fake-login":
             raise Failure({"code": -32602, "message": "unknown auth method"})
+        if os.environ.get("FAKE_ACP_AUTH"):  # the agent's own login: done here
+            with open(os.environ["FAKE_ACP_AUTH"], "w") as handle:
+                handle.write("logged in\n")
         return {}
 
+    def do_logout(self, params):
+        full_only("logout")
+        self.logged_out = True
+        return {}
+
+    def auth_methods(self, params):
+        """With FAKE_ACP_AUTH, Copilot's terminal form first (as `copilot login`), the
+        stable terminal form (only to a client that takes it), the agent's own."""
+        agent_own = {"id": "fake-login", "name": "Log in"}
+        if not os.environ.get("FAKE_ACP_AUTH"):
+            return [agent_own]
+        methods = [{"id": "fake-copilot", "name": "Log in with Fake CLI", "description": "Run `fake login`",
+                    "_meta": {"terminal-auth": {"command": sys.executable, "args": [os.path.abspath(__file__),
+                                                                                    "login"],
+                                                "label": "Fake Login"}}}]
+        if ((params.get("clientCapabilities") or {}).get("auth") or {}).get("terminal") is True:
+            methods.append({"id": "fake-terminal", "name": "Log in in the terminal", "type": "terminal",
+                            "args": ["login"], "env": {"FAKE_LOGIN_NAME": "tester"}})
+        return methods + [agent_own]
+
+    def need_login(self):
+        if not logged_in() or getattr(self, "logged_out", False):
+            raise Failure({"code": -32000, "message": "Authentication required"})
+
     def do_session_new(self, params):
+        if os.environ.get("FAKE_ACP_AUTH_AT") != "prompt":
+            self.need_login()
         cwd = params.get("cwd")
         if not isinstance(cwd, str):
             raise Failure({"code": -32602, "message": "Invalid params: cwd is required"})
-        if not os.path.isdir(cwd):
+        if not os.path.isdir(local_path(cwd)):
             raise Failure({"code": -32603, "message": "Directory does not exist or cannot be accessed: %s" % cwd})
         sid = str(uuid.uuid4()) + NAME_ESCAPES
         session = {"id": sid, "cwd": cwd, "closed": False, "title": None, "mode": MODES[0],
+                   "additionalDirectories": params.get("additionalDirectories"),
+                   "brave": False if ((self.client_capabilities or {}).get("session") or {}).get(
+                       "configOptions", {}).get("boolean") is not None else None,
                    "allow_all": "off", "history": [], "tokens": 0, "updatedAt": "2026-01-01T00:00:00Z"}
         self.sessions[sid] = session
         self.mine.add(sid)
@@ -362,31 +436,65 @@ class Agent:
                           "currentModeId": session["mode"]}}
 
     def do_session_load(self, params):
+        session = self.reopen(params)
+        if not any(u["sessionUpdate"] == "user_message_chunk" for u in session["history"]):
+            raise Failure({"code": -32603, "message": "Internal error: Persisted event journal is unavailable"})
+        history, session["history"] = session["history"], []
+        for update in history:  # replayed before the answer (ACP.md §3.5)
+            if update["sessionUpdate"] in ("user_message_chunk", "agent_message_chunk",
+                                           "tool_call", "tool_call_update"):
+                self.update(session["id"], update)
+        return self.reopened(session)
+
+    def do_session_resume(self, params):
+        """As session/load, without replaying the history (FAKE_ACP_CAPS=full only)."""
+        full_only("session/resume")
+        return self.reopened(self.reopen(params))
+
+    def reopen(self, params):
+        """The stored session `params` name, now this connection's."""
         sid = params.get("sessionId")
         session = self.sessions.get(sid)
         if session is None:
             raise Failure({"code": -32002, "message": "Resource not found: Session %s not found" % sid})
         if not session["closed"] and sid in self.mine:
             raise Failure({"code": -32602, "message": "Session %s is already loaded" % sid})
-        if not any(u["sessionUpdate"] == "user_message_chunk" for u in session["history"]):
-            raise Failure({"code": -32603, "message": "Internal error: Persisted event journal is unavailable"})
+        return session
+
+    def reopened(self, session):
         session["closed"] = False
-        self.mine.add(sid)
-        STORE.holders[sid] = self
-        history, session["history"] = session["history"], []
-        for update in history:  # replayed before the answer (ACP.md §3.5)
-            if update["sessionUpdate"] in ("user_message_chunk", "agent_message_chunk",
-                                           "tool_call", "tool_call_update"):
-                self.update(sid, update)
+        self.mine.add(session["id"])
+        STORE.holders[session["id"]] = self
         result = self.session_result(session)
         del result["sessionId"]
         return result
 
+    def do_session_delete(self, params):
+        full_only("session/delete")
+        sid = params.get("sessionId")
+        if self.sessions.pop(sid, None) is None:
+            raise Failure({"code": -32002, "message": "Resource not found: Session %s not found" % sid})
+        return {}
+
     def do_session_list(self, params):
         cwd = params.get("cwd")
-        return {"sessions": [{"sessionId": s["id"], "cwd": s["cwd"], "title": s["title"],
-                              "updatedAt": s["updatedAt"]}
-                             for s in self.sessions.values() if cwd is None or s["cwd"] == cwd]}
+        listed = [{"sessionId": s["id"], "cwd": s["cwd"], "title": s["title"], "updatedAt": s["updatedAt"]}
+                  for s in self.sessions.values() if cwd is None or s["cwd"] == cwd]
+        page = os.environ.get("FAKE_ACP_PAGE")
+        if not page:
+            return {"sessions": listed}
+        if page == "loop":  # a hostile agent: the same cursor for ever
+            return {"sessions": listed[:1], "nextCursor": "again"}
+        size, cursor = int(page), params.get("cursor")
+        start = 0
+        if cursor is not None:
+            if not (isinstance(cursor, str) and cursor.startswith("from:")):
+                raise Failure({"code": -32602, "message": "Invalid cursor"})
+            start = int(cursor[5:])
+        result = {"sessions": listed[start:start + size]}
+        if start + size < len(listed):
+            result["nextCursor"] = "from:%d" % (start + size)
+        return result
 
     def do_session_close(self, params):
         session = self.session(params)
@@ -407,7 +515,10 @@ class Agent:
     def do_session_set_config_option(self, params):
         session = self.session(params)
         key, value = params.get("configId"), params.get("value")
-        if key == "allow_all" and value in ("on", "off"):
+        if key == "brave" and session.get("brave") is not None and params.get("type") == "boolean" \
+                and isinstance(value, bool):
+            session["brave"] = value
+        elif key == "allow_all" and value in ("on", "off"):
             session["allow_all"] = value
         elif key == "mode" and value in MODES:
             session["mode"] = value
@@ -418,9 +529,12 @@ class Agent:
         return {"configOptions": config_options(session)}
 
     def do_session_prompt(self, params):
+        if os.environ.get("FAKE_ACP_AUTH_AT") == "prompt":
+            self.need_login()
         session = self.session(params)
         sid = session["id"]
         blocks = params.get("prompt")
+        self.prompt_blocks = blocks if isinstance(blocks, list) else []
         text = ""
         if isinstance(blocks, list):
             text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict))
@@ -554,6 +668,40 @@ class Agent:
         pause(60)
         return {"stopReason": "end_turn"}
 
+    def turn_msgids(self, session, rest):
+        """Two agent messages whose chunks interleave, told apart by `messageId` (and a
+        thought between them)."""
+        sid = session["id"]
+        for text, message_id in (("One ", "m1"), ("Two ", "m2"), ("one.", "m1"), ("two.", "m2")):
+            self.update(sid, {"sessionUpdate": "agent_message_chunk", "messageId": message_id,
+                              "content": {"type": "text", "text": text}})
+        self.update(sid, {"sessionUpdate": "agent_thought_chunk", "messageId": "t1",
+                          "content": {"type": "text", "text": "hmm"}})
+        self.update(sid, {"sessionUpdate": "agent_message_chunk", "messageId": "m1",
+                          "content": {"type": "text", "text": " Still one."}})
+        return {"stopReason": "end_turn"}
+
+    def turn_blocks(self, session, rest):
+        """Report the prompt's content blocks: type, MIME type, URI, and how much each
+        carries (text, or decoded base64 data)."""
+        import base64  # (only this turn needs it)
+        shown = []
+        for block in self.prompt_blocks:
+            inner = block.get("resource") if block.get("type") == "resource" else block
+            carried = inner.get("text")
+            if carried is None:
+                carried = base64.b64decode(inner.get("data") or inner.get("blob") or "")
+            shown.append({"type": block.get("type"), "mimeType": inner.get("mimeType"), "uri": inner.get("uri"),
+                          "size": len(carried)})
+        self.chunk(session["id"], "BLOCKS-RESULT " + json.dumps(shown))
+        return {"stopReason": "end_turn"}
+
+    def turn_stop(self, session, rest):
+        """`STOP reason`: a little text, then the turn ends with that stop reason
+        (`-` : none at all)."""
+        self.chunk(session["id"], "stopping")
+        return {} if rest == "-" else {"stopReason": rest}
+
     def turn_plan(self, session, rest):
         sid = session["id"]
         entries = [{"content": "Read", "priority": "high", "status": "completed"},
@@ -669,6 +817,25 @@ class Agent:
         self.deaf = True
         return {"stopReason": "end_turn"}
 
+    def turn_flood(self, session, rest):
+        """`FLOOD n path [junk]`: n fs/read_text_file requests for `path` sent at once, no
+        answer awaited, then read nothing more (as DEAF); `junk` more lines that are not
+        JSON follow (each asks the client for a -32700 answer it cannot deliver). The
+        turn still ends, and reports that it could write all of it."""
+        words = rest.split()
+        count, path = int(words[0]), words[1]
+        junk = int(words[2]) if len(words) > 2 else 0
+        for _ in range(count):
+            msg_id = self.next_id
+            self.next_id += 1
+            self.send({"jsonrpc": "2.0", "id": msg_id, "method": "fs/read_text_file",
+                       "params": {"sessionId": session["id"], "path": path}})
+        self.deaf = True
+        for n in range(junk):
+            self.write_line(b"junk line %d, not JSON\n" % n)
+        self.chunk(session["id"], "FLOODED %d %d" % (count, junk))
+        return {"stopReason": "end_turn"}
+
     def stay_deaf(self):
         while getattr(self, "deaf", False):
             time.sleep(3600)
@@ -714,6 +881,40 @@ class Agent:
         self.chunk(sid, "still fine")
         return {"stopReason": "end_turn", "usage": self.usage(session)}
 
+    def request_then_cancel(self, method, params, after=0.3, name=None):
+        """Send a request, give up on it after `after` seconds (`$/cancel_request`, as
+        an agent cancelling a turn does) and return the answer that then comes.
+        `name(id)` is the requestId the cancel names (the request's own id by default)."""
+        msg_id = self.next_id
+        self.next_id += 1
+        reply = self.waiting[msg_id] = Reply()
+        self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        pause(after)
+        self.send({"jsonrpc": "2.0", "method": "$/cancel_request",
+                   "params": {"requestId": name(msg_id) if name else msg_id}})
+        return reply.wait(10.0) or {"no": "answer"}
+
+    def turn_cancelreq(self, session, rest, name=None):
+        """`CANCELREQ method {params}`: a request given up on after 0.3 s; report its answer."""
+        method, _, params = rest.partition(" ")
+        params = json.loads(params) if params.strip() else {}
+        params.setdefault("sessionId", session["id"])
+        response = self.request_then_cancel(method, params, name=name)
+        response.pop("jsonrpc", None)
+        self.chunk(session["id"], "RAW-RESULT " + json.dumps(response))
+        return {"stopReason": "end_turn"}
+
+    def turn_cancelwrong(self, session, rest):
+        """`CANCELWRONG method {params}`: as CANCELREQ, but the cancel names the id as a
+        string (`"3"` for request 3), which is not the request's id."""
+        return self.turn_cancelreq(session, rest, name=str)
+
+    def turn_notify(self, session, rest):
+        """`NOTIFY method {params}`: send the client that notification."""
+        method, _, params = rest.partition(" ")
+        self.send({"jsonrpc": "2.0", "method": method, "params": json.loads(params) if params.strip() else {}})
+        return {"stopReason": "end_turn"}
+
     def turn_raw(self, session, rest):
         """`RAW method {params}`: send any request to the client, report its answer."""
         method, _, params = rest.partition(" ")
@@ -743,6 +944,10 @@ class Agent:
                         break
                     pause(0.05)
                 continue
+            if step == "cancelwait":  # a wait for exit given up on after 0.3 s
+                results.append(self.request_then_cancel("terminal/wait_for_exit",
+                                                        {"sessionId": session["id"], "terminalId": term}))
+                continue
             method = {"output": "terminal/output", "wait": "terminal/wait_for_exit",
                       "kill": "terminal/kill", "release": "terminal/release"}[step]
             results.append(self.request(method, {"sessionId": session["id"], "terminalId": term}))
@@ -762,6 +967,12 @@ class Agent:
 
 class Failure(Exception):
     pass
+
+
+def full_only(method):
+    """A method Copilot does not have (`-32601`), unless FAKE_ACP_CAPS=full (or noload)."""
+    if os.environ.get("FAKE_ACP_CAPS") not in ("full", "noload"):
+        raise Failure({"code": -32601, "message": '"Method not found": %s' % method, "data": {"method": method}})
 
 
 class Ignore(Exception):
@@ -822,7 +1033,27 @@ def serve_tcp(port):
         threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
 
+def login():
+    """`fake_agent.py login`: the login program of the terminal methods (FAKE_ACP_AUTH):
+    says who logs in, marks the login done, exits with FAKE_ACP_LOGIN_STATUS (0)."""
+    status = int(os.environ.get("FAKE_ACP_LOGIN_STATUS", "0"))
+    write_stdout(("Logging in as %s (terminal: %s)\n" % (os.environ.get("FAKE_LOGIN_NAME", "someone"),
+                                                      "yes" if os.isatty(0) else "no")).encode())
+    if status == 0:
+        with open(os.environ["FAKE_ACP_AUTH"], "w") as handle:
+            handle.write("logged in\n")
+    sys.exit(status)
+
+
+def logged_in():
+    """FAKE_ACP_AUTH: sessions need a login, done once that file exists."""
+    path = os.environ.get("FAKE_ACP_AUTH")
+    return not path or os.path.exists(path)
+
+
 def main():
+    if sys.argv[1:] == ["login"]:
+        login()
     if os.environ.get("FAKE_ACP_START") == "fail":
         sys.stderr.write("Offline mode requires a local model provider. Set FAKE_PROVIDER to configure one.\n")
         sys.exit(1)

@@ -240,6 +240,10 @@ def test_second_ctrl_c_quits_and_leaves_no_agent(tmp_path):
     assert "quitting" in stderr.decode()
     agent_pid = int(shown.split("AGENT-PID ")[1].split()[0])
     assert gone(agent_pid)
+    # The prompt was given up, and the agent told so before the client hung up (ACP.md §2).
+    sent = [m for d, m in read_log(log) if d == "C>A" and isinstance(m, dict)]
+    prompt_id = [m["id"] for m in sent if m.get("method") == "session/prompt"][0]
+    assert {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": prompt_id}} in sent
 
 
 def test_chat_from_a_regular_file_with_a_permission_answer_in_between(tmp_path):
@@ -259,7 +263,41 @@ def test_chat_from_a_regular_file_with_a_permission_answer_in_between(tmp_path):
         assert "line two (edited)" in handle.read()
 
 
-@pytest.mark.stdio_only  # refused before any agent is reached
+@pytest.mark.stdio_only  # refused before any agent is reached (over TCP it is the agent's: test_acp_elsewhere.py)
 def test_bad_cwd_is_a_usage_error(tmp_path):
     proc = cli(["--cwd", str(tmp_path / "missing"), "hi"])
     assert proc.returncode == 2 and "is not a folder" in err(proc)
+
+
+@pytest.mark.parametrize("reason,status,note", [
+    ("end_turn", 0, None),
+    ("refusal", 3, "(the agent refused to continue)"),
+    ("max_tokens", 4, "(the model reached its token limit)"),
+    ("max_turn_requests", 5, "(the turn reached its limit of model requests)"),
+    ("cancelled", 130, "(turn cancelled)"),
+    ("some_future_reason", 1, "(the agent ended the turn with an unknown stop reason: 'some_future_reason')"),
+    ("-", 1, "(the agent ended the turn with an unknown stop reason: None)"),
+])
+def test_each_stop_reason_has_its_exit_status(tmp_path, reason, status, note):
+    """ACP.md §9: a script can tell every way a turn ends from success and from the
+    others, in the exit status and in the --json result line."""
+    proc = cli(["--cwd", workspace(tmp_path), "STOP", reason])
+    assert proc.returncode == status, err(proc)
+    assert out(proc) == "stopping\n"
+    assert (note in err(proc)) if note else err(proc) == ""
+    as_json = cli(["--cwd", workspace(tmp_path), "--json", "STOP", reason])
+    result = json.loads(out(as_json).splitlines()[-1])["result"]
+    assert as_json.returncode == status and result["exitCode"] == status
+    assert result["stopReason"] == (None if reason == "-" else reason)
+
+
+@pytest.mark.stdio_only  # (no agent involved)
+def test_the_exit_statuses_are_in_the_help():
+    proc = subprocess.run([sys.executable, "-m", "acp", "--help"], stdout=subprocess.PIPE, env=cli_env(),
+                          cwd=ROOT, timeout=TIMEOUT)
+    text = out(proc)
+    for line in ("  3    the agent refused to continue (stop reason refusal)",
+                 "  4    the model reached its token limit (stop reason max_tokens)",
+                 "  5    the turn reached its limit of model requests (stop reason max_turn_requests)",
+                 "  130  cancelled (Ctrl-C, or stop reason cancelled)"):
+        assert line in text

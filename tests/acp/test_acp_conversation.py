@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+import acp_testlib
 from acp_testlib import make_client, read_log, run, workspace
 from acp import JsonRpcError, SessionBusy
 
@@ -22,11 +23,15 @@ def test_initialize_advertises_what_is_registered(tmp_path):
         return client, full, none
 
     client, full, none = run(main())
+    # A terminal login (ACP.md §11) runs the agent's own program: only one we started.
+    login = acp_testlib.TRANSPORT == "stdio"
     assert full["_echo"]["clientCapabilities"] == {"fs": {"readTextFile": True, "writeTextFile": True},
-                                                   "terminal": True}
+                                                   "terminal": True, "auth": {"terminal": login},
+                                                   "session": {"configOptions": {"boolean": {}}}}
     assert full["_echo"]["clientInfo"]["name"] == "acp-python"
     assert none["_echo"]["clientCapabilities"] == {"fs": {"readTextFile": False, "writeTextFile": False},
-                                                   "terminal": False}
+                                                   "terminal": False, "auth": {"terminal": login},
+                                                   "session": {"configOptions": {"boolean": {}}}}
     assert client.agent_capabilities["loadSession"] is True
     assert client.agent_info["name"] == "fake"
     assert client.auth_methods[0]["id"] == "fake-login"

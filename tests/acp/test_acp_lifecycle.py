@@ -155,3 +155,4 @@ def test_default_agent_comes_from_acp_agent(monkeypatch):
     monkeypatch.setenv("ACP_AGENT", "my-agent --stdio")
     assert Client().agent == "my-agent --stdio"
     assert Client("explicit").agent == "explicit"
+

@@ -8,7 +8,7 @@ import pytest
 
 from acp_testlib import make_client, read_log, run, workspace
 from acp import PermissionRequest, TerminalAsker
-from acp.permissions import parse_answer
+from acp.askers import parse_answer
 
 pytestmark = pytest.mark.usefixtures("transport")  # stdio and TCP (conftest.py)
 
