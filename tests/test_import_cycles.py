@@ -72,17 +72,10 @@ def test_the_finder_sees_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
 
 
-#: Cycles that exist only through imports for the type checker, in `check`, which its
-#: restructuring removes. This list only shrinks: a cycle removed fails the test until
-#: its entry goes, and no new one may join.
-TYPE_ONLY_CYCLES_LEFT = [
-    ["ide_protocol.programs.check.registry", "ide_protocol.programs.check.context",
-     "ide_protocol.programs.check.registry"],
-]
 
 
 def test_no_module_imports_one_that_imports_it() -> None:
     graph = import_graph()
     assert "ide_protocol.common.lock_cleanup" in graph["ide_protocol.common.lockfile"]  # (the walk sees imports)
     assert "acp.permissions" in graph["acp.render"]  # (imports for the type checker count)
-    assert sorted(cycles(graph)) == sorted(TYPE_ONLY_CYCLES_LEFT)
+    assert cycles(graph) == []

@@ -32,9 +32,10 @@ unless `--with-diff`/`--interactive` is given.
 """
 from __future__ import annotations
 
-from .registry import (ADVICE, BRIEF_WAIT, CHECKS, CLI, DEFAULT_CHECK_TIMEOUT, DEFAULT_DEADLINE, DIFF, FAIL,
-                       INTERACTIVE_TIMEOUT, PASS, RECOMMENDED, RULE_LABELS, RULES, SECURITY, SKIP, STATUSES, VSCODE,
-                       WARN, Advise, Check, Differs, Fail, Outcome, Result, Skip, Warn, check, get_check, grade)
+from .outcomes import (ADVICE, BRIEF_WAIT, CLI, DEFAULT_CHECK_TIMEOUT, DEFAULT_DEADLINE, DIFF, FAIL,
+                       INTERACTIVE_TIMEOUT, PASS, RECOMMENDED, RULES, RULE_LABELS, SECURITY, SKIP, STATUSES, VSCODE,
+                       WARN, grade, Advise, Differs, Fail, Outcome, Result, Skip, Warn)
+from .registry import CHECKS, Check, check, get_check
 from .context import (ANSWER_LIMIT, ChangeFolders, CheckContext, PendingCall, Reply, expect_error_code,
                       expect_status, read_reply, tool_value)
 

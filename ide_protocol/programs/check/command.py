@@ -14,7 +14,8 @@ from ..options import (LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of, no
                        terminal_json)
 from ..progname import program_name
 from ..terminal.stdio import utf8_output
-from .registry import CHECKS, DEFAULT_CHECK_TIMEOUT, DEFAULT_DEADLINE, FAIL, RULE_LABELS, Result
+from .outcomes import DEFAULT_CHECK_TIMEOUT, DEFAULT_DEADLINE, FAIL, RULE_LABELS, Result
+from .registry import CHECKS
 from .runner import failed_by_rule, load_lock, run_checks, summary, summary_line
 
 

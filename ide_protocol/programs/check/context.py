@@ -21,7 +21,7 @@ from ...client import (DEFAULT_CONNECT_TIMEOUT, STREAM_ACCEPT, ClientConnection,
                         ProtocolViolation, cli_headers, program_client_info)
 from ...client.connection import deadline_after, time_left
 from ...common.lockfile import LockInfo
-from .registry import BRIEF_WAIT, DEFAULT_CHECK_TIMEOUT, Fail, Outcome
+from .outcomes import BRIEF_WAIT, DEFAULT_CHECK_TIMEOUT, Fail, Outcome
 
 
 #: The largest answer the checker reads (its body, or one SSE event of it): past it the

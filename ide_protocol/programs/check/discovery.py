@@ -13,7 +13,8 @@ from ...wire import json_text
 from ...common import lock_rules, lockfile
 from ...common.lockfile import LockInfo
 from ...client import IdeTimeout, ServerGone
-from .registry import CLI, RECOMMENDED, SECURITY, VSCODE, Advise, Differs, Fail, Skip, Warn, check
+from .outcomes import CLI, RECOMMENDED, SECURITY, VSCODE, Advise, Differs, Fail, Skip, Warn
+from .registry import check
 from .context import CheckContext, shape
 
 

@@ -14,7 +14,8 @@ from typing import Any, Optional, Sequence, Tuple
 
 from ...wire import http11, jsonrpc
 from ...client import ClientConnection, IdeTimeout, ServerGone
-from .registry import CLI, RECOMMENDED, SECURITY, VSCODE, Advise, Differs, Fail, check
+from .outcomes import CLI, RECOMMENDED, SECURITY, VSCODE, Advise, Differs, Fail
+from .registry import check
 from .context import (ANSWER_LIMIT, CheckContext, Reply, expect_error_code, expect_status, read_reply,
                       sent_chunked)
 

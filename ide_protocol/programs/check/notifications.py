@@ -6,7 +6,8 @@ from typing import Optional
 
 from ...client import IdeTimeout
 from ...wire import json_text
-from .registry import RECOMMENDED, Fail, Skip, check
+from .outcomes import RECOMMENDED, Fail, Skip
+from .registry import check
 from .context import CheckContext, selection_problems, shape
 
 

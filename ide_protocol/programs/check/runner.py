@@ -12,8 +12,9 @@ from ...wire import json_text, jsonrpc
 from ...common import lock_rules, lockfile
 from ...client import ClientError
 from ...common.lockfile import LockInfo
-from .registry import (ADVICE, CHECKS, DEFAULT_CHECK_TIMEOUT, DIFF, FAIL, INTERACTIVE_TIMEOUT, PASS, RULE_LABELS, RULES,
-                       SKIP, STATUSES, WARN, Check, Outcome, Result, grade)
+from .outcomes import (ADVICE, DEFAULT_CHECK_TIMEOUT, DIFF, FAIL, INTERACTIVE_TIMEOUT, PASS, RULES, RULE_LABELS, SKIP,
+                       STATUSES, WARN, grade, Outcome, Result)
+from .registry import CHECKS, Check
 from .context import ChangeFolders, CheckContext
 
 

@@ -11,7 +11,8 @@ from typing import Optional
 
 from ...wire import jsonrpc
 from ...client import ClientConnection, ServerGone
-from .registry import CLI, RECOMMENDED, VSCODE, Advise, Differs, Fail, Warn, check
+from .outcomes import CLI, RECOMMENDED, VSCODE, Advise, Differs, Fail, Warn
+from .registry import check
 from .context import CheckContext, expect_error_code, expect_status
 
 

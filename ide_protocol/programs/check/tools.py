@@ -15,7 +15,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from ...wire import jsonrpc
 from ...common import tools
 from ..progname import program_name
-from .registry import CLI, INTERACTIVE_TIMEOUT, RECOMMENDED, VSCODE, Advise, Differs, Fail, Skip, check
+from .outcomes import CLI, INTERACTIVE_TIMEOUT, RECOMMENDED, VSCODE, Advise, Differs, Fail, Skip
+from .registry import check
 from .context import CheckContext, PendingCall, Reply, is_position, selection_problems, shape
 
 
