@@ -70,7 +70,7 @@ class TerminalAsker:
                     return reject(request)
                 choice = parse_answer(line, request)
                 if choice is not _INVALID:
-                    return choice  # type: ignore[return-value]
+                    return choice
                 self.write("Please answer with one of the numbers shown.\n")
             return reject(request)
 
@@ -129,7 +129,7 @@ def parse_answer(line: str, request: PermissionRequest) -> Any:
     if kinds is not None:
         decision = request.option_of_kind(*kinds)
         if decision is not None or kinds is REFUSALS:
-            fits.add(decision)  # type: ignore[arg-type]
+            fits.add(decision)
     if len(fits) == 1:
         return fits.pop()
     return _INVALID

@@ -63,8 +63,9 @@ class Output:
         elif kind in ("tool_call", "tool_call_update"):
             call_id = update.get("toolCallId")
             call = self.session.tool_calls.get(call_id) if isinstance(call_id, str) else None
-            if call is not None and call.get("status") in FINAL_TOOL_STATUSES and call_id not in self.printed:
-                self.printed.add(call_id)  # type: ignore[arg-type]
+            if isinstance(call_id, str) and call is not None and call.get("status") in FINAL_TOOL_STATUSES \
+                    and call_id not in self.printed:
+                self.printed.add(call_id)
                 self.line(render.tool_call_block(call).rstrip("\n"))
         elif kind == "plan":
             entries = update.get("entries") or []

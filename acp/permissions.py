@@ -134,4 +134,4 @@ async def decide(policy: PermissionCallback, request: PermissionRequest) -> Deci
     decision = policy(request)
     if inspect.isawaitable(decision):
         decision = await decision
-    return decision  # type: ignore[return-value]
+    return decision

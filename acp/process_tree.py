@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import weakref
 from typing import Any, Dict, Optional
 
@@ -100,6 +101,8 @@ class _Job:
     def holding(cls, pid: int) -> "Optional[_Job]":
         """A job holding process `pid` (which our `Popen` holds open, so that the pid
         is still that process's), or None where none can be had."""
+        if sys.platform != "win32":
+            return None  # (job objects are Windows's: a process group serves elsewhere)
         try:
             import ctypes
 
@@ -113,7 +116,7 @@ class _Job:
             return None
         process = kernel32.OpenProcess(process_terminate | process_set_quota, False, pid)
         held = bool(process) and bool(kernel32.AssignProcessToJobObject(job, process))
-        error = ctypes.get_last_error()  # type: ignore[attr-defined]
+        error = ctypes.get_last_error()
         if process:
             kernel32.CloseHandle(process)
         if not held:

@@ -12,12 +12,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import Any, AsyncIterator, Deque, Dict, Generator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, AsyncIterator, Deque, Dict, Generator, List, Optional, Protocol, Sequence, Set, Tuple, Union
 
-try:
-    from typing import Protocol
-except ImportError:  # pragma: no cover - only before Python 3.8
-    Protocol = object  # type: ignore[assignment,misc]
 
 from .errors import SessionBusy
 from .options import check_blocks
@@ -245,8 +241,9 @@ class Turn:
                 self._queue.put_nowait(_END)  # a second iteration ends at once
                 break
             yield item
-        if self._result.exception() is not None:
-            raise self._result.exception()  # type: ignore[misc]
+        error = self._result.exception()
+        if error is not None:
+            raise error
 
     async def result(self) -> PromptResult:
         return await asyncio.shield(self._result)
