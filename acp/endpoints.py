@@ -20,14 +20,61 @@ Argv = Union[str, Sequence[str]]
 Address = Tuple[str, int]
 
 
-def split_command(command: Argv) -> List[str]:
-    """A command line as argv: strings are split like a POSIX shell would (no expansion)."""
+def split_command(command: Argv, windows: bool = os.name == "nt") -> List[str]:
+    """A command line as argv: split like a POSIX shell would (no expansion), or on
+    Windows as Windows programs split their own (`windows_argv`), so that
+    `"C:\\Program Files\\copilot.exe" --acp` names the program without its quotes."""
     if isinstance(command, str):
-        argv = shlex.split(command, posix=os.name != "nt")
+        argv = windows_argv(command) if windows else shlex.split(command)
     else:
         argv = [str(part) for part in command]
     if not argv or not argv[0]:
         raise AgentStartError("empty agent command")
+    return argv
+
+
+def windows_argv(command: str) -> List[str]:
+    """A Windows command line as the C runtime splits it into argv (the rules of
+    Microsoft's "Parsing C command-line arguments"; `subprocess.list2cmdline` is their
+    inverse): words are separated by spaces and tabs; double quotes group a word and are
+    removed; 2n backslashes before a quote are n backslashes and the quote groups, 2n+1
+    are n backslashes and a literal quote; other backslashes are literal."""
+    argv: List[str] = []
+    word: List[str] = []
+    in_word = quoted = False
+    i, n = 0, len(command)
+    while i < n:
+        c = command[i]
+        if c == "\\":
+            j = i
+            while j < n and command[j] == "\\":
+                j += 1
+            count = j - i
+            if j < n and command[j] == '"':
+                word.append("\\" * (count // 2))
+                if count % 2:
+                    word.append('"')
+                    i = j + 1
+                else:
+                    i = j  # the quote groups, below
+            else:
+                word.append("\\" * count)
+                i = j
+            in_word = True
+            continue
+        if c == '"':
+            quoted = not quoted
+            in_word = True
+        elif c in " \t" and not quoted:
+            if in_word:
+                argv.append("".join(word))
+                word, in_word = [], False
+        else:
+            word.append(c)
+            in_word = True
+        i += 1
+    if in_word:
+        argv.append("".join(word))
     return argv
 
 
