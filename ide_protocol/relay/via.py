@@ -8,8 +8,8 @@ group of its own (`setsid`), and ending it ends the group:
 
 1. its stdin is closed first (by the link): the other half ends on its input's end,
    and `ssh` with it; the group gets `GRACE` seconds for that;
-2. whatever of the group is left gets SIGTERM, and after another `GRACE` seconds
-   SIGKILL.
+2. whatever of the group is left gets SIGTERM (and SIGCONT, so that a stopped one
+   acts on it), and after another `GRACE` seconds SIGKILL.
 
 Being in a session of its own, the command has no controlling terminal: `ssh` cannot
 ask for a password or a host key's confirmation there (it fails at once and says so,
@@ -43,6 +43,7 @@ class ViaChild:
         await self._exited(grace)
         if self._group_exists():
             self._signal(signal.SIGTERM)
+            self._signal(signal.SIGCONT)
             if not await self._group_gone(grace):
                 self._signal(getattr(signal, "SIGKILL", signal.SIGTERM))
         elif self.proc.returncode is None and self.group is None:
