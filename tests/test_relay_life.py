@@ -27,6 +27,7 @@ from platforms import posix_signals, unix_sockets
 from ide_protocol.client import IdeClient
 from ide_protocol.common.tools import Selection
 from ide_protocol.server.ide_server import IdeServer
+from ide_protocol.wire.jsonrpc import JsonRpcError
 from test_relay_e2e import (FAKE_IDE_HALF, LIMIT, ROOT, ide_half_pids, relay_lock, relay_locks, setup, wait_for)
 from test_relay_ssh import Sshd, why_no_sshd
 
@@ -148,14 +149,17 @@ def test_a_stalled_far_half_is_declared_dead_the_lock_first_and_everything_it_st
                     "tab_name": "waits"}))
                 await wait_for(lambda: shown, "the diff at the IDE")
                 stop_processes(far, signal.SIGSTOP)
-                outcome = await asyncio.wait_for(asyncio.gather(call, return_exceptions=True), LIMIT)
-                # the CLI's call came back: the lock was gone before (the CLI's disconnect signal)
-                assert relay_locks(tmp_path) == [], outcome
+                outcome = (await asyncio.wait_for(asyncio.gather(call, return_exceptions=True), LIMIT))[0]
+                # the CLI's call came back, saying why; the lock was gone before (the CLI's
+                # disconnect signal)
+                died = ("the link died: nothing from the other half for %d s (it stalled, or the connection was "
+                        "lost)" % SHORT_LINK_TIMEOUT)
+                assert isinstance(outcome, JsonRpcError), outcome
+                assert outcome.code == -32000 and outcome.message == "relay: " + died
+                assert relay_locks(tmp_path) == []
                 await client.close()
                 code, lines = await ended(relay)
-                assert code == 1 and lines[-1].endswith(
-                    "the link died: nothing from the other half for %d s (it stalled, or the connection was lost)"
-                    % SHORT_LINK_TIMEOUT), lines
+                assert code == 1 and lines[-1].endswith(died), lines
                 assert not [pid for pid in via_pids if pid in transport.client_pids()]
                 if transport.kind == "pipe":   # the stalled half was in --via's process group
                     await wait_for(lambda: not ide_half_pids(tmp_path), "the IDE's half to be ended", 30)
@@ -221,19 +225,33 @@ def test_a_short_stall_loses_nothing(tmp_path: Any, transport: Transport) -> Non
 def test_sigterm_with_the_far_half_stalled_ends_at_once_and_leaves_nothing(tmp_path: Any,
                                                                           transport: Transport) -> None:
     """Before: 11-16 s, then a traceback ("Event loop is closed"), and ssh and the far
-    half left running. Now: the lock goes, one line, status 0, --via's group ended."""
+    half left running. Now: the lock goes, a waiting diff is answered saying why, one
+    line, status 0, --via's group ended."""
     setup(tmp_path)
+    shown: List[Any] = []
+
+    async def on_diff(diff: Any) -> Optional[bool]:
+        shown.append(diff)
+        return None
 
     async def scenario() -> None:
-        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE"):
+        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE",
+                             on_diff=on_diff):
             relay = start_relay(tmp_path, transport)
             far: List[int] = []
             try:
                 await relay_lock(tmp_path, relay, LIMIT)
                 far = ide_half_pids(tmp_path)
                 via_pids = transport.client_pids()
+                client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=30)
+                await client.connect()
+                call = asyncio.ensure_future(client.open_diff(str(tmp_path / "cliview" / "a.py"), "x\n", "T"))
+                await wait_for(lambda: shown, "the diff at the IDE")
                 stop_processes(far, signal.SIGSTOP)
                 relay.send_signal(signal.SIGTERM)
+                outcome = (await asyncio.wait_for(asyncio.gather(call, return_exceptions=True), LIMIT))[0]
+                assert isinstance(outcome, JsonRpcError) and outcome.message == "relay: stopped by SIGTERM", outcome
+                await client.close()
                 code, lines = await ended(relay)
                 assert code == 0 and lines[-1].endswith("stopped by SIGTERM"), lines
                 assert relay_locks(tmp_path) == []
@@ -248,6 +266,43 @@ def test_sigterm_with_the_far_half_stalled_ends_at_once_and_leaves_nothing(tmp_p
                     relay.wait()
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT * 2))
+
+
+def test_a_diff_answered_in_json_and_the_push_stream_when_the_relay_stops(tmp_path: Any) -> None:
+    """An IDE that answers in plain JSON (no SSE head sent before the answer): the
+    waiting diff is answered with a JSON-RPC error saying why, and the CLI's push
+    stream ends (its chunked body closed), rather than the connections just dropping."""
+    setup(tmp_path)
+    shown: List[Any] = []
+
+    async def on_diff(diff: Any) -> Optional[bool]:
+        shown.append(diff)
+        return None
+
+    async def scenario() -> None:
+        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE",
+                             on_diff=on_diff, json_response=True):
+            relay = start_relay(tmp_path, Transport("pipe"))
+            try:
+                await relay_lock(tmp_path, relay, LIMIT)
+                client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=30)
+                await client.connect()
+                call = asyncio.ensure_future(client.open_diff(str(tmp_path / "cliview" / "a.py"), "x\n", "T"))
+                await wait_for(lambda: shown, "the diff at the IDE")
+                relay.send_signal(signal.SIGTERM)
+                outcome = (await asyncio.wait_for(asyncio.gather(call, return_exceptions=True), LIMIT))[0]
+                assert isinstance(outcome, JsonRpcError) and outcome.code == -32000, outcome
+                assert outcome.message == "relay: stopped by SIGTERM"
+                await client.wait_stream_end(timeout=30)
+                await client.close()
+                code, lines = await ended(relay)
+                assert code == 0 and lines[-1].endswith("stopped by SIGTERM"), lines
+            finally:
+                if relay.poll() is None:
+                    relay.kill()
+                    relay.wait()
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT))
 
 
 # ---------------------------------------------------------------------- every way out
