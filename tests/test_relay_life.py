@@ -11,6 +11,7 @@ with the reason, where sshd cannot be had)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shlex
@@ -18,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, AsyncIterator, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -28,7 +29,8 @@ from ide_protocol.client import IdeClient
 from ide_protocol.common.tools import Selection
 from ide_protocol.server.ide_server import IdeServer
 from ide_protocol.wire.jsonrpc import JsonRpcError
-from test_relay_e2e import (FAKE_IDE_HALF, LIMIT, ROOT, ide_half_pids, relay_lock, relay_locks, setup, wait_for)
+from test_relay_e2e import (FAKE_IDE_HALF, LIMIT, ROOT, ide_half_pids, live_pids, relay_lock, relay_locks, setup,
+                            wait_for)
 from test_relay_ssh import Sshd, why_no_sshd
 
 pytestmark = [unix_sockets, posix_signals,
@@ -37,24 +39,6 @@ pytestmark = [unix_sockets, posix_signals,
 #: --link-timeout for the tests where the link must die: short, yet many times what a
 #: ping's answer takes on a loaded machine.
 SHORT_LINK_TIMEOUT = 3
-
-
-def live_pids(marker: str) -> List[int]:
-    """Processes (not zombies) with `marker` as one of their arguments."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % name, "rb") as f:
-                args = f.read().split(b"\0")
-            with open("/proc/%s/stat" % name, "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if marker.encode() in args and state not in (b"Z", b"X"):
-            found.append(int(name))
-    return found
 
 
 class Transport:
@@ -119,58 +103,89 @@ def stop_processes(pids: List[int], sig: int) -> None:
             pass
 
 
-def test_a_stalled_far_half_is_declared_dead_the_lock_first_and_everything_it_started_ends(
-        tmp_path: Any, transport: Transport) -> None:
-    """SIGSTOP on the IDE's half: nothing ends, the pipe stays open. Before, the relay
-    waited for ever with its lock in place; now the pings go unanswered, the lock goes
-    first, the relay says why in one line and exits 1, and `--via`'s processes (ssh)
-    are gone. Over SSH the far half, resumed, ends on its own: its input ended."""
-    setup(tmp_path)
+class Relayed:
+    """An IdeServer whose diffs wait for a person who never comes (`shown`), and a relay
+    in front of it over a transport, its lock written: `relay`, the far half's pids
+    (`far`) and those of the transport's own processes (`via_pids`: ssh)."""
+
+    def __init__(self, server: IdeServer, relay: "subprocess.Popen[str]", shown: List[Any]) -> None:
+        self.server = server
+        self.relay = relay
+        self.shown = shown
+        self.far: List[int] = []
+        self.via_pids: List[int] = []
+
+    async def waiting_diff(self, tmp: Any) -> Tuple[IdeClient, "asyncio.Future[Any]"]:
+        """A client whose `open_diff` waits at the IDE: the client, and the call."""
+        client = IdeClient.discover(str(tmp / "cliview"), str(tmp / "cli-ide"), timeout=60)
+        await client.connect()
+        call = asyncio.ensure_future(client.open_diff(str(tmp / "cliview" / "a.py"), "x\n", "T"))
+        await wait_for(lambda: self.shown, "the diff at the IDE")
+        return client, call
+
+
+@contextlib.asynccontextmanager
+async def relayed(tmp: Any, transport: Transport, *extra: str, json_response: bool = False
+                  ) -> AsyncIterator[Relayed]:
+    setup(tmp)
     shown: List[Any] = []
 
     async def on_diff(diff: Any) -> Optional[bool]:
         shown.append(diff)
-        return None  # left to a person, who never answers
+        return None   # left to a person
 
+    async with IdeServer([str(tmp / "project")], lock_dir=str(tmp / "ide"), ide_name="Test IDE", on_diff=on_diff,
+                         json_response=json_response) as server:
+        it = Relayed(server, start_relay(tmp, transport, *extra), shown)
+        try:
+            await relay_lock(tmp, it.relay, LIMIT)
+            it.far = ide_half_pids(tmp)
+            assert len(it.far) == 1, it.far
+            it.via_pids = transport.client_pids()
+            yield it
+        finally:
+            stop_processes(it.far, signal.SIGCONT)
+            if it.relay.poll() is None:
+                it.relay.kill()
+                it.relay.wait()
+
+
+async def refused(call: "asyncio.Future[Any]") -> JsonRpcError:
+    """The JSON-RPC error `call` came back with (the relay's own answer)."""
+    outcome = (await asyncio.wait_for(asyncio.gather(call, return_exceptions=True), LIMIT))[0]
+    assert isinstance(outcome, JsonRpcError) and outcome.code == -32000, outcome
+    return outcome
+
+
+async def far_half_gone(tmp: Any, it: Relayed, transport: Transport) -> None:
+    """`--via`'s processes ended with the relay; the far half too: in `--via`'s process
+    group over a pipe, ended with it; under sshd, resumed, it finds its input ended."""
+    assert not [pid for pid in it.via_pids if pid in transport.client_pids()]
+    if transport.kind == "ssh":
+        stop_processes(it.far, signal.SIGCONT)
+    await wait_for(lambda: not ide_half_pids(tmp), "the IDE's half to end", 30)
+
+
+def test_a_stalled_far_half_is_declared_dead_the_lock_first_and_everything_it_started_ends(
+        tmp_path: Any, transport: Transport) -> None:
+    """SIGSTOP on the IDE's half: nothing ends, the pipe stays open. Before, the relay
+    waited for ever with its lock in place, and the CLI's open_diff with it; now the
+    pings go unanswered, the lock goes first, the waiting diff is answered saying the
+    link died, the relay says why in one line and exits 1, and `--via`'s processes
+    (ssh) are gone."""
     async def scenario() -> None:
-        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE",
-                             on_diff=on_diff):
-            relay = start_relay(tmp_path, transport, "--link-timeout", str(SHORT_LINK_TIMEOUT))
-            far: List[int] = []
-            try:
-                await relay_lock(tmp_path, relay, LIMIT)
-                far = ide_half_pids(tmp_path)
-                assert len(far) == 1, far
-                via_pids = transport.client_pids()
-                client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=30)
-                await client.connect()
-                call = asyncio.ensure_future(client.call_tool("open_diff", {
-                    "original_file_path": str(tmp_path / "cliview" / "a.py"), "new_file_contents": "x\n",
-                    "tab_name": "waits"}))
-                await wait_for(lambda: shown, "the diff at the IDE")
-                stop_processes(far, signal.SIGSTOP)
-                outcome = (await asyncio.wait_for(asyncio.gather(call, return_exceptions=True), LIMIT))[0]
-                # the CLI's call came back, saying why; the lock was gone before (the CLI's
-                # disconnect signal)
-                died = ("the link died: nothing from the other half for %d s (it stalled, or the connection was "
-                        "lost)" % SHORT_LINK_TIMEOUT)
-                assert isinstance(outcome, JsonRpcError), outcome
-                assert outcome.code == -32000 and outcome.message == "relay: " + died
-                assert relay_locks(tmp_path) == []
-                await client.close()
-                code, lines = await ended(relay)
-                assert code == 1 and lines[-1].endswith(died), lines
-                assert not [pid for pid in via_pids if pid in transport.client_pids()]
-                if transport.kind == "pipe":   # the stalled half was in --via's process group
-                    await wait_for(lambda: not ide_half_pids(tmp_path), "the IDE's half to be ended", 30)
-                else:                          # under sshd: resumed, it finds its input ended
-                    stop_processes(far, signal.SIGCONT)
-                    await wait_for(lambda: not ide_half_pids(tmp_path), "the IDE's half to end by itself", 30)
-            finally:
-                stop_processes(far, signal.SIGCONT)
-                if relay.poll() is None:
-                    relay.kill()
-                    relay.wait()
+        async with relayed(tmp_path, transport, "--link-timeout", str(SHORT_LINK_TIMEOUT)) as it:
+            client, call = await it.waiting_diff(tmp_path)
+            stop_processes(it.far, signal.SIGSTOP)
+            error = await refused(call)
+            assert relay_locks(tmp_path) == []   # gone before the call came back
+            died = ("the link died: nothing from the other half for %d s (it stalled, or the connection was lost)"
+                    % SHORT_LINK_TIMEOUT)
+            assert error.message == "relay: " + died
+            await client.close()
+            code, lines = await ended(it.relay)
+            assert code == 1 and lines[-1].endswith(died), lines
+            await far_half_gone(tmp_path, it, transport)
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT * 3))
 
@@ -179,45 +194,24 @@ def test_a_short_stall_loses_nothing(tmp_path: Any, transport: Transport) -> Non
     """The far half stopped for 3 s with the default --link-timeout, a diff waiting and
     a request sent meanwhile: when it resumes, the request is answered, the diff's
     answer arrives, the relay goes on."""
-    setup(tmp_path)
-    shown: List[Any] = []
-
-    async def on_diff(diff: Any) -> Optional[bool]:
-        shown.append(diff)
-        return None
-
     async def scenario() -> None:
-        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE",
-                             on_diff=on_diff) as server:
-            relay = start_relay(tmp_path, transport)
-            far: List[int] = []
-            try:
-                await relay_lock(tmp_path, relay, LIMIT)
-                far = ide_half_pids(tmp_path)
-                client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=60)
-                async with client:
-                    call = asyncio.ensure_future(client.open_diff(str(tmp_path / "cliview" / "a.py"), "y\n", "T"))
-                    await wait_for(lambda: shown, "the diff at the IDE")
-                    server.set_selection(Selection(str(tmp_path / "project" / "a.py"), "print", (0, 0), (0, 5)))
-                    stop_processes(far, signal.SIGSTOP)
-                    asked = asyncio.ensure_future(client.get_selection())
-                    await asyncio.sleep(3)
-                    assert not asked.done() and relay.poll() is None and relay_locks(tmp_path)
-                    stop_processes(far, signal.SIGCONT)
-                    selection = await asyncio.wait_for(asked, 30)
-                    assert selection["filePath"] == str(tmp_path / "cliview" / "a.py")
-                    shown[0].accept()
-                    answer = await asyncio.wait_for(call, 30)
-                    assert answer["result"] == "SAVED"
-                assert relay.poll() is None and relay_locks(tmp_path)
-                relay.send_signal(signal.SIGTERM)
-                code, lines = await ended(relay)
-                assert code == 0 and lines[-1].endswith("stopped by SIGTERM"), lines
-            finally:
-                stop_processes(far, signal.SIGCONT)
-                if relay.poll() is None:
-                    relay.kill()
-                    relay.wait()
+        async with relayed(tmp_path, transport) as it:
+            client, call = await it.waiting_diff(tmp_path)
+            it.server.set_selection(Selection(str(tmp_path / "project" / "a.py"), "print", (0, 0), (0, 5)))
+            stop_processes(it.far, signal.SIGSTOP)
+            asked = asyncio.ensure_future(client.get_selection())
+            await asyncio.sleep(3)
+            assert not asked.done() and it.relay.poll() is None and relay_locks(tmp_path)
+            stop_processes(it.far, signal.SIGCONT)
+            selection = await asyncio.wait_for(asked, 30)
+            assert selection["filePath"] == str(tmp_path / "cliview" / "a.py")
+            it.shown[0].accept()
+            assert (await asyncio.wait_for(call, 30))["result"] == "SAVED"
+            await client.close()
+            assert it.relay.poll() is None and relay_locks(tmp_path)
+            it.relay.send_signal(signal.SIGTERM)
+            code, lines = await ended(it.relay)
+            assert code == 0 and lines[-1].endswith("stopped by SIGTERM"), lines
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT * 3))
 
@@ -227,43 +221,17 @@ def test_sigterm_with_the_far_half_stalled_ends_at_once_and_leaves_nothing(tmp_p
     """Before: 11-16 s, then a traceback ("Event loop is closed"), and ssh and the far
     half left running. Now: the lock goes, a waiting diff is answered saying why, one
     line, status 0, --via's group ended."""
-    setup(tmp_path)
-    shown: List[Any] = []
-
-    async def on_diff(diff: Any) -> Optional[bool]:
-        shown.append(diff)
-        return None
-
     async def scenario() -> None:
-        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE",
-                             on_diff=on_diff):
-            relay = start_relay(tmp_path, transport)
-            far: List[int] = []
-            try:
-                await relay_lock(tmp_path, relay, LIMIT)
-                far = ide_half_pids(tmp_path)
-                via_pids = transport.client_pids()
-                client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=30)
-                await client.connect()
-                call = asyncio.ensure_future(client.open_diff(str(tmp_path / "cliview" / "a.py"), "x\n", "T"))
-                await wait_for(lambda: shown, "the diff at the IDE")
-                stop_processes(far, signal.SIGSTOP)
-                relay.send_signal(signal.SIGTERM)
-                outcome = (await asyncio.wait_for(asyncio.gather(call, return_exceptions=True), LIMIT))[0]
-                assert isinstance(outcome, JsonRpcError) and outcome.message == "relay: stopped by SIGTERM", outcome
-                await client.close()
-                code, lines = await ended(relay)
-                assert code == 0 and lines[-1].endswith("stopped by SIGTERM"), lines
-                assert relay_locks(tmp_path) == []
-                assert not [pid for pid in via_pids if pid in transport.client_pids()]
-                if transport.kind == "ssh":
-                    stop_processes(far, signal.SIGCONT)
-                await wait_for(lambda: not ide_half_pids(tmp_path), "the IDE's half to end", 30)
-            finally:
-                stop_processes(far, signal.SIGCONT)
-                if relay.poll() is None:
-                    relay.kill()
-                    relay.wait()
+        async with relayed(tmp_path, transport) as it:
+            client, call = await it.waiting_diff(tmp_path)
+            stop_processes(it.far, signal.SIGSTOP)
+            it.relay.send_signal(signal.SIGTERM)
+            assert (await refused(call)).message == "relay: stopped by SIGTERM"
+            await client.close()
+            code, lines = await ended(it.relay)
+            assert code == 0 and lines[-1].endswith("stopped by SIGTERM"), lines
+            assert relay_locks(tmp_path) == []
+            await far_half_gone(tmp_path, it, transport)
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT * 2))
 
@@ -272,35 +240,15 @@ def test_a_diff_answered_in_json_and_the_push_stream_when_the_relay_stops(tmp_pa
     """An IDE that answers in plain JSON (no SSE head sent before the answer): the
     waiting diff is answered with a JSON-RPC error saying why, and the CLI's push
     stream ends (its chunked body closed), rather than the connections just dropping."""
-    setup(tmp_path)
-    shown: List[Any] = []
-
-    async def on_diff(diff: Any) -> Optional[bool]:
-        shown.append(diff)
-        return None
-
     async def scenario() -> None:
-        async with IdeServer([str(tmp_path / "project")], lock_dir=str(tmp_path / "ide"), ide_name="Test IDE",
-                             on_diff=on_diff, json_response=True):
-            relay = start_relay(tmp_path, Transport("pipe"))
-            try:
-                await relay_lock(tmp_path, relay, LIMIT)
-                client = IdeClient.discover(str(tmp_path / "cliview"), str(tmp_path / "cli-ide"), timeout=30)
-                await client.connect()
-                call = asyncio.ensure_future(client.open_diff(str(tmp_path / "cliview" / "a.py"), "x\n", "T"))
-                await wait_for(lambda: shown, "the diff at the IDE")
-                relay.send_signal(signal.SIGTERM)
-                outcome = (await asyncio.wait_for(asyncio.gather(call, return_exceptions=True), LIMIT))[0]
-                assert isinstance(outcome, JsonRpcError) and outcome.code == -32000, outcome
-                assert outcome.message == "relay: stopped by SIGTERM"
-                await client.wait_stream_end(timeout=30)
-                await client.close()
-                code, lines = await ended(relay)
-                assert code == 0 and lines[-1].endswith("stopped by SIGTERM"), lines
-            finally:
-                if relay.poll() is None:
-                    relay.kill()
-                    relay.wait()
+        async with relayed(tmp_path, Transport("pipe"), json_response=True) as it:
+            client, call = await it.waiting_diff(tmp_path)
+            it.relay.send_signal(signal.SIGTERM)
+            assert (await refused(call)).message == "relay: stopped by SIGTERM"
+            await client.wait_stream_end(timeout=30)
+            await client.close()
+            code, lines = await ended(it.relay)
+            assert code == 0 and lines[-1].endswith("stopped by SIGTERM"), lines
 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))
 
