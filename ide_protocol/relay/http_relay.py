@@ -22,8 +22,8 @@ the relay was stopped, the IDE went), the CLI's half answers it itself, saying w
 ended. The CLI's `open_diff` would otherwise wait for ever.
 
 What each half keeps: the CLI's half a request whole (its paths are rewritten in the
-parsed JSON), within its `ServerConnection`'s bounds; the IDE's half nothing but the
-bytes in flight (a request passes through it as it comes, its head given the nonce).
+parsed JSON), within its `ServerConnection`'s bounds; the IDE's half a request's body
+whole too (within its parser's body limit), so that the IDE gets it at once.
 """
 from __future__ import annotations
 
@@ -312,29 +312,31 @@ async def serve_ide_connection(stream: Stream, socket_path: str, headers: Dict[s
 
 
 async def _stream_to_ide(stream: Stream, writer: asyncio.StreamWriter, headers: Dict[str, str]) -> None:
-    """The CLI half's requests to the IDE, each head given the IDE's `headers`, each body
-    passed on as it comes (nothing kept: what this half holds is the stream's window)."""
+    """The CLI half's requests to the IDE, each head given the IDE's `headers`. A body is
+    gathered whole before its request is written (in one buffer, written as it is): the
+    IDE holds a request to its deadline from its first byte, and a large body may take
+    longer than that to cross a slow link; here it is handed over at the IDE's speed."""
     parser = http11.RequestParser()
-    chunked = False
+    head: Optional[http11.Request] = None
+    body = bytearray()
     while True:
         data = await stream.read()
         events = parser.feed(data) if data else parser.feed_eof()
         for event in events:
             if isinstance(event, http11.Request):
-                fields = _fields(event.headers, headers)
-                length = event.headers.get("Content-Length")
-                chunked = event.body_follows and length is None
-                if chunked:
-                    fields.append(("Transfer-Encoding", "chunked"))
-                elif event.body_follows:
-                    fields.append(("Content-Length", length or "0"))
-                writer.write(http11.write_request(event.method, event.target, fields, keep_alive=event.keep_alive))
+                head = event
+                del body[:]
             elif isinstance(event, http11.Data):
-                writer.write(http11.encode_chunk(event.data) if chunked else event.data)
-            elif isinstance(event, http11.EndOfMessage):
-                if chunked:
-                    writer.write(http11.LAST_CHUNK)
-                chunked = False
+                body += event.data
+            elif isinstance(event, http11.EndOfMessage) and head is not None:
+                fields = _fields(head.headers, headers)
+                if head.body_follows:
+                    fields.append(("Content-Length", str(len(body))))
+                writer.write(http11.write_request(head.method, head.target, fields, keep_alive=head.keep_alive))
+                if body:
+                    writer.write(bytes(body))
+                head = None
+                body = bytearray()
             elif isinstance(event, (http11.ParseError, http11.ConnectionClosed)):
                 return
         if not await drained(writer) or not data:
