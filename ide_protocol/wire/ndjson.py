@@ -42,9 +42,10 @@ class LineSplitter:
     """Incremental splitter: bytes in, complete lines out (without `\\n` or `\\r\\n`).
 
     A line ends at the byte `\\n` and nowhere else (ACP.md §1); a `\\r` before it is
-    dropped. Blank lines (empty or only whitespace) are dropped. Work per fed byte is
-    constant: the search for `\\n` resumes where the previous one stopped, so a 10 MB
-    line fed in small pieces is not rescanned.
+    dropped. Blank lines (empty or only whitespace) are dropped, or with `keep_blank`
+    given as b"" (for a reader that numbers its lines, as the bridge does). Work per fed
+    byte is constant: the search for `\\n` resumes where the previous one stopped, so a
+    10 MB line fed in small pieces is not rescanned.
     """
 
     def __init__(self, max_line: int = DEFAULT_MAX_LINE, keep_blank: bool = False) -> None:
