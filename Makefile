@@ -158,6 +158,12 @@ bench-emacs:
 	$(EMACS) -Q --batch -f batch-byte-compile build/bench-emacs/copilot-ide.el
 	$(EMACS) -Q --batch -L build/bench-emacs --eval '(setq copilot-ide-library-path "$(CURDIR)")' -l tools/bench_emacs.el
 
+# What the relay's halves hold in memory under a burst of large requests, the link up and
+# stalled (tools/bench_relay.py; Linux).
+.PHONY: bench-relay
+bench-relay:
+	$(PYTHON) tools/bench_relay.py $(BENCH_ARGS)
+
 # What the Emacs package's tests need (Debian's emacs-nox, tmux), installed when missing;
 # tests/emacs runs the same script and skips, with the reason, where it cannot install.
 emacs-deps:

@@ -97,3 +97,16 @@ def test_bench_cost_measures_a_tools_call_through_the_server(tmp_path):
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
     lines = proc.stdout.decode().splitlines()
     assert len(lines) == 2 and all("us of CPU per request" in line for line in lines), lines
+
+
+def test_bench_relay_runs_and_writes_json(tmp_path):
+    """`make bench-relay` at its smallest: both scenarios run, every request answered
+    (what it measures is not asserted)."""
+    out = tmp_path / "relay.json"
+    proc = subprocess.run([sys.executable, "tools/bench_relay.py", "--requests", "2", "--size-mb", "1", "--json",
+                           str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    data = json.loads(out.read_text())
+    for name in ("burst", "stall"):
+        assert data[name]["answered"] == 2
+        assert data[name]["peak_mb"]["cli-side"] > 0 and data[name]["after_mb"]["ide-side"] > 0

@@ -29,6 +29,16 @@ SAMPLE = "first\naé€😀b😀c\nthird\n"
 LINE1 = "aé€😀b😀c"
 
 
+def _no_constant(name: str) -> Any:
+    raise AssertionError("the bridge wrote %s, which is not JSON" % name)
+
+
+def strict_json(line: bytes) -> Any:
+    """A line of the bridge's, decoded as a strict JSON parser (JavaScript's, Emacs')
+    decodes it: UTF-8, no NaN or Infinity."""
+    return json.loads(line.decode("utf-8"), parse_constant=_no_constant)
+
+
 class BridgeProc:
     """The bridge subprocess: JSON lines written to its stdin, read from its stdout."""
 
@@ -55,7 +65,7 @@ class BridgeProc:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.raw.append(line)
-            self.messages.put(json.loads(line.decode("utf-8")))  # every line must be JSON
+            self.messages.put(strict_json(line))  # every line must be JSON, strictly
             self.reading.wait()
         self.messages.put(None)
 
@@ -210,21 +220,23 @@ def test_every_bad_line_gets_an_error_naming_it_and_the_bridge_goes_on(bridge: A
     bad = [
         (b"{not json\n", "not JSON"),
         (b"\xff\xfe{}\n", "not UTF-8"),
-        (b"[1, 2]\n", "a message must be a JSON object, not list"),
-        (b'{"id": 7}\n', 'a message needs a "type"'),
+        (b"[1, 2]\n", "a message must be a JSON object, not an array"),
+        (b'{"id": 7}\n', 'a message needs a "type" (a string), not null'),
         (b'{"type": "frobnicate"}\n', "unknown message type 'frobnicate'"),
-        (b"[" * 100000 + b"]" * 100000 + b"\n", "nested too deep"),
+        (b"[" * 100000 + b"]" * 100000 + b"\n", "maximum recursion depth"),
+        (b"[" * 300 + b"]" * 300 + b"\n", "nested more than 200 deep"),
         (b'{"type": "selection", "path": 3}\n', "selection: 'path' must be a file path"),
         (b'{"type": "selection", "path": "a.txt", "start": {"line": -1, "character": 0}}\n',
-         "start.line must be an integer >= 0"),
-        (b'{"type": "selection", "path": "a.txt", "start": [0, 0]}\n', "start must be an object"),
-        (b'{"type": "diagnostics", "path": "a.txt"}\n', "'diagnostics' must be a list"),
+         "'start.line' must be an integer >= 0, not -1"),
+        (b'{"type": "selection", "path": "a.txt", "start": [0, 0]}\n', "'start' must be a position"),
+        (b'{"type": "diagnostics", "path": "a.txt"}\n', "'diagnostics' is required: an array"),
         (b'{"type": "diagnostics", "path": "a.txt", "diagnostics": [{"message": "m", "severity": "fatal", '
-         b'"start": {"line": 0, "character": 0}}]}\n', "unknown severity 'fatal'"),
-        (b'{"type": "add_selection", "path": "a.txt"}\n', "'start' and 'end' are required"),
-        (b'{"type": "folders", "folders": []}\n', "non-empty list"),
+         b'"start": {"line": 0, "character": 0}}]}\n', "'diagnostics[0].severity' must be one of Error, Warning, "
+                                                     "Information, Hint (any case), not 'fatal'"),
+        (b'{"type": "add_selection", "path": "a.txt"}\n', "'start' is required"),
+        (b'{"type": "folders", "folders": []}\n', "'folders' must be a non-empty array"),
         (b'{"type": "diff_answer", "diff": 99, "accept": true}\n', "no pending diff 99"),
-        (b'{"type": "diff_answer", "diff": "1", "accept": true}\n', "'diff' must be the id of a diff"),
+        (b'{"type": "diff_answer", "diff": "1", "accept": true}\n', "'diff' must be an integer, not '1'"),
         (b'{"type": "diff_answer", "diff": 1, "accept": "yes"}\n', "'accept' must be true or false"),
     ]
     for number, (line, text) in enumerate(bad, start=2):
@@ -594,3 +606,240 @@ def test_hello_may_ask_for_unified_diffs(bridge: Any) -> None:
     ide_wire.run(scenario())
     b.send({"type": "stop"})
     assert_stopped_cleanly(b, "stop")
+
+
+# ---------------------------------------------------------------------- whatever the editor sends
+
+
+def nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for n in range(depth):
+        value = [value] if n % 2 else {"k": value}
+    return value
+
+
+def test_an_id_nested_deep_never_stops_the_bridge(bridge: Any) -> None:
+    """An id nested about 980 deep parsed, but echoing it in the error overflowed the
+    recursion limit: the input task ended silently, and the bridge answered nothing,
+    ignored the end of its input (its lock stayed) and never read a diff's answer.
+    (Where parsing succeeds and echoing fails depends on the Python: every depth from
+    900 to 1000 is sent.)"""
+    b = bridge()
+    b.hello()
+    path = os.path.join(b.folder, "a.txt")
+
+    def deep(depth: int) -> bytes:
+        return b'{"type": "frobnicate", "id": ' + b"[" * depth + b"]" * depth + b"}\n"
+
+    for depth in range(900, 1001):
+        b.send(deep(depth))
+    for line in range(2, 103):
+        error = b.expect("error")
+        assert error["line"] == line and error["message"].startswith("not JSON: ") and "id" not in error, error
+    b.send({"type": "frobnicate", "id": nested(150)})   # within the limits: echoed
+    error = b.expect("error")
+    assert error["line"] == 103 and error["id"] == nested(150)
+    b.send({"type": "status", "id": nested(199)})
+    assert b.expect("status")["id"] == nested(199)
+
+    async def scenario() -> None:
+        cli = await b.connected_cli()
+        call = asyncio.ensure_future(cli.call_tool("open_diff", {
+            "original_file_path": path, "new_file_contents": "z", "tab_name": "T"}))
+        diff = await b.aexpect("diff")
+        b.send(deep(980))
+        assert (await b.aexpect("error"))["line"] == 105
+        await b.reject(diff, call)
+        cli.close()
+
+    ide_wire.run(scenario())
+    b.close_stdin()
+    assert_stopped_cleanly(b, "end of input")
+
+
+@pytest.mark.parametrize("constant", ["NaN", "-Infinity", "Infinity", "1e999", "-1e400"])
+def test_an_id_that_json_cannot_carry_is_refused_and_never_echoed(bridge: Any, constant: str) -> None:
+    """`"id": NaN` was echoed as bare NaN, which JavaScript's and Emacs' parsers refuse
+    (the whole line lost); `1e999` became Infinity."""
+    b = bridge()
+    b.hello()
+    b.send(('{"type": "status", "id": %s}\n' % constant).encode())
+    error = b.expect("error")   # (the pump decodes every line strictly)
+    assert error["line"] == 2 and error["message"].startswith("not JSON: ") and "id" not in error
+    b.send({"type": "status", "id": 1.5e300})
+    assert b.expect("status")["id"] == 1.5e300
+    b.close_stdin()
+    assert_stopped_cleanly(b, "end of input")
+
+
+def test_a_line_over_16_mib_costs_one_error_and_line_numbers_stay_true(bridge: Any) -> None:
+    """Before: a second, spurious error for the rest of the line, and every later error
+    named the wrong line."""
+    b = bridge()
+    b.hello()
+    long_line = b'{"type": "status", "pad": "' + b"x" * (16 * 1024 * 1024) + b'"}\n'
+    b.send(long_line)
+    error = b.expect("error")
+    assert error["line"] == 2 and error["message"] == (
+        "line too long: %d bytes (at most %d): ignored" % (len(long_line) - 1, 16 * 1024 * 1024))
+    b.send(b"\n")
+    b.send(b"{bad\n")
+    assert b.expect("error")["line"] == 4
+    b.send({"type": "status", "id": 5})
+    assert b.expect("status")["id"] == 5
+    b.send(b"x" * (20 * 1024 * 1024) + b"\n" + b"{bad\n")  # a long line and the next in one write
+    assert b.expect("error")["line"] == 6
+    assert b.expect("error")["line"] == 7
+    b.close_stdin()
+    assert_stopped_cleanly(b, "end of input")
+
+
+#: The JSON types of docs/BRIDGE.md's "Field types", as the test knows them: which
+#: values of each are accepted. Values of any other type (and, for a required field,
+#: null) must be refused with an error naming the field.
+def _path_ok(v: Any) -> bool:
+    return isinstance(v, str) and v != "" and "\0" not in v
+
+
+def _pos_ok(v: Any) -> bool:
+    return isinstance(v, dict) and all(type(v.get(k)) is int and v[k] >= 0 for k in ("line", "character"))
+
+
+DOC_TYPES = {
+    "integer (this is protocol 1)": lambda v: type(v) is int,
+    "string: `utf-16`, `codepoints` or `bytes`": lambda v: isinstance(v, str),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "path: a string, not empty, without NUL (a `selection`'s may be `null`: no active editor)": _path_ok,
+    'position: object `{"line": L, "character": C}`, integers >= 0': _pos_ok,
+    "object: each value a string (the text of the line its key names)":
+        lambda v: isinstance(v, dict) and all(isinstance(t, str) for t in v.values()),
+    "array of objects (the fields above)": lambda v: isinstance(v, list) and all(isinstance(i, dict) for i in v),
+    "string: `Error`, `Warning`, `Information` or `Hint`, any case (`warn`, `info` too)":
+        lambda v: isinstance(v, str) and v.lower() in ("error", "warning", "information", "hint", "warn", "info"),
+    "string or integer": lambda v: isinstance(v, str) or type(v) is int,
+    "non-empty array of paths": lambda v: isinstance(v, list) and bool(v) and all(_path_ok(f) for f in v),
+    "integer": lambda v: type(v) is int,
+    "any JSON value": lambda v: True,
+}
+
+#: Values of every JSON type, and values of the right type that are still wrong.
+PALETTE: List[Any] = [True, False, 0, -1, 7, 1.5, 1.0, "", "s", "a\0b", "fatal", [], [1], ["a", ""], {},
+                      {"line": -1, "character": 0}, {"line": True, "character": 0}, {"line": 0, "character": 1.5},
+                      {"0": 5}, [{"message": 1}], nested(150)]
+
+
+def doc_fields() -> Dict[str, Dict[str, bool]]:
+    """From BRIDGE.md's "From the editor" table: each message type's fields (those of a
+    diagnostic as `diagnostics[0].NAME`), and whether each is required (no `?`)."""
+    with open(os.path.join(REPO, "docs", "BRIDGE.md"), encoding="utf-8") as f:
+        text = f.read()
+    table = text.split("### From the editor", 1)[1].strip().split("\n\n", 1)[0]
+    fields: Dict[str, Dict[str, bool]] = {}
+    for row in table.splitlines()[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        kind = cells[0].strip("`")
+        if kind == "selection" and cells[1] == "`path`: null":
+            continue
+        inner = ""
+        if "[{" in cells[1]:
+            inner = cells[1][cells[1].index("[{") + 2:cells[1].index("}]")]
+            cells[1] = cells[1].replace(inner, "")
+        found = fields.setdefault(kind, {})
+        for prefix, part in (("", cells[1]), ("diagnostics[0].", inner)):
+            for name, mark in __import__("re").findall(r"`([a-z_]+)`(\??)", part):
+                found[prefix + name] = mark != "?"
+    return fields
+
+
+def doc_types() -> Dict[str, Any]:
+    with open(os.path.join(REPO, "docs", "BRIDGE.md"), encoding="utf-8") as f:
+        text = f.read()
+    table = text.split("#### Field types", 1)[1].split("| field | JSON type |", 1)[1].split("\n\n", 1)[0]
+    types = {}
+    for row in table.strip().splitlines()[1:]:
+        names, kind = [c.strip() for c in row.strip("|").split("|")]
+        assert kind in DOC_TYPES, "a type the test does not know: %r" % kind
+        for name in __import__("re").findall(r"`([a-z_]+)`", names):
+            types[name] = DOC_TYPES[kind]
+    return types
+
+
+def test_the_documented_fields_are_the_checked_ones() -> None:
+    from ide_protocol.programs.bridge_messages import DIAGNOSTIC_FIELDS, FIELDS
+    checked = {kind: {name: required for name, _k, required in fields} for kind, fields in FIELDS.items()}
+    checked["diagnostics"].update({"diagnostics[0]." + name: required for name, _k, required in DIAGNOSTIC_FIELDS})
+    checked["selection"]["path"] = True   # (documented as required; null or absent: no active editor)
+    assert doc_fields() == checked
+    assert set(doc_types()) >= {name.split(".")[-1] for fields in checked.values() for name in fields} | {"id"}
+
+
+def test_every_documented_field_of_every_wrong_type_costs_one_error_naming_it(bridge: Any) -> None:
+    """Each field of each message from the editor, given a value of every JSON type it
+    does not take (nested ones too, in every position): an `error` naming the field, its
+    line and the message's id; then the bridge goes on. Before, `protocol: true`,
+    `unified_diff: "yes"`, a list `source`, an object `code` or an integer `severity`
+    were taken silently, and one error named `None` for the message type."""
+    b = bridge()
+    pos = {"line": 0, "character": 1}
+    good: Dict[str, Dict[str, Any]] = {
+        "hello": {"protocol": 1, "unit": "utf-16", "name": "E", "unified_diff": True},
+        "selection": {"path": "/w/a.txt", "text": "t", "start": pos, "end": pos, "lines": {"0": "first"}},
+        "diagnostics": {"path": "/w/a.txt", "lines": {"0": "first"}, "diagnostics": [
+            {"message": "m", "severity": "Warning", "start": pos, "end": pos, "source": "s", "code": "c"}]},
+        "add_file": {"path": "/w/a.txt", "start": pos, "end": pos, "text": "t", "lines": {"0": "first"}},
+        "add_selection": {"path": "/w/a.txt", "start": pos, "end": pos, "text": "t", "lines": {"0": "first"}},
+        "folders": {"folders": ["/w"]},
+        "diff_answer": {"diff": 1, "accept": True},
+    }
+    types = doc_types()
+    fields = doc_fields()
+    number = 0
+    sent = 0
+
+    def bad(kind: str, field: str, value: Any) -> None:
+        nonlocal number, sent
+        message: Dict[str, Any] = json.loads(json.dumps(dict(good[kind], type=kind)))
+        holder, name = message, field
+        if field.startswith("diagnostics[0]."):
+            holder, name = message["diagnostics"][0], field.split(".", 1)[1]
+        if value is None:
+            holder.pop(name)
+        else:
+            holder[name] = value
+        number += 1
+        sent += 1
+        message["id"] = {"line": number, "id": nested(100)}
+        b.send(message)
+        error = b.expect("error")
+        assert error["line"] == number and error["id"] == message["id"], (field, value, error)
+        assert error["message"].startswith(kind + ": '" + field), (field, value, error["message"])
+
+    for kind in ["hello"] + [k for k in good if k != "hello"]:
+        for field, required in fields[kind].items():
+            accepts = types[field.split(".")[-1]]
+            for value in PALETTE + ([None] if required else []):
+                if value is not None and accepts(value):
+                    continue
+                if kind == "selection" and field == "path" and value is None:
+                    continue   # (no active editor)
+                bad(kind, field, value)
+        if kind == "hello":
+            b.hello()
+            number += 1
+    # nested values in every other place a message has: the type, an unknown field, a
+    # position's members, a line's text, a diagnostic
+    for message in ({"type": nested(150)}, {"type": "status", "extra": nested(199)},
+                    {"type": "selection", "path": "/w/a", "start": {"line": nested(150), "character": 0}},
+                    {"type": "selection", "path": "/w/a", "start": pos, "lines": {"0": nested(150)}},
+                    {"type": "diagnostics", "path": "/w/a", "diagnostics": [nested(150)]}):
+        number += 1
+        b.send(dict(message, id=number))
+        reply = b.next()
+        assert reply is not None and reply["id"] == number, (message, reply)
+        assert reply["type"] == ("status" if "extra" in message else "error")
+    assert sent > 200
+    b.send({"type": "status", "id": "end"})
+    assert b.expect("status")["id"] == "end"
+    b.close_stdin()
+    assert_stopped_cleanly(b, "end of input")

@@ -20,6 +20,14 @@ def test_blank_lines_dropped():
     assert split(b"\n\r\n  \n\t\r\n1\n\n\n2\n") == [b"1", b"2"]
 
 
+def test_blank_lines_kept_as_empty_when_asked():
+    """For a reader that numbers lines (the bridge): each blank line counts, and an
+    over-long line is one item, however it was fed."""
+    data = b"a\n\n \r\nb\n" + b"x" * 20 + b"\nc\n"
+    assert feed_all_ways(lambda: LineSplitter(10, keep_blank=True), data, finish="flush") == [
+        b"a", b"", b"", b"b", LineTooLong(20), b"c"]
+
+
 def test_missing_final_newline_needs_flush():
     splitter = LineSplitter()
     assert splitter.feed(b"1\n2") == [b"1"]

@@ -324,20 +324,27 @@ def test_with_wait_an_ide_restarted_with_a_new_nonce_is_followed(tmp_path: Any) 
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))
 
 
-def ide_half_pids(tmp: Any) -> List[int]:
-    """The IDE's half started for this test (found by its command line in /proc)."""
-    pids = []
+def live_pids(*markers: str) -> List[int]:
+    """Processes (not zombies) with each of `markers` among their arguments (/proc)."""
+    found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open("/proc/%s/cmdline" % name, "rb") as f:
                 args = f.read().split(b"\0")
-        except OSError:
+            with open("/proc/%s/stat" % name, "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
             continue
-        if b"ide-side" in args and str(tmp / "project").encode() in args:
-            pids.append(int(name))
-    return pids
+        if all(marker.encode() in args for marker in markers) and state not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+def ide_half_pids(tmp: Any) -> List[int]:
+    """The IDE's half started for this test (found by its command line in /proc)."""
+    return live_pids("ide-side", str(tmp / "project"))
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="finds the IDE's half through /proc (Linux)")

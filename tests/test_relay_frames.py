@@ -6,7 +6,7 @@ import struct
 
 from ide_protocol.relay import frames
 from ide_protocol.relay.frames import (MAGIC, MAX_PAYLOAD, Close, Credit, Hello, LinkError, LinkParser, LockNews, Open,
-                                       StreamData)
+                                       Ping, Pong, StreamData)
 from splitting import feed_all_ways, run
 
 LOCK = {"socketPath": "/tmp/x.sock", "workspaceFolders": ["/w"], "headers": {"Authorization": "Nonce n"}}
@@ -15,11 +15,13 @@ LOCK = {"socketPath": "/tmp/x.sock", "workspaceFolders": ["/w"], "headers": {"Au
 def sample_stream() -> bytes:
     return (b"Welcome to host\r\n" + MAGIC + frames.encode_open(1) + frames.encode_data(1, b"POST /mcp HTTP/1.1\r\n")
             + frames.encode_open(7) + frames.encode_credit(1, 4096) + frames.encode_lock(LOCK)
-            + frames.encode_data(7, bytes(range(256))) + frames.encode_close(1) + frames.encode_lock(None))
+            + frames.encode_data(7, bytes(range(256))) + frames.encode_ping(b"\0\0\0\0\0\0\0\x01")
+            + frames.encode_close(1) + frames.encode_pong(b"12345678") + frames.encode_lock(None))
 
 
 EXPECTED = [Hello(17), Open(1), StreamData(1, b"POST /mcp HTTP/1.1\r\n"), Open(7), Credit(1, 4096), LockNews(LOCK),
-            StreamData(7, bytes(range(256))), Close(1), LockNews(None)]
+            StreamData(7, bytes(range(256))), Ping(b"\0\0\0\0\0\0\0\x01"), Close(1), Pong(b"12345678"),
+            LockNews(None)]
 
 
 def test_every_split_gives_the_same_events() -> None:
@@ -59,6 +61,8 @@ def test_bad_frames_end_the_link_once() -> None:
         struct.pack(">BII", frames.LOCK, 0, 3) + b"[1]",        # lock that is not an object
         struct.pack(">BII", frames.LOCK, 0, 2) + b"\xff{",      # lock that is not JSON
         struct.pack(">BII", frames.LOCK, 2, 4) + b"null",       # lock on a stream
+        struct.pack(">BII", frames.PING, 0, 7) + b"1234567",    # ping of the wrong size
+        struct.pack(">BII", frames.PONG, 3, 8) + b"12345678",   # pong on a stream
     ]
     for frame in bad:
         parser = LinkParser()
@@ -99,3 +103,16 @@ def test_fuzzed_streams_never_raise_and_keep_memory_bounded() -> None:
         if any(isinstance(e, LinkError) for e in events):
             assert isinstance(events[-1], LinkError)
         assert len(parser._buffer) <= frames.HEADER_SIZE + MAX_PAYLOAD
+
+
+def test_a_greeting_of_another_version_is_named_not_skipped_as_junk() -> None:
+    """A zipapp of an older relay on the other machine: its greeting (`/1`) was junk to
+    skip, and the link waited for a greeting that never came."""
+    older = b"Welcome\r\n" + frames.PREFIX + b"1\n" + frames.encode_lock(None)
+    for events in (run(LinkParser(), [older], "feed_eof"),
+                   run(LinkParser(), [older[i:i + 1] for i in range(len(older))], "feed_eof")):
+        assert len(events) == 1 and isinstance(events[0], LinkError), events
+        assert events[0].message == ("the other half speaks version 1 of the relay's link, this one %d: run the "
+                                     "same version of copilot-ide on both sides" % frames.VERSION)
+    # the prefix inside a banner, not followed by a version, is junk like any other
+    assert run(LinkParser(), [frames.PREFIX + b"x\n" + MAGIC], "feed_eof") == [Hello(len(frames.PREFIX) + 2)]

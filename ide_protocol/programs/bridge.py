@@ -32,6 +32,8 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 from ..common.tools import Diagnostic, Selection
 from ..server.diffs import DiffRequest
 from ..server.ide_server import IdeServer
+from ..wire.ndjson import LineSplitter, LineTooLong
+from .bridge_messages import MAX_LINE, MessageError, check, decode, message_type, path_of, shown
 from .bridge_positions import UNITS, PositionError, wire_position
 from .progname import program_name
 from .terminal.output import BoundedWriter
@@ -49,26 +51,6 @@ OUTPUT_LIMIT = 512 * 1024 * 1024
 log = logging.getLogger(__name__)
 #: A surrogate code point in a Python string is always a lone one (json.loads joins pairs).
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class MessageError(Exception):
-    """A message the bridge cannot use; its text goes back in an `error` message."""
-
-
-def _field(message: Dict[str, Any], name: str, kind: Any, what: str, optional: bool = False) -> Any:
-    value = message.get(name)
-    if value is None and optional:
-        return None
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise MessageError("%s: %r must be %s" % (message.get("type"), name, what))
-    return value
-
-
-def _path(message: Dict[str, Any]) -> str:
-    path: str = _field(message, "path", str, "a file path (a string)")
-    if not path or "\x00" in path:
-        raise MessageError("%s: 'path' must be a non-empty path without NUL" % message.get("type"))
-    return os.path.abspath(path)
 
 
 class Bridge:
@@ -99,34 +81,22 @@ class Bridge:
     # ------------------------------------------------------------- editor -> bridge
 
     async def line(self, number: int, raw: bytes) -> None:
-        """One line from the editor: handled, or answered with an `error` naming it."""
+        """One line from the editor: handled, or answered with an `error` naming it.
+        Never raises: whatever a line holds costs at most that line."""
         if not raw.strip():
             return
         request_id: Any = None
         try:
-            try:
-                message = json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                raise MessageError("not UTF-8: %s" % exc)
-            except RecursionError:
-                raise MessageError("JSON nested too deep")
-            except ValueError as exc:
-                raise MessageError("not JSON: %s" % exc)
-            if not isinstance(message, dict):
-                raise MessageError("a message must be a JSON object, not %s" % type(message).__name__)
-            request_id = message.get("id")
-            kind = message.get("type")
-            if not isinstance(kind, str):
-                raise MessageError("a message needs a \"type\" (a string)")
+            message = decode(raw)
+            request_id = message.get("id")  # (any JSON value: decoded by json_text, so it can be echoed)
+            kind = message_type(message)
+            check(kind, message)
             if kind == "hello":
                 await self.on_hello(message)
                 return
-            handler = self._handlers.get(kind)
-            if handler is None:
-                raise MessageError("unknown message type %r (known: hello, %s)" % (kind, ", ".join(self._handlers)))
             if self.server is None:
                 raise MessageError("%s before hello: say hello first" % kind)
-            reply = handler(message)
+            reply = self._handlers[kind](message)
             if reply is not None:
                 if request_id is not None:
                     reply["id"] = request_id
@@ -146,13 +116,13 @@ class Bridge:
     async def on_hello(self, message: Dict[str, Any]) -> None:
         if self.server is not None:
             raise MessageError("hello: already said (the bridge serves one editor)")
-        version = message.get("protocol")
+        version = message["protocol"]
         if version != PROTOCOL:
-            raise MessageError("hello: protocol %r is not spoken here (this bridge speaks %d)" % (version, PROTOCOL))
-        unit = message.get("unit")
+            raise MessageError("hello: protocol %s is not spoken here (this bridge speaks %d)" % (shown(version), PROTOCOL))
+        unit = message["unit"]
         if unit not in UNITS:
-            raise MessageError("hello: 'unit' must be one of %s" % ", ".join(UNITS))
-        name = self.name or _field(message, "name", str, "the editor's name", optional=True) or DEFAULT_NAME
+            raise MessageError("hello: 'unit' must be one of %s, not %s" % (", ".join(UNITS), shown(unit)))
+        name = self.name or message.get("name") or DEFAULT_NAME
         server = IdeServer(self.folders, ide_name=name, on_diff=self.on_diff, on_diff_closed=self.on_diff_closed,
                            on_session=self.on_session, **self.server_options)
         try:
@@ -170,16 +140,13 @@ class Bridge:
                 "name": self.server.ide_name, "pid": os.getpid()}
 
     def _lines(self, message: Dict[str, Any]) -> Dict[str, str]:
-        lines = message.get("lines", {})
-        if not isinstance(lines, dict):
-            raise MessageError("%s: 'lines' must be an object {\"LINE\": \"text of that line\"}" % message.get("type"))
-        return lines
+        return message.get("lines") or {}
 
     def _range(self, message: Dict[str, Any], lines: Dict[str, str], prefix: str = "",
                where: Optional[Dict[str, Any]] = None) -> Tuple[Tuple[int, int], Tuple[int, int]]:
         where = message if where is None else where
         start = wire_position(self.unit, where.get("start"), lines, prefix + "start")
-        end = wire_position(self.unit, where.get("end", where.get("start")), lines, prefix + "end")
+        end = wire_position(self.unit, where.get("end") or where.get("start"), lines, prefix + "end")
         return start, end
 
     def on_selection(self, message: Dict[str, Any]) -> None:
@@ -187,30 +154,21 @@ class Bridge:
         if message.get("path") is None:
             self.server.set_selection(None)   # no active editor (§4: current false)
             return None
-        path = _path(message)
-        text = _field(message, "text", str, "the selected text (a string)", optional=True) or ""
+        path = path_of(message)
+        text = message.get("text") or ""
         start, end = self._range(message, self._lines(message))
         self.server.set_selection(Selection(path, text, start, end))
         return None
 
     def on_diagnostics(self, message: Dict[str, Any]) -> None:
         assert self.server is not None
-        path = _path(message)
-        items = _field(message, "diagnostics", list, "a list (empty: clear the file's)")
+        path = path_of(message)
         lines = self._lines(message)
         diagnostics = []
-        for index, item in enumerate(items):
-            what = "diagnostics[%d]." % index
-            if not isinstance(item, dict):
-                raise MessageError("diagnostics: %s must be an object" % what[:-1])
-            text = _field(item, "message", str, "a string")
-            start, end = self._range(message, lines, what, item)
-            source = item.get("source")
-            try:
-                diagnostics.append(Diagnostic(text, item.get("severity") or "Error", start, end,
-                                              source if isinstance(source, str) else None, item.get("code")))
-            except ValueError as exc:  # an unknown severity
-                raise MessageError("diagnostics: %s %s" % (what[:-1], exc))
+        for index, item in enumerate(message["diagnostics"]):   # (each checked: bridge_messages)
+            start, end = self._range(message, lines, "diagnostics[%d]." % index, item)
+            diagnostics.append(Diagnostic(item["message"], item.get("severity") or "Error", start, end,
+                                          item.get("source"), item.get("code")))
         self.server.set_diagnostics(path, diagnostics)
         return None
 
@@ -219,40 +177,34 @@ class Bridge:
         self.server.clear_diagnostics()
         return None
 
-    def _reference(self, message: Dict[str, Any], needs_range: bool) -> Tuple[str, Any, Any, Optional[str]]:
-        path = _path(message)
-        text = _field(message, "text", str, "the referenced text (a string)", optional=True)
-        if message.get("start") is None:
-            if needs_range:
-                raise MessageError("%s: 'start' and 'end' are required" % message["type"])
+    def _reference(self, message: Dict[str, Any]) -> Tuple[str, Any, Any, Optional[str]]:
+        path = path_of(message)
+        text = message.get("text")
+        if message.get("start") is None:   # (only `add_file` may leave it out: bridge_messages)
             return path, None, None, text
         start, end = self._range(message, self._lines(message))
         return path, start, end, text
 
     def on_add_file(self, message: Dict[str, Any]) -> Dict[str, Any]:
         assert self.server is not None
-        path, start, end, text = self._reference(message, False)
+        path, start, end, text = self._reference(message)
         return {"type": "sent", "sessions": self.server.add_file_reference(path, start, end, text)}
 
     def on_add_selection(self, message: Dict[str, Any]) -> Dict[str, Any]:
         assert self.server is not None
-        path, start, end, text = self._reference(message, True)
+        path, start, end, text = self._reference(message)
         return {"type": "sent", "sessions": self.server.add_selection(path, start, end, text)}
 
     def on_folders(self, message: Dict[str, Any]) -> Dict[str, Any]:
         assert self.server is not None
-        folders = _field(message, "folders", list, "a list of folders")
-        if not folders or not all(isinstance(f, str) and f and "\x00" not in f for f in folders):
-            raise MessageError("folders: 'folders' must be a non-empty list of folder paths")
-        self.server.set_workspace_folders(folders)   # a new lock, the old one removed (§1)
+        self.server.set_workspace_folders(message["folders"])   # a new lock, the old one removed (§1)
         return self.ready("lock")
 
     def on_diff_answer(self, message: Dict[str, Any]) -> None:
-        number = _field(message, "diff", int, "the id of a diff the bridge sent")
-        accept = _field(message, "accept", bool, "true or false")
+        number, accept = message["diff"], message["accept"]
         diff = self.diffs.get(number)
         if diff is None:
-            raise MessageError("diff_answer: no pending diff %d (already closed, or never sent)" % number)
+            raise MessageError("diff_answer: no pending diff %s (already closed, or never sent)" % shown(number))
         if accept:
             diff.accept()
         else:
@@ -339,14 +291,44 @@ class Bridge:
 
 
 def encode(message: Dict[str, Any]) -> bytes:
-    """One line of output. Text from the CLI may hold lone surrogates (JSON allows
-    `\\ud800`), which UTF-8 cannot carry: they become U+FFFD, the line stays valid."""
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    """One line of output, strict JSON (ValueError: a value JSON cannot carry, such as
+    NaN). Text from the CLI may hold lone surrogates (JSON allows `\\ud800`), which
+    UTF-8 cannot carry: they become U+FFFD, the line stays valid."""
+    text = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError:
         data = _SURROGATE.sub("\ufffd", text).encode("utf-8")
     return data + b"\n"
+
+
+def encoded(message: Dict[str, Any]) -> bytes:
+    """`encode`, or where the message cannot be written as JSON (a value no decoder of
+    ours lets in: a bug), an `error` line that says so instead: every line is JSON."""
+    try:
+        return encode(message)
+    except (ValueError, TypeError, RecursionError) as exc:
+        log.error("a %s message could not be written: %s", message.get("type"), exc)
+        return encode({"type": "error", "line": None,
+                       "message": "a %s message could not be written as JSON: %s" % (message.get("type"), exc)})
+
+
+async def read_lines(stdin: StdinReader, bridge: Bridge) -> None:
+    """The editor's lines, numbered from 1 (blank ones counted), to the bridge, until the
+    end of input. A line over `MAX_LINE` bytes is skipped without being kept, with one
+    `error`, and the lines after it keep their true numbers."""
+    splitter = LineSplitter(MAX_LINE, keep_blank=True)
+    number = 0
+    while True:
+        data = await stdin.read()
+        for line in splitter.feed(data) if data else splitter.flush():
+            number += 1
+            if isinstance(line, LineTooLong):
+                bridge.error(number, "line too long: %d bytes (at most %d): ignored" % (line.size, MAX_LINE))
+            else:
+                await bridge.line(number, line)
+        if not data:
+            return
 
 
 async def run(args: argparse.Namespace, writer: BoundedWriter) -> int:
@@ -356,31 +338,29 @@ async def run(args: argparse.Namespace, writer: BoundedWriter) -> int:
         options["lock_dir"] = args.lock_dir
 
     def write(message: Dict[str, Any]) -> bool:
-        return writer.write(encode(message))
+        return writer.write(encoded(message))
 
     bridge = Bridge([os.path.abspath(f) for f in args.folders], args.name, write, options)
     installed = install_signals(loop, bridge.stop)
     stdin = StdinReader(loop)
 
-    async def read() -> None:
-        number = 0
-        while True:
-            number += 1
-            try:
-                raw = await stdin.readline()
-            except ValueError:  # longer than the reader's limit
-                bridge.error(number, "line too long: ignored")
-                continue
-            if raw is None:
-                bridge.stop_reason = "end of input"
-                bridge.stop.set()
-                return
-            await bridge.line(number, raw)
+    def reading_ended(task: "asyncio.Future[None]") -> None:
+        """Input ended (or, by a bug, reading failed): the bridge stops, its lock goes.
+        It never goes on without reading: nobody could answer its diffs or stop it."""
+        if task.cancelled():
+            return
+        if task.exception() is not None:
+            log.error("reading the editor's input failed: %r", task.exception())
+            bridge.stop_reason = "error"
+        elif not bridge.stop.is_set():
+            bridge.stop_reason = "end of input"
+        bridge.stop.set()
 
     reader: Optional["asyncio.Future[None]"] = None
     try:
         await stdin.open()
-        reader = asyncio.ensure_future(read())
+        reader = asyncio.ensure_future(read_lines(stdin, bridge))
+        reader.add_done_callback(reading_ended)
         await bridge.stop.wait()
     finally:
         if reader is not None:

@@ -4,7 +4,9 @@ machines (a container, an SSH host, WSL), joined by one byte stream. See
 
     relay cli-side (--via CMD | --stdio) [--map IDE_PATH=CLI_PATH]... [--wsl]
                    [--lock-dir DIR] [--trusted] [--wait] [--request-timeout SECONDS]
+                   [--link-timeout SECONDS] [--max-connections N]
     relay ide-side (--via CMD | --stdio) [--folder DIR | --lock FILE] [--lock-dir DIR] [--wait]
+                   [--link-timeout SECONDS] [--max-connections N]
 
 Exactly one half gets `--via CMD`, a shell command that starts the other with `--stdio`.
 """
@@ -16,6 +18,7 @@ import sys
 from typing import Callable, List, Optional
 
 from ..relay.halves import run_cli_side, run_ide_side
+from ..relay.link import LINK_TIMEOUT, MAX_STREAMS
 from ..relay.pathmap import PathMap, parse_map, wsl_pairs
 from ..server.limits import REQUEST_TIMEOUT
 from .options import LOCK_DIR_DEFAULT, add_lock_dir
@@ -42,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
         how.add_argument("--via", metavar="CMD", help="shell command that starts the other half with --stdio")
         how.add_argument("--stdio", action="store_true", help="the link is this process's stdin and stdout")
         sub.add_argument("--wait", action="store_true", help="when the IDE goes, wait for it to come back")
+        sub.add_argument("--link-timeout", type=float, default=LINK_TIMEOUT, metavar="SECONDS",
+                         help="the link is declared dead after this long without a word from the other half "
+                              "(it is asked every sixth of it; 0: never; default %g)" % LINK_TIMEOUT)
+        sub.add_argument("--max-connections", type=int, default=MAX_STREAMS, metavar="N",
+                         help="connections relayed at once; one more is refused (0: no limit; default %d)"
+                              % MAX_STREAMS)
         if name == "cli-side":
             sub.add_argument("--map", action="append", default=[], metavar="IDE_PATH=CLI_PATH",
                              help="path prefix on the IDE's side and the same on the CLI's (repeatable)")
@@ -62,6 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if not args.link_timeout >= 0:
+        parser.error("--link-timeout must be 0 (never) or a positive number of seconds")
+    if args.max_connections < 0:
+        parser.error("--max-connections must be 0 (no limit) or more")
     if args.side == "cli-side":
         try:
             pairs = [parse_map(spec) for spec in args.map]
@@ -71,9 +84,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not args.request_timeout > 0:
             parser.error("--request-timeout must be a positive number of seconds")
         coro = run_cli_side(args.via, paths, args.lock_dir, args.trusted, args.wait, _logger(args.side),
-                            args.request_timeout)
+                            args.request_timeout, args.link_timeout, args.max_connections)
     else:
-        coro = run_ide_side(args.via, args.folder, args.lock, args.lock_dir, args.wait, _logger(args.side))
+        coro = run_ide_side(args.via, args.folder, args.lock, args.lock_dir, args.wait, _logger(args.side),
+                            args.link_timeout, args.max_connections)
     loop = asyncio.new_event_loop()
     try:
         return loop.run_until_complete(coro)

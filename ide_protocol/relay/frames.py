@@ -21,6 +21,14 @@ with the payload at most `MAX_PAYLOAD` bytes (a writer splits larger data). Fram
 * CLOSE  stream — the sender's end of that connection is finished (no more DATA).
 * LOCK   stream 0, JSON object or `null` — the IDE's lock as the IDE side sees it
          appear or change, `null` when it went.
+* PING   stream 0, 8 bytes — are you there? The receiver answers at once with
+* PONG   stream 0, the same 8 bytes. Any frame received shows the other half alive;
+         the timing (how often to ask, how long a silence means death) is the
+         link's (`link.py`), not the format's.
+
+A greeting of another version of the format (`PREFIX` then other digits) ends the
+link with a clear error instead of being skipped as junk: both halves must be of one
+version (the one-file zipapp copied to the other machine is often older).
 
 The parser never raises: junk, an unknown type, an oversized length or a bad payload
 ends the link with one `LinkError` event, after which it returns nothing.
@@ -31,16 +39,19 @@ import json
 import struct
 from typing import Any, List, Optional, Tuple, Union
 
-MAGIC = b"\x00copilot-ide-relay/1\n"
+PREFIX = b"\x00copilot-ide-relay/"
+VERSION = 2
+MAGIC = PREFIX + b"%d\n" % VERSION
 MAX_PREAMBLE = 64 * 1024
 MAX_PAYLOAD = 64 * 1024
 INITIAL_WINDOW = 256 * 1024
 MAX_STREAM_ID = 0xFFFFFFFF
 
-OPEN, DATA, CREDIT, CLOSE, LOCK = 1, 2, 3, 4, 5
+OPEN, DATA, CREDIT, CLOSE, LOCK, PING, PONG = 1, 2, 3, 4, 5, 6, 7
+PING_SIZE = 8
 _HEADER = struct.Struct(">BII")
 HEADER_SIZE = _HEADER.size
-_NAMES = {OPEN: "OPEN", DATA: "DATA", CREDIT: "CREDIT", CLOSE: "CLOSE", LOCK: "LOCK"}
+_NAMES = {OPEN: "OPEN", DATA: "DATA", CREDIT: "CREDIT", CLOSE: "CLOSE", LOCK: "LOCK", PING: "PING", PONG: "PONG"}
 
 
 # ------------------------------------------------------------------ events
@@ -110,6 +121,24 @@ class LockNews(LinkEvent):
         self.lock = lock
 
 
+class Ping(LinkEvent):
+    """The other half asks whether this one is alive: answer `encode_pong(payload)`."""
+
+    __slots__ = ("payload",)
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+
+
+class Pong(LinkEvent):
+    """The answer to a PING this half sent (its payload)."""
+
+    __slots__ = ("payload",)
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+
+
 class LinkError(LinkEvent):
     """The link is unusable (junk, a frame too large, an end in the middle of a frame)."""
 
@@ -119,7 +148,7 @@ class LinkError(LinkEvent):
         self.message = message
 
 
-Event = Union[Hello, Open, StreamData, Credit, Close, LockNews, LinkError]
+Event = Union[Hello, Open, StreamData, Credit, Close, LockNews, Ping, Pong, LinkError]
 
 
 # ------------------------------------------------------------------ writers
@@ -154,6 +183,18 @@ def encode_lock(lock: Optional[dict]) -> bytes:
     if len(payload) > MAX_PAYLOAD:
         raise ValueError("lock announcement larger than %d bytes" % MAX_PAYLOAD)
     return _frame(LOCK, 0, payload)
+
+
+def encode_ping(payload: bytes) -> bytes:
+    if len(payload) != PING_SIZE:
+        raise ValueError("a PING carries %d bytes" % PING_SIZE)
+    return _frame(PING, 0, payload)
+
+
+def encode_pong(payload: bytes) -> bytes:
+    if len(payload) != PING_SIZE:
+        raise ValueError("a PONG carries %d bytes" % PING_SIZE)
+    return _frame(PONG, 0, payload)
 
 
 # ------------------------------------------------------------------ parser
@@ -210,9 +251,14 @@ class LinkParser:
 
     def _find_magic(self, events: List[Event]) -> bool:
         at = self._buffer.find(MAGIC)
+        other = self._other_version()
+        if other is not None and (at < 0 or other[0] < at):
+            self._die(events, "the other half speaks version %s of the relay's link, this one %d: run the same "
+                              "version of copilot-ide on both sides" % (other[1], VERSION))
+            return False
         if at < 0:
-            # keep only a tail that may be the start of the magic
-            keep = len(MAGIC) - 1
+            # keep only a tail that may be the start of a greeting (of any version)
+            keep = len(PREFIX) + 12
             if len(self._buffer) > keep:
                 drop = len(self._buffer) - keep
                 self._skipped += drop
@@ -226,6 +272,19 @@ class LinkParser:
         self._greeted = True
         events.append(Hello(self._skipped))
         return True
+
+    def _other_version(self) -> Optional[Tuple[int, str]]:
+        """Where a greeting of another version starts in the buffer, and its version."""
+        at = self._buffer.find(PREFIX)
+        while at >= 0:
+            end = self._buffer.find(b"\n", at + len(PREFIX), at + len(PREFIX) + 12)
+            if end < 0:
+                return None  # (its end may be still to come: the magic keeps that tail)
+            version = bytes(self._buffer[at + len(PREFIX):end])
+            if version.isdigit() and int(version) != VERSION:
+                return at, version.decode("ascii")
+            at = self._buffer.find(PREFIX, at + 1)
+        return None
 
     def _die(self, events: List[Event], message: str) -> List[Event]:
         self._dead = True
@@ -245,6 +304,10 @@ def _event(kind: int, stream: int, payload: bytes) -> Event:
         if lock is not None and not isinstance(lock, dict):
             return LinkError("LOCK frame that is not an object or null")
         return LockNews(lock)
+    if kind in (PING, PONG):
+        if stream != 0 or len(payload) != PING_SIZE:
+            return LinkError("%s frame on stream %d of %d bytes" % (_NAMES[kind], stream, len(payload)))
+        return Ping(payload) if kind == PING else Pong(payload)
     if stream == 0:
         return LinkError("%s frame on stream 0" % _NAMES[kind])
     if kind == DATA:

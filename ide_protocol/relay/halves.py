@@ -23,7 +23,7 @@ import os
 import secrets
 import signal
 import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple, cast
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, cast
 
 from ..client.connection import open_socket
 from ..common import lock_rules, lockfile
@@ -31,10 +31,12 @@ from ..common.lockfile import LockInfo
 from ..common.terminal_text import safe_text
 from ..server.sockets import bind_unix, remove_socket_dir
 from ..server.limits import REQUEST_TIMEOUT
+from ..wire import http11
 from .http_relay import serve_cli_connection, serve_ide_connection
-from .link import Link, Stream
+from .link import LINK_TIMEOUT, MAX_STREAMS, Link, Stream
 from .pathmap import PathMap
 from .rewrite import Rewriter
+from .via import ViaChild, open_via
 
 
 def _shown(text: object) -> str:
@@ -50,15 +52,7 @@ Log = Callable[[str], None]
 # ------------------------------------------------------------------ the byte stream
 
 
-async def open_via(command: str) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter, Any]:
-    """Start the other half with `sh -c COMMAND`; its stdout and stdin are the link."""
-    proc = await asyncio.create_subprocess_shell(command, stdin=asyncio.subprocess.PIPE,
-                                                 stdout=asyncio.subprocess.PIPE)
-    assert proc.stdout is not None and proc.stdin is not None
-    return proc.stdout, proc.stdin, proc
-
-
-async def open_stdio() -> Tuple[asyncio.StreamReader, asyncio.StreamWriter, Any]:
+async def open_stdio() -> Tuple[asyncio.StreamReader, asyncio.StreamWriter, None]:
     """This process's stdin and stdout are the link (stdout carries nothing else)."""
     loop = asyncio.get_event_loop()
     if sys.platform == "win32":  # inherited handles are not overlapped: threads (stdio_threads)
@@ -73,28 +67,37 @@ async def open_stdio() -> Tuple[asyncio.StreamReader, asyncio.StreamWriter, Any]
     return reader, writer, None
 
 
-async def closed(writer: asyncio.StreamWriter) -> None:
-    """Close the link's writing end and give what is still queued a moment to go out."""
+async def open_link(via: Optional[str]) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter, Optional[ViaChild]]:
+    return await (open_via(via) if via else open_stdio())
+
+
+async def closed(writer: asyncio.StreamWriter, patience: float = 2.0) -> None:
+    """Close the link's writing end; what is still queued gets `patience` seconds to go
+    out, then it is dropped (the other half may have stopped reading)."""
     writer.close()
+    transport = getattr(writer, "transport", None)  # (none on the Windows threaded writer)
+    loop = asyncio.get_event_loop()
+    deadline = loop.time() + patience
     try:
-        await asyncio.wait_for(writer.wait_closed(), 5.0)
-    except (asyncio.TimeoutError, ConnectionError, OSError, NotImplementedError):
-        pass  # (NotImplementedError: a pipe writer of Python 3.8's has no close waiter)
-
-
-async def end_child(proc: Any) -> None:
-    """Let the other half (started by `open_via`) end on its stdin's end; then insist."""
-    if proc is None or proc.returncode is not None:
+        await asyncio.wait_for(writer.wait_closed(), patience)
         return
-    try:
-        await asyncio.wait_for(proc.wait(), 5.0)
-    except asyncio.TimeoutError:
-        proc.terminate()
-        try:
-            await asyncio.wait_for(proc.wait(), 5.0)
-        except asyncio.TimeoutError:
-            proc.kill()
-            await proc.wait()
+    except NotImplementedError:  # a pipe writer of Python 3.8's has no close waiter: watch its buffer
+        while transport is not None and transport.get_write_buffer_size() and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        if transport is None or not transport.get_write_buffer_size():
+            return
+    except (asyncio.TimeoutError, ConnectionError, OSError):
+        pass
+    if transport is not None:
+        transport.abort()
+
+
+async def end_link(writer: asyncio.StreamWriter, child: Optional[ViaChild]) -> None:
+    """The link's end on this side: its writing end closed (the other half sees its
+    input end), then what `--via` started ended with its whole process group."""
+    await closed(writer)
+    if child is not None:
+        await child.end()
 
 
 def finish(stop: "asyncio.Future[str]", reason: str) -> None:
@@ -110,7 +113,7 @@ def stop_on_signals(stop: "asyncio.Future[str]") -> List[int]:
     installed: List[int] = []
     for sig in (getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)):
         try:
-            loop.add_signal_handler(sig, finish, stop, "stopped by signal %d" % sig)
+            loop.add_signal_handler(sig, finish, stop, "stopped by %s" % signal.Signals(sig).name)
             installed.append(sig)
         except (NotImplementedError, RuntimeError, ValueError):
             pass
@@ -160,15 +163,44 @@ class RelayLock:
             self.path = None
 
 
+async def remove_stale_locks(directory: str, log: Log) -> None:
+    """The locks of relays (and servers) of ours that died without removing them (`kill
+    -9`, a crash), by the rules `serve` uses (`common.lock_cleanup`: our marker, the pid
+    gone and the socket refusing); off the loop, since it probes sockets."""
+    loop = asyncio.get_event_loop()
+    try:
+        removed = await loop.run_in_executor(None, lockfile.remove_stale_locks, directory)
+    except OSError as exc:
+        log("could not clean stale locks in %s: %s" % (directory, _shown(exc)))
+        return
+    for path in removed:
+        log("removed the stale lock %s (its process is gone)" % _shown(path))
+
+
+def refuse_connection(writer: asyncio.StreamWriter, limit: int) -> None:
+    """At the cap of connections: 503, as the IDE server answers at its own."""
+    body = b"Service Unavailable: the relay has %d connections open (its limit)\n" % limit
+    writer.write(http11.write_response(503, [("Content-Type", "text/plain")], body, keep_alive=False))
+    writer.close()
+
+
 async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[str], trusted: bool, wait: bool,
-                       log: Log, request_timeout: float = REQUEST_TIMEOUT) -> int:
-    reader, writer, proc = await (open_via(via) if via else open_stdio())
+                       log: Log, request_timeout: float = REQUEST_TIMEOUT,
+                       link_timeout: Optional[float] = LINK_TIMEOUT,
+                       max_connections: Optional[int] = MAX_STREAMS) -> int:
+    """The CLI's half until it ends; its exit status (0: stopped, or the IDE went; 1: no
+    IDE, or the link failed). Whatever the end, the lock goes first, then the socket,
+    then what `--via` started."""
+    loop = asyncio.get_event_loop()
+    directory = lock_dir or lockfile.lock_dir()
+    await remove_stale_locks(directory, log)
+    reader, writer, child = await open_link(via)
     sock, sock_dir, sock_path = bind_unix()
-    relay_lock = RelayLock(lock_dir or lockfile.lock_dir(), sock_path, paths, trusted, log)
+    relay_lock = RelayLock(directory, sock_path, paths, trusted, log)
     rewriter = Rewriter(paths, lambda p: log("%r is outside every --map; passed unchanged" % p))
-    stop: "asyncio.Future[str]" = asyncio.get_event_loop().create_future()
+    stop: "asyncio.Future[str]" = loop.create_future()
     outcome = {"code": 0}
-    link: Link
+    connections: Set[asyncio.StreamWriter] = set()
 
     def on_lock(lock: Optional[dict]) -> None:
         if lock is not None:
@@ -188,43 +220,46 @@ async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[st
         else:
             log("the IDE went away; waiting for it to come back (--wait)")
 
+    link = Link(reader, writer, on_lock=on_lock, on_end=lambda reason: relay_lock.remove(),
+                timeout=link_timeout)
+
     async def on_connection(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         if link.ended:
             w.close()
             return
-        await serve_cli_connection(r, w, link.open_stream(), rewriter, relay_lock.nonce, request_timeout)
+        if max_connections and len(connections) >= max_connections:
+            refuse_connection(w, max_connections)
+            return
+        connections.add(w)   # released when the connection ends, whoever ends it
+        try:
+            await serve_cli_connection(r, w, link.open_stream(), rewriter, relay_lock.nonce, request_timeout)
+        finally:
+            connections.discard(w)
+            w.close()
 
-    link = Link(reader, writer, on_lock=on_lock)
     server = None
     signals: List[int] = []
     try:
         server = await asyncio.start_unix_server(lambda r, w: link.spawn(on_connection(r, w)), sock=sock)
         signals = stop_on_signals(stop)
         runner = asyncio.ensure_future(link.run())
-        done, _ = await asyncio.wait([runner, stop], return_when=asyncio.FIRST_COMPLETED)
-        relay_lock.remove()  # first: the one disconnect the CLI notices
+        await asyncio.wait([runner, stop], return_when=asyncio.FIRST_COMPLETED)
         if stop.done():
-            log(stop.result())
-        else:
+            link.close(stop.result())
+        reason = await runner   # (the lock went first: `on_end`)
+        if not stop.done():
             outcome["code"] = 1
-            log(runner.result())
-        writer.close()
-        if not runner.done():
-            try:
-                await asyncio.wait_for(runner, 5.0)
-            except asyncio.TimeoutError:
-                pass
+        log(reason)
     finally:
         relay_lock.remove()
         for sig in signals:
-            asyncio.get_event_loop().remove_signal_handler(sig)
+            loop.remove_signal_handler(sig)
         if server is not None:
             server.close()
         else:
             sock.close()
         remove_socket_dir(sock_dir)
-        await closed(writer)
-        await end_child(proc)
+        await end_link(writer, child)
     return outcome["code"]
 
 
@@ -267,10 +302,15 @@ async def _accepts(path: str) -> bool:
 
 
 async def run_ide_side(via: Optional[str], folder: Optional[str], lock_file: Optional[str],
-                       lock_dir: Optional[str], wait: bool, log: Log) -> int:
+                       lock_dir: Optional[str], wait: bool, log: Log,
+                       link_timeout: Optional[float] = LINK_TIMEOUT,
+                       max_connections: Optional[int] = MAX_STREAMS) -> int:
+    """The IDE's half until it ends; its exit status (0: stopped, the IDE went, or the
+    CLI's half ended the link; 1: no IDE, or the link failed). It ends when its input
+    ends, whatever its own peers are doing."""
     loop = asyncio.get_event_loop()
     current = await loop.run_in_executor(None, pick_ide_lock, folder, lock_file, lock_dir)
-    reader, writer, proc = await (open_via(via) if via else open_stdio())
+    reader, writer, child = await open_link(via)
 
     async def on_open(stream: Stream) -> None:
         if current is None:
@@ -278,7 +318,7 @@ async def run_ide_side(via: Optional[str], folder: Optional[str], lock_file: Opt
             return
         await serve_ide_connection(stream, current.socket_path, current.headers)
 
-    link = Link(reader, writer, on_open=on_open)
+    link = Link(reader, writer, on_open=on_open, timeout=link_timeout, max_streams=max_connections)
     stop: "asyncio.Future[str]" = loop.create_future()
     signals = stop_on_signals(stop)
     code = 0
@@ -305,34 +345,27 @@ async def run_ide_side(via: Optional[str], folder: Optional[str], lock_file: Opt
     try:
         if current is None:
             code = 1
-            log("no IDE for %s here (%s)" % (lock_file or os.path.realpath(folder or os.curdir),
-                                                  lock_dir or lockfile.lock_dir()))
+            log("no IDE for %s here (%s)" % (_shown(lock_file or os.path.realpath(folder or os.curdir)),
+                                             _shown(lock_dir or lockfile.lock_dir())))
             link.announce(None)
             if not wait:
-                await link.write(b"")
-                await closed(writer)
-                await end_child(proc)
                 return code
         else:
             log("relaying %s (%s)" % (_shown(current.ide_name), _shown(current.path)))
             link.announce(announcement(current))
         runner = asyncio.ensure_future(link.run())
-        watcher = link.spawn(watch())
-        done, _ = await asyncio.wait([runner, stop], return_when=asyncio.FIRST_COMPLETED)
-        if stop.done():
-            log(stop.result())
-            await link.write(b"")
-            writer.close()
-            try:
-                await asyncio.wait_for(runner, 5.0)
-            except asyncio.TimeoutError:
-                runner.cancel()
-        else:
-            log(runner.result())
+        watcher = asyncio.ensure_future(watch())
+        await asyncio.wait([runner, stop], return_when=asyncio.FIRST_COMPLETED)
         watcher.cancel()
+        if stop.done():
+            link.close(stop.result())
+        reason = await runner
+        await asyncio.gather(watcher, return_exceptions=True)
+        if not stop.done() and not link.ended_by_peer:
+            code = 1
+        log(reason)
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
-        await closed(writer)
-        await end_child(proc)
+        await end_link(writer, child)
     return code

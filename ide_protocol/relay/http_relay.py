@@ -15,18 +15,26 @@ hostile-peer rule: deadlines, not per-read timeouts): a request must arrive in w
 within `request_timeout` of its first byte (else 408 and the connection ends), and an
 answer written to the CLI must be taken within as long (else the connection is cut).
 An idle keep-alive connection has no deadline, as on the IDE server.
+
+When the link ends under a request that was sent and not yet answered (the link died,
+the relay was stopped, the IDE went), the CLI's half answers it itself, saying why
+(`_owed_answer`): a JSON-RPC error for a request with an id, else 502; a push stream is
+ended. The CLI's `open_diff` would otherwise wait for ever.
+
+What each half keeps: the CLI's half a request whole (its paths are rewritten in the
+parsed JSON), within its `ServerConnection`'s bounds; the IDE's half a request's body
+whole too (within its parser's body limit), so that the IDE gets it at once.
 """
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..client.connection import open_socket
 from ..server.answers import Reply
 from ..server.mcp import refuse_misdirected, refuse_unauthenticated
 from ..server.limits import REQUEST_TIMEOUT
-from ..wire import http11, jsonrpc, sse
+from ..wire import http11, json_text, jsonrpc, sse
 from .link import Stream, drained
 from .rewrite import Rewriter
 
@@ -35,15 +43,30 @@ READ_SIZE = 64 * 1024
 #: the IDE server's own request limit (a GET stream's events pass as they come).
 MAX_KEPT_BODY = http11.DEFAULT_MAX_BODY
 _HOP_FIELDS = ("authorization", "content-length", "transfer-encoding", "connection")
+#: JSON-RPC's code for an implementation-defined server error: the relay's own answer.
+RELAY_ERROR = -32000
+#: How long an answer the relay owes, once the link ended, may take to be written.
+OWED_ANSWER_WAIT = 1.0
+_NO_ID = object()  # a request without a JSON-RPC id (a notification, a batch, not JSON)
 
 
 def _rewrite_body(body: bytes, rewrite: Callable[[Any], Any]) -> Optional[bytes]:
     """The JSON-RPC body (one message or a batch) rewritten, or None when unchanged or
     not JSON (passed as it is: the IDE judges it)."""
+    return _rewrite_message(body, rewrite)[0]
+
+
+def _rewrite_message(body: bytes, rewrite: Callable[[Any], Any]) -> Tuple[Optional[bytes], Any]:
+    """`_rewrite_body`, and the message's JSON-RPC id (`_NO_ID`: none), from one parse."""
     try:
-        message = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return None
+        message = json_text.loads(body)
+    except json_text.JsonTextError:
+        return None, _NO_ID
+    request_id = message.get("id", _NO_ID) if isinstance(message, dict) else _NO_ID
+    return _rewritten(message, rewrite), request_id
+
+
+def _rewritten(message: Any, rewrite: Callable[[Any], Any]) -> Optional[bytes]:
     if isinstance(message, list):
         new: Any = [rewrite(item) for item in message]
         changed = any(a is not b for a, b in zip(new, message))
@@ -109,6 +132,7 @@ class _CliConnection:
         self.http = http11.ServerConnection(self._judge)
         self._answers = http11.ResponseParser()
         self._room = asyncio.Event()  # set when a waiting request was taken (the pipelining cap)
+        self._owed_id: Any = _NO_ID   # the JSON-RPC id of the request sent and not answered
 
     def _judge(self, request: http11.Request) -> Optional[Reply]:
         """The relay's own nonce, judged as the IDE server judges its own (Origin first,
@@ -132,12 +156,15 @@ class _CliConnection:
                 self._writer.write(item.data)  # (the connection's close sends it)
                 continue
             head, raw = item.request, item.body
-            new = _rewrite_body(raw, self._rewriter.to_ide) if raw else None
-            request = http11.write_request(head.method, head.target, _fields(head.headers),
-                                           new if new is not None else raw if head.body_follows else None,
-                                           keep_alive=head.keep_alive)
+            new, self._owed_id = _rewrite_message(raw, self._rewriter.to_ide) if raw else (None, _NO_ID)
+            body = new if new is not None else raw if head.body_follows else None
+            del raw, new, item   # (the body goes on the link in frames; nothing here keeps a copy)
+            fields = _fields(head.headers) + ([("Content-Length", str(len(body)))] if body is not None else [])
             self._answers.expect(head.method)
-            if not await self._stream.send(request):
+            if not await self._stream.send(http11.write_request(head.method, head.target, fields,
+                                                                keep_alive=head.keep_alive)):
+                return False
+            if body and not await self._stream.send(body):
                 return False
         return http.state is not http11.State.CLOSED
 
@@ -219,9 +246,35 @@ class _CliConnection:
                     if not await self._forward_ready():
                         return
                 elif isinstance(event, (http11.ParseError, http11.ConnectionClosed)):
+                    if not data and self._stream.end_reason is not None and http.answering:
+                        await self._owed_answer(streaming is not None)
                     return
             if not await drained(writer, self._request_timeout) or not data:
                 return
+
+    async def _owed_answer(self, streaming: bool) -> None:
+        """The link ended (`end_reason`) with this connection's request sent and not
+        answered: the relay answers it itself, saying why, and the connection closes.
+        A JSON-RPC request gets a JSON-RPC error with its id (as an SSE event when the
+        answer's head went out already); a push stream, or any other request, is ended:
+        its chunked body closed, or 502."""
+        http, writer = self.http, self._writer
+        text = "relay: %s" % self._stream.end_reason
+        error = None
+        if self._owed_id is not _NO_ID:
+            error = jsonrpc.dumps({"jsonrpc": "2.0", "id": self._owed_id,
+                                   "error": {"code": RELAY_ERROR, "message": text}})
+        if streaming:
+            if error is not None:
+                writer.write(http.send_chunk(sse.encode_event(data=error.decode("utf-8"))))
+            writer.write(http.send_end())
+        elif error is not None:
+            writer.write(http.send_reply(Reply(200, (("Content-Type", "application/json"),), error,
+                                               close_after=True)))
+        else:
+            writer.write(http.send_reply(Reply(502, (("Content-Type", "text/plain; charset=utf-8"),),
+                                               (text + "\n").encode("utf-8"), close_after=True)))
+        await drained(writer, OWED_ANSWER_WAIT)
 
 
 def _sse_to_cli(event: sse.SSEEvent, rewriter: Rewriter) -> bytes:
@@ -259,22 +312,31 @@ async def serve_ide_connection(stream: Stream, socket_path: str, headers: Dict[s
 
 
 async def _stream_to_ide(stream: Stream, writer: asyncio.StreamWriter, headers: Dict[str, str]) -> None:
+    """The CLI half's requests to the IDE, each head given the IDE's `headers`. A body is
+    gathered whole before its request is written (in one buffer, written as it is): the
+    IDE holds a request to its deadline from its first byte, and a large body may take
+    longer than that to cross a slow link; here it is handed over at the IDE's speed."""
     parser = http11.RequestParser()
     head: Optional[http11.Request] = None
-    body: List[bytes] = []
+    body = bytearray()
     while True:
         data = await stream.read()
         events = parser.feed(data) if data else parser.feed_eof()
         for event in events:
             if isinstance(event, http11.Request):
-                head, body = event, []
+                head = event
+                del body[:]
             elif isinstance(event, http11.Data):
-                body.append(event.data)
+                body += event.data
             elif isinstance(event, http11.EndOfMessage) and head is not None:
-                writer.write(http11.write_request(head.method, head.target, _fields(head.headers, headers),
-                                                  b"".join(body) if head.body_follows else None,
-                                                  keep_alive=head.keep_alive))
+                fields = _fields(head.headers, headers)
+                if head.body_follows:
+                    fields.append(("Content-Length", str(len(body))))
+                writer.write(http11.write_request(head.method, head.target, fields, keep_alive=head.keep_alive))
+                if body:
+                    writer.write(bytes(body))
                 head = None
+                body = bytearray()
             elif isinstance(event, (http11.ParseError, http11.ConnectionClosed)):
                 return
         if not await drained(writer) or not data:

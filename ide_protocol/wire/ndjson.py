@@ -42,13 +42,15 @@ class LineSplitter:
     """Incremental splitter: bytes in, complete lines out (without `\\n` or `\\r\\n`).
 
     A line ends at the byte `\\n` and nowhere else (ACP.md §1); a `\\r` before it is
-    dropped. Blank lines (empty or only whitespace) are dropped. Work per fed byte is
-    constant: the search for `\\n` resumes where the previous one stopped, so a 10 MB
-    line fed in small pieces is not rescanned.
+    dropped. Blank lines (empty or only whitespace) are dropped, or with `keep_blank`
+    given as b"" (for a reader that numbers its lines, as the bridge does). Work per fed
+    byte is constant: the search for `\\n` resumes where the previous one stopped, so a
+    10 MB line fed in small pieces is not rescanned.
     """
 
-    def __init__(self, max_line: int = DEFAULT_MAX_LINE) -> None:
+    def __init__(self, max_line: int = DEFAULT_MAX_LINE, keep_blank: bool = False) -> None:
         self.max_line = max_line
+        self.keep_blank = keep_blank
         self._buf = bytearray()
         self._scanned = 0  # bytes of _buf already known to hold no newline
         self._discarding = 0  # >0 while skipping the rest of an over-long line
@@ -105,12 +107,13 @@ class LineSplitter:
         self._scanned = 0
         return out
 
-    @staticmethod
-    def _emit(line: bytes, out: List[Line]) -> None:
+    def _emit(self, line: bytes, out: List[Line]) -> None:
         if line.endswith(b"\r"):
             line = line[:-1]
         if line.strip():
             out.append(line)
+        elif self.keep_blank:
+            out.append(b"")
 
 
 def encode(obj: Any) -> bytes:

@@ -229,10 +229,15 @@ gone, no lock left."
     (should-not copilot-ide-mode)
     (should-not copilot-ide--process)
     (should-not (memq #'copilot-ide--schedule-selection post-command-hook)))
+  ;; The library folder holds an `ide_protocol' package without the bridge: put first
+  ;; on `sys.path' by the launcher, it hides any copy installed where Python looks (a
+  ;; `pip install .'), so the bridge cannot start in any environment.
   (let* ((copilot-ide-library-path (make-temp-file "copilot-ide-empty" t))
          (default-directory (file-name-as-directory copilot-ide-library-path)) ; not the checkout
          (process-environment (cons "PYTHONPATH=" process-environment))
          (messages nil))
+    (make-directory (expand-file-name "ide_protocol" copilot-ide-library-path))
+    (with-temp-file (expand-file-name "ide_protocol/__init__.py" copilot-ide-library-path))
     (cl-letf (((symbol-function 'message)
                (lambda (format &rest args) (push (apply #'format-message format args) messages))))
       (copilot-ide-mode 1)

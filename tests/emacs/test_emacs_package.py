@@ -71,6 +71,30 @@ def test_ert_suite(tmp_path: Any) -> None:
     assert not glob.glob(str(tmp_path / "copilot-ide-home*" / "ide" / "*.lock"))
 
 
+def test_a_bridge_that_cannot_start_with_the_package_installed_too(tmp_path: Any) -> None:
+    """The ERT test "a bridge that cannot start turns the mode off" gave the package an
+    empty library folder, and counted on the bridge then failing to import; with the
+    package installed where that Python looks (a newcomer's `pip install .`, then the
+    suite from the unpacked sdist) the bridge started, and the test failed. Here the
+    package is "installed" in a venv of the test's own (a .pth file naming the
+    checkout: nothing downloaded), and that venv's Python runs the bridge."""
+    venv = str(tmp_path / "venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=120)
+    python = os.path.join(venv, "bin", "python")
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          stdout=subprocess.PIPE, universal_newlines=True, check=True, timeout=60).stdout.strip()
+    with open(os.path.join(site, "ide_protocol_checkout.pth"), "w") as f:
+        f.write(REPO + "\n")
+    found = subprocess.run([python, "-I", "-c", "import ide_protocol.__main__; print(ide_protocol.__file__)"],
+                           cwd=str(tmp_path), stdout=subprocess.PIPE, universal_newlines=True, timeout=60)
+    assert found.stdout.startswith(REPO), found.stdout   # installed: importable from anywhere
+    out = emacs("-L", os.path.dirname(PACKAGE), "-l", os.path.join(HERE, "copilot-ide-tests.el"),
+                "--eval", "(setq copilot-ide-python %s)" % json.dumps(python),
+                "--eval", '(ert-run-tests-batch-and-exit "a-bridge-that-cannot-start")',
+                env=dict(os.environ, TMPDIR=str(tmp_path)))
+    assert out.returncode == 0 and "1 results as expected, 0 unexpected" in out.stdout, out.stdout[-3000:]
+
+
 def test_make_emacs_package_builds_a_package_with_autoloads(tmp_path: Any) -> None:
     folder = str(tmp_path / "copilot-ide")
     subprocess.run(["make", "-s", "emacs-package", "EMACS_PACKAGE_DIR=" + folder], cwd=REPO, check=True,

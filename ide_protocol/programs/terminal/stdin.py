@@ -1,4 +1,5 @@
-"""`serve`'s standard input as lines for the event loop (commands typed or piped in)."""
+"""Standard input for the event loop: `serve`'s lines (commands typed or piped in), the
+bridge's chunks (which it splits into lines itself, bounded: `wire.ndjson`)."""
 from __future__ import annotations
 
 import asyncio
@@ -6,7 +7,12 @@ import os
 import stat
 import sys
 import threading
-from typing import Any, Optional
+from typing import Any, List, Optional
+
+#: The most `read` returns at once, and what the thread reads at a time.
+READ_SIZE = 64 * 1024
+#: Pieces the reading thread may have handed over and not yet taken (back-pressure).
+_THREAD_AHEAD = 8
 
 
 class StdinReader:
@@ -16,7 +22,12 @@ class StdinReader:
     opened again by name so that the non-blocking mode the loop sets does not leak into
     stdout (a terminal's stdin and stdout often share one open file description, and a
     non-blocking stdout makes big writes fail). A regular file never blocks and is read
-    directly. Anything else (Windows, /dev/null) is read by a daemon thread.
+    directly. Anything else (Windows, /dev/null) is read by a daemon thread, in pieces
+    of at most `READ_SIZE` bytes (a line longer than that comes in several), and at most
+    `_THREAD_AHEAD` pieces ahead of the loop.
+
+    `readline` gives whole lines; `read` gives chunks of at most `READ_SIZE` bytes, for a
+    reader that bounds its lines itself. A reader uses one or the other.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, fd: int = 0) -> None:
@@ -26,6 +37,7 @@ class StdinReader:
         self._transport: Any = None
         self._file: Any = None
         self._queue: Optional["asyncio.Queue[bytes]"] = None
+        self._room = threading.Semaphore(_THREAD_AHEAD)
         self._restore_blocking = False
         self.mode = ""
 
@@ -66,6 +78,7 @@ class StdinReader:
         self._queue = queue
         loop = self.loop
         fd = self.fd
+        room = self._room
 
         def run() -> None:
             try:
@@ -73,8 +86,9 @@ class StdinReader:
             except OSError:
                 stream = None
             while True:
+                room.acquire()  # released as the loop takes a piece
                 try:
-                    line = stream.readline() if stream is not None else b""
+                    line = stream.readline(READ_SIZE) if stream is not None else b""
                 except (OSError, ValueError):
                     line = b""
                 try:
@@ -93,9 +107,28 @@ class StdinReader:
         elif self._reader is not None:
             line = await self._reader.readline()
         else:
-            assert self._queue is not None
-            line = await self._queue.get()
+            pieces: List[bytes] = []
+            while not pieces or (pieces[-1] and not pieces[-1].endswith(b"\n")):
+                pieces.append(await self._piece())
+            line = b"".join(pieces)
         return line or None
+
+    async def read(self) -> bytes:
+        """The next bytes of input, at most `READ_SIZE`; b"" at its end."""
+        if self._file is not None:
+            return bytes(self._file.read1(READ_SIZE))
+        if self._reader is not None:
+            return await self._reader.read(READ_SIZE)
+        return await self._piece()
+
+    async def _piece(self) -> bytes:
+        assert self._queue is not None
+        piece = await self._queue.get()
+        if piece:
+            self._room.release()
+        else:
+            self._queue.put_nowait(piece)  # the end, for every later call too
+        return piece
 
     def _restore(self) -> None:
         if self._restore_blocking:
