@@ -39,13 +39,32 @@ def no_traceback(ran: Any) -> None:
 
 
 @pytest.mark.parametrize("text", [nested(100000), b'{"a":' * 5000 + b"1" + b"}" * 5000, b"[" * 201 + b"]" * 201,
-                                  b"NaN", b"1e999", b"\xef\xbb\xbf{}", b"\xff"],
-                         ids=["nested-arrays", "nested-objects", "depth-201", "NaN", "overflow", "BOM", "not-utf8"])
+                                  b"NaN", b"1e999", b"\xef\xbb\xbf{}", b"\xff", b'{"id":' + b"9" * 4301 + b"}"],
+                         ids=["nested-arrays", "nested-objects", "depth-201", "NaN", "overflow", "BOM", "not-utf8",
+                              "long-integer"])
 def test_untrusted_json_is_a_value_or_a_json_text_error(text: bytes) -> None:
     with pytest.raises(json_text.JsonTextError):
         json_text.loads(text)
     with pytest.raises(jsonrpc.JsonRpcError):
         jsonrpc.loads(text)
+
+
+def test_a_long_integer_is_refused_by_its_length_whatever_limit_the_host_set() -> None:
+    # Turning a digit string into an int takes time that grows with its square (16 MiB
+    # of digits took minutes on CPython 3.8-3.10). 3.11+ refuses more than 4300 digits by
+    # itself, unless its host lifted that limit, as a host may: here it is lifted.
+    lift = getattr(sys, "set_int_max_str_digits", None)
+    before = getattr(sys, "get_int_max_str_digits", lambda: None)()
+    if lift is not None:
+        lift(0)
+    try:
+        with pytest.raises(json_text.JsonTextError, match="an integer of 100000 digits"):
+            json_text.loads(b"[" + b"7" * 100000 + b"]")
+        digits = b"9" * json_text.MAX_INT_DIGITS
+        assert json_text.loads(digits) == int(digits)
+    finally:
+        if lift is not None:
+            lift(before)
 
 
 def test_nesting_up_to_the_limit_is_read() -> None:

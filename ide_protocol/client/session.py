@@ -19,6 +19,7 @@ from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
 from ..common import lock_rules, tools
 from ..common.lockfile import LockInfo
 from ..wire import jsonrpc
+from ..wire.json_text import json_type
 from .connection import (DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, ClientConnection, ClientResponse, WireHook,
                          deadline_after, time_left)
 from .discovery import discover
@@ -293,7 +294,7 @@ class IdeClient:
         result = answer.get("result")
         if not isinstance(result, dict):
             raise ProtocolViolation("initialize answered with a result that is not an object: %s"
-                                    % _json_type_name(result))
+                                    % json_type(result))
         self.session_id = session_id
         self.initialize_result = result
         info = result.get("serverInfo")
@@ -442,11 +443,6 @@ class IdeClient:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
-
-
-def _json_type_name(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-            type(None): "null"}.get(type(value), "a number")
 
 
 def _json_error(body: bytes) -> Optional[jsonrpc.JsonRpcError]:

@@ -28,6 +28,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from ..wire import json_text
+from ..wire.json_text import json_type
 
 __all__ = [
     "LockFileError", "LOCK_SUFFIX", "lock_names", "parse_lock_bytes", "schema_problems", "read_regular_file", "read_lock", "read_locks",
@@ -118,23 +119,6 @@ def parse_lock_bytes(data: bytes, path: Optional[str] = None) -> Any:
 # ------------------------------------------------------------------------ schema
 
 
-def _json_type(value: Any) -> str:
-    """``a string``, ``an object``, ``null``...: the JSON type of a value, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number" if _is_number(value) else "%r (not a JSON number)" % value
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
 def _is_number(value: Any) -> bool:
     """A JSON number: an int or a finite float, never a boolean. (A dict built in Python
     may hold NaN or infinity; no JSON text does, so no lock file does.)"""
@@ -165,7 +149,7 @@ def schema_problems(raw: Any, path: Optional[str] = None) -> List[LockFileError]
     strings; ``isTrusted`` a boolean or absent (``null`` refused). Unknown keys (our
     ``_writer`` marker, other IDEs' extras) are ignored, as the CLI ignores them."""
     if not isinstance(raw, dict):
-        return [LockFileError("the lock must be a JSON object, not %s" % _json_type(raw), path)]
+        return [LockFileError("the lock must be a JSON object, not %s" % json_type(raw), path)]
     problems: List[LockFileError] = []
 
     def problem(key: str, message: str) -> None:
@@ -180,22 +164,22 @@ def schema_problems(raw: Any, path: Optional[str] = None) -> List[LockFileError]
             ok = isinstance(value, dict)
             for name, item in (value.items() if ok else ()):
                 if not isinstance(item, str):
-                    problem(key, 'field "headers" has "%s" as %s; the CLI wants %s' % (name, _json_type(item), wants))
+                    problem(key, 'field "headers" has "%s" as %s; the CLI wants %s' % (name, json_type(item), wants))
         elif key == "workspaceFolders":
             ok = isinstance(value, list)
             for index, item in (enumerate(value) if ok else ()):
                 if not isinstance(item, str):
                     problem(key, 'field "workspaceFolders" has item %d as %s; the CLI wants %s'
-                            % (index, _json_type(item), wants))
+                            % (index, json_type(item), wants))
         elif key in ("pid", "timestamp"):
             ok = _is_number(value)
         else:
             ok = isinstance(value, str)
         if not ok:
-            problem(key, 'field "%s" is %s; the CLI wants %s' % (key, _json_type(value), wants))
+            problem(key, 'field "%s" is %s; the CLI wants %s' % (key, json_type(value), wants))
     if "isTrusted" in raw and not isinstance(raw["isTrusted"], bool):
         problem("isTrusted", 'field "isTrusted" is %s; the CLI wants true, false or no field at all'
-                % _json_type(raw["isTrusted"]))
+                % json_type(raw["isTrusted"]))
     return problems
 
 

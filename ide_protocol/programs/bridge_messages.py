@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from ..common.tools import SEVERITIES, normalize_severity
 from ..wire import json_text
+from ..wire.json_text import json_type
 
 #: The longest line the bridge reads; a longer one is skipped (one `error`).
 MAX_LINE = 16 * 1024 * 1024
@@ -31,23 +32,6 @@ class MessageError(Exception):
     """A message the bridge cannot use; its text goes back in an `error` message."""
 
 
-def json_type(value: Any) -> str:
-    """The JSON name of a decoded value's type, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number with a fraction"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
 def shown(value: Any) -> str:
     """A value for an error message: a string by its start, a short integer as it is,
     anything else by its type (never its whole text: it may be huge, or deep)."""
@@ -55,7 +39,7 @@ def shown(value: Any) -> str:
         return repr(value[:40]) + ("..." if len(value) > 40 else "")
     if _is_int(value) and -10 ** 15 < value < 10 ** 15:
         return str(value)
-    return json_type(value)
+    return json_type(value, integers=True)
 
 
 def decode(raw: bytes) -> Dict[str, Any]:
@@ -69,7 +53,7 @@ def decode(raw: bytes) -> Dict[str, Any]:
     except json_text.JsonTextError as exc:
         raise MessageError("not JSON: %s" % exc)
     if not isinstance(message, dict):
-        raise MessageError("a message must be a JSON object, not %s" % json_type(message))
+        raise MessageError("a message must be a JSON object, not %s" % json_type(message, integers=True))
     return message
 
 
@@ -178,7 +162,7 @@ FIELDS: Dict[str, Sequence[Field]] = {
 def message_type(message: Dict[str, Any]) -> str:
     kind = message.get("type")
     if not isinstance(kind, str):
-        raise MessageError('a message needs a "type" (a string), not %s' % json_type(kind))
+        raise MessageError('a message needs a "type" (a string), not %s' % json_type(kind, integers=True))
     if kind not in FIELDS:
         raise MessageError("unknown message type %s (known: %s)" % (shown(kind), ", ".join(FIELDS)))
     return kind
@@ -207,7 +191,8 @@ def check(kind: str, message: Dict[str, Any]) -> None:
         for index, item in enumerate(message["diagnostics"]):
             where = "diagnostics[%d]" % index
             if not isinstance(item, dict):
-                raise MessageError("%s: '%s' must be a diagnostic object, not %s" % (kind, where, json_type(item)))
+                raise MessageError("%s: '%s' must be a diagnostic object, not %s"
+                                   % (kind, where, json_type(item, integers=True)))
             _check_fields(kind, where + ".", item, DIAGNOSTIC_FIELDS)
 
 

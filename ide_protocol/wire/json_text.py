@@ -11,6 +11,10 @@ The rules (PROTOCOL.md §2: the bodies are JSON-RPC over JSON text):
 * ``NaN``, ``Infinity`` and ``-Infinity`` are not JSON (Python's `json` accepts them);
   a number too large for a float (``1e999``) is refused, since it could not be written
   back as JSON.
+* An integer of more than `MAX_INT_DIGITS` digits is refused: turning its digits into
+  an `int` takes time that grows with their square (minutes for 16 MiB of them on
+  CPython 3.8-3.10; 3.11 refuses such a text by itself, unless its host lifted the
+  limit).
 * A leading byte-order mark is refused, as ``JSON.parse`` and `json.loads` refuse it.
 * Nesting deeper than `MAX_DEPTH` is refused: no message of these protocols is more
   than a dozen levels deep, and a shallow value is safe to print, compare or encode
@@ -21,9 +25,10 @@ The rules (PROTOCOL.md §2: the bodies are JSON-RPC over JSON text):
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Iterable, List, Union
 
-__all__ = ["JsonTextError", "MAX_DEPTH", "loads", "depth_exceeds"]
+__all__ = ["JsonTextError", "MAX_DEPTH", "MAX_INT_DIGITS", "depth_exceeds", "json_type", "loads"]
 
 #: The deepest nesting of arrays and objects a decoded value may have.
 MAX_DEPTH = 200
@@ -44,10 +49,43 @@ def _parse_float(text: str) -> float:
     return value
 
 
+#: The longest integer a JSON text may hold (CPython 3.11's own limit for `int(text)`).
+MAX_INT_DIGITS = 4300
+
+
+def _parse_int(text: str) -> int:
+    if len(text) > MAX_INT_DIGITS:
+        raise ValueError("an integer of %d digits (at most %d)" % (len(text), MAX_INT_DIGITS))
+    return int(text)
+
+
 _INF = float("inf")
 # One decoder made once: json.loads with these hooks would build a new decoder and
 # scanner for every call.
-_decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_float)
+_decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_float, parse_int=_parse_int)
+
+
+def json_type(value: Any, integers: bool = False) -> str:
+    """The JSON name of a decoded value's type, for messages ("a string", "null", ...);
+    `integers`: an integer and a number with a fraction told apart. (Never the value
+    itself: it may be huge, or deep.)"""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            return "%r (not a JSON number)" % value  # (a value built in Python: no JSON text holds one)
+        if integers:
+            return "an integer" if isinstance(value, int) else "a number with a fraction"
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
 
 
 def depth_exceeds(value: Any, limit: int = MAX_DEPTH) -> bool:
