@@ -337,24 +337,7 @@ def rewrite_lock(info: LockInfo, path: str) -> str:
     data = _encode_lock(info)
     key = _path_key(path)
     expected = _written_here.get(key)
-    flags = (os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-             | getattr(os, "O_BINARY", 0))
-    fd = None
-    if expected is not None:
-        try:
-            fd = _retry_sharing(lambda: os.open(path, flags))
-        except OSError as exc:
-            if not isinstance(exc, FileNotFoundError) and exc.errno not in _NOT_OURS_ERRORS:
-                raise
-    if fd is not None:
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or _identity(st) != expected:
-                os.close(fd)
-                fd = None
-        except BaseException:
-            os.close(fd)
-            raise
+    fd = _open_own_lock(path, expected) if expected is not None else None
     if fd is None:  # not (or no longer) the file we wrote: leave it, announce anew
         _written_here.pop(key, None)
         return write_lock(info, os.path.dirname(os.path.abspath(path)))
@@ -372,6 +355,29 @@ def rewrite_lock(info: LockInfo, path: str) -> str:
         raise
     info.path = path
     return path
+
+
+def _open_own_lock(path: str, expected: Tuple[int, int]) -> Optional[int]:
+    """A descriptor open for writing on ``path`` when it is still the lock file written
+    (identity ``expected``, a regular file), else None. Never created, never followed
+    through a symlink, never waited on (a FIFO): opened without blocking, then checked."""
+    flags = (os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+             | getattr(os, "O_BINARY", 0))
+    try:
+        fd = _retry_sharing(lambda: os.open(path, flags))
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) or exc.errno in _NOT_OURS_ERRORS:
+            return None
+        raise
+    try:
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if stat.S_ISREG(st.st_mode) and _identity(st) == expected:
+        return fd
+    os.close(fd)
+    return None
 
 
 #: `os.open` errors that say ``path`` is not the lock file we wrote: a symlink there

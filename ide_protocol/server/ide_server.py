@@ -149,7 +149,7 @@ class IdeServer:
                     log.warning("could not clean stale locks: %s", exc)
                 self._lock_timestamp = None  # (now: each run has a lock of its own)
                 info = self._lock_info()
-                self._lock_timestamp = info.timestamp  # kept when the folders change (VS Code does this, §1)
+                self._lock_timestamp = int(info.timestamp)  # kept when the folders change (VS Code does this, §1)
                 self.lock_path = lockfile.write_lock(info, self.lock_dir)
         except BaseException:
             await self.listener.close()
