@@ -113,12 +113,8 @@ def _connect(how, serve, tui, workspace):
         os.makedirs(sub)
         tui.workspace = sub
         tui.start()
-        tui.prompt("/ide")
-        tui.wait_screen(r"Select an IDE workspace to connect to")
-        tui.wait_screen(r"1\. Terminal IDE: %s\b" % re.escape(workspace))
-        tui.tmux.send_keys("Enter")
+        tui.pick_ide("Terminal IDE", workspace)
         srv.wait_output(CONNECTED, timeout=15)
-        tui.wait_screen(r"Connected to Terminal IDE: %s" % re.escape(workspace))
         tui.wait_ide_connected()
     srv.session = re.findall(CONNECTED, srv.output(), re.M)[-1]
     return srv, tui, how
@@ -276,11 +272,13 @@ def test_a_cli_waiting_in_a_folder_the_rewritten_lock_now_lists_connects(serve, 
     srv.wait_lock()
     tui.workspace = other
     tui.start()
+    tui.wait_scans_over()  # (its watcher is started again once the trust dialog is answered)
     tui.wait_log(r"Started watching for IDE lock files for workspace: %s" % re.escape(other))
     assert not re.search(CONNECTED, srv.output(), re.M)
     observed = Observed(srv, tui)
     in_place(srv, [workspace, other])
     observed.wait_log(r"IDE lock file change detected: %s" % re.escape(os.path.basename(srv.lock_path)))
+    observed.wait_log(r"IDE lock file detected for workspace: %s" % re.escape(other))  # (the watcher's)
     observed.wait_log(CONNECTED_AGAIN)
     srv.wait_output(CONNECTED, start=observed.serve_mark, timeout=15)
     tui.wait_screen(r"Connected to Terminal IDE", timeout=REACTION)
