@@ -232,21 +232,13 @@ def _next(client: StreamClient, method: str) -> Any:
         return None
 
 
-def _folders_of(lock: str) -> Any:
-    try:
-        return read_lock(lock)["workspaceFolders"]
-    except ValueError:
-        return None
-
-
 def test_cd_moves_the_lock_to_the_new_folder(vim: VimSession, workspace: str, copilot_home: str) -> None:
     sub = os.path.join(workspace, "sub")
     os.makedirs(sub)
     (first,) = locks(copilot_home)
     vim.ex("cd sub")
-    # The same lock, rewritten in place (PROTOCOL.md §1, "Changing folders"); read while
-    # being written, it is no JSON yet (a reader tries again, as the CLI does).
-    wait_until(lambda: _folders_of(first) == [sub], what="the lock listing the new folder")
+    # The same lock, rewritten in place (PROTOCOL.md §1, "Changing folders").
+    wait_until(lambda: V.lock_folders(first) == [sub], what="the lock listing the new folder")
     assert locks(copilot_home) == [first]
     vim.quit()
     assert locks(copilot_home) == []
