@@ -343,8 +343,11 @@ def test_diagnostics_references_and_folders(bridge: Any, tmp_path: Any) -> None:
     os.makedirs(other)
     b.send({"type": "folders", "folders": [b.folder, other]})
     lock = b.expect("lock")
-    assert lock["folders"] == [b.folder, other] and lock["lock"] != old
-    assert not os.path.exists(old) and b.locks() == [os.path.basename(lock["lock"])]
+    # The same lock, rewritten in place (PROTOCOL.md §1, "Changing folders").
+    assert lock["folders"] == [b.folder, other] and lock["lock"] == old
+    assert b.locks() == [os.path.basename(old)]
+    with open(old, encoding="utf-8") as fh:
+        assert json.load(fh)["workspaceFolders"] == [b.folder, other]
     b.ready = lock
     b.close_stdin()
     assert_stopped_cleanly(b, "end of input")

@@ -422,15 +422,43 @@ def _ignore_extra_arguments(server: IdeServer) -> None:
     server.dispatcher.add("tools/call", tools_call)
 
 
-def _folders_rewritten_in_place(server: IdeServer) -> None:
+def _folders_in_a_new_lock(server: IdeServer) -> None:
+    """A folder change writes a new lock, then deletes the old one (this project's way
+    before the real CLI was watched doing it: it disconnects)."""
     def set_workspace_folders(folders: List[str]) -> None:
         server._folders = list(folders)
-        _rewrite_lock(server, lambda raw: raw.update(workspaceFolders=list(folders)))
+        old, server.lock_path = server.lock_path, lockfile.write_lock(server._lock_info(), server.lock_dir)
+        lockfile.remove_lock(old)
+    server.set_workspace_folders = set_workspace_folders  # type: ignore[method-assign]
+
+
+def _folders_renamed_over(server: IdeServer) -> None:
+    """A folder change writes a temporary file and renames it over the lock: atomic, but
+    another file, which the CLI takes for the lock's deletion."""
+    def set_workspace_folders(folders: List[str]) -> None:
+        server._folders = list(folders)
+        assert server.lock_path
+        tmp = server.lock_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(server._lock_info().to_json(), f)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, server.lock_path)
+    server.set_workspace_folders = set_workspace_folders  # type: ignore[method-assign]
+
+
+def _folders_rewritten_open_to_others(server: IdeServer) -> None:
+    """The rewrite leaves the lock, and the nonce in it, readable by every user."""
+    real = server.set_workspace_folders
+
+    def set_workspace_folders(folders: List[str]) -> None:
+        real(folders)
+        assert server.lock_path
+        os.chmod(server.lock_path, 0o644)
     server.set_workspace_folders = set_workspace_folders  # type: ignore[method-assign]
 
 
 def _folders_with_a_new_nonce(server: IdeServer) -> None:
-    """A new lock on a folder change announces another nonce (the server keeps the old)."""
+    """A folder change announces another nonce in the lock (the server keeps the old)."""
     real = server._lock_info
 
     def lock_info() -> lockfile.LockInfo:
@@ -513,7 +541,7 @@ ERROR_ROW_FAULTS: Dict[str, Fault] = {
                                   if r.method == "POST" and "content-type" not in r.headers else None),
     "tool.arguments": F(setup=_ignore_extra_arguments),
     "diff.session_end": F(setup=lambda s: setattr(s.app, "on_session_end", None)),
-    "lock.folder_change": F(setup=_folders_rewritten_in_place),
+    "lock.folder_change": F(setup=_folders_in_a_new_lock),
     "lock.directory_mode": F(dir_chmod=0o755),
 }
 
@@ -537,6 +565,8 @@ EXTRA_FAULTS: Dict[str, Fault] = {
 EXTRA_SWITCHES: Dict[str, Fault] = {
     "diff.close_via_tool/writes_the_file": F(setup=_close_diff_writes_the_file),
     "lock.folder_change/new_nonce": F(setup=_folders_with_a_new_nonce),
+    "lock.folder_change/renamed_over": F(setup=_folders_renamed_over),
+    "lock.folder_change/open_to_others": F(setup=_folders_rewritten_open_to_others),
     "errors.unknown_session_body/closes": F(close_after=lambda r: (r.headers.get("mcp-session-id") or "")
                                             .startswith("no-such-session-")),
     "diff.close_via_tool/success_false": F(out_chunk=lambda r, d: d.replace(
@@ -596,7 +626,7 @@ BROKEN_RULE: Dict[str, str] = {
     "diff.close_via_tool": check.VSCODE,           # trigger
     "diff.close_via_tool/success_false": check.VSCODE,
     "tool.arguments": check.RECOMMENDED,           # an extra argument ignored (VS Code's way)
-    "lock.folder_change/new_nonce": check.CLI,     # the new lock's nonce is not the server's
+    "lock.folder_change/open_to_others": check.SECURITY,  # the rewritten lock's mode
 }
 
 ROW_OF = {name: row for row, names in ROWS for name in names}
@@ -842,6 +872,8 @@ def test_a_broken_row_fails_exactly_its_checks(switch: str) -> None:
     name = switch.split("/")[0]
     if name == "lock.directory_mode":
         platforms.skip_on_windows("the check is for POSIX directory modes")
+    if switch == "lock.folder_change/open_to_others":
+        platforms.skip_on_windows("the check of the rewritten lock's mode is for POSIX file modes")
     # (A client gone is taken for gone after 0.1 s here, not serve's 1 s: the vanished
     # client's check then waits less in each of these runs; its bound stays the contract's.
     # The checks of the broken row wait FAULT_TIMEOUT for what the fault withholds.)

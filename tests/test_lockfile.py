@@ -30,6 +30,7 @@ from ide_protocol.common.lockfile import (
     read_locks,
     remove_lock,
     remove_stale_locks,
+    rewrite_lock,
     socket_reachable,
     workspace_folders,
     write_lock,
@@ -385,6 +386,163 @@ def test_remove_lock(tmp_path) -> None:
     assert not os.path.exists(path)
     remove_lock(path)  # missing is fine
     remove_lock(None)
+
+
+# --- rewrite_lock: a folder change, in place (PROTOCOL.md §1, "Changing folders") ----------
+
+
+def _read(path: str) -> Dict[str, Any]:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def test_rewrite_lock_keeps_the_file(tmp_path, monkeypatch) -> None:
+    """The same name and the same file (inode): the CLI connected through the lock takes
+    a deletion, or a file renamed over it, for the IDE leaving."""
+    d = str(tmp_path)
+    path = write_lock(make_info(), d)
+    before = os.stat(path)
+
+    def no_rename(*args: Any) -> None:
+        raise AssertionError("a rename over the lock: the CLI connected through it disconnects")
+
+    monkeypatch.setattr(os, "replace", no_rename)
+    monkeypatch.setattr(os, "rename", no_rename)
+    info = make_info("/home/user/other")
+    assert rewrite_lock(info, path) == path and info.path == path
+    after = os.stat(path)
+    assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+    raw = _read(path)
+    assert raw["workspaceFolders"] == ["/home/user/other"] and raw[WRITER_KEY] == WRITER_VALUE
+    assert os.listdir(d) == [os.path.basename(path)]  # no temp file, no second lock
+    assert lockfile.written_here(path)
+
+
+@platforms.posix_permissions
+def test_rewrite_lock_makes_the_mode_0600_again(tmp_path) -> None:
+    d = tmp_path / "ide"
+    path = write_lock(make_info(), str(d))
+    os.chmod(path, 0o644)
+    old = os.umask(0)
+    try:
+        rewrite_lock(make_info("/elsewhere"), path)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(str(d)).st_mode) == 0o700
+
+
+def test_a_lock_being_rewritten_is_never_taken_half_written(tmp_path, monkeypatch) -> None:
+    """While the new content is being written, a reader finds the lock invalid (and
+    reads it again later, as the CLI does), never a lock with other content."""
+    d = str(tmp_path)
+    path = write_lock(make_info(), d)
+    info = make_info("/home/user/other")
+    seen: List[Any] = []
+    real_write = os.write
+    lock_file = os.stat(path).st_ino
+
+    def spy(fd: int, data: Any) -> int:
+        if os.fstat(fd).st_ino == lock_file:  # (only the lock's writes)
+            with open(path, "rb") as fh:
+                seen.append(fh.read())
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", spy)
+    rewrite_lock(info, path)
+    monkeypatch.setattr(os, "write", real_write)
+    assert seen == [b""]  # truncated, then written at once
+    # Every part of the new content a reader could find is no JSON at all, but the whole.
+    data = lockfile._encode_lock(info)
+    for end in range(len(data)):
+        try:
+            json.loads(data[:end].decode("ascii"))
+        except ValueError:
+            continue
+        assert data[:end].strip() == data.strip(), end
+    assert [i for _, i in read_locks(d)] == [info]
+
+
+def test_rewrite_lock_leaves_a_file_that_is_not_the_one_written(tmp_path) -> None:
+    """Someone else's file now at the lock's path is not ours to write: the lock goes to
+    a new file, that one is left as it is."""
+    d = str(tmp_path)
+    path = write_lock(make_info(), d)
+    other = write_raw(d, "other.tmp", wire(ideName="Another IDE"))
+    os.replace(other, path)
+    foreign = open(path, "rb").read()
+    info = make_info("/home/user/other")
+    new = rewrite_lock(info, path)
+    assert new != path and open(path, "rb").read() == foreign
+    assert _read(new)["workspaceFolders"] == ["/home/user/other"]
+    assert not lockfile.written_here(path) and lockfile.written_here(new)
+
+
+def test_rewrite_lock_of_a_lock_deleted_meanwhile_writes_a_new_one(tmp_path) -> None:
+    d = str(tmp_path)
+    path = write_lock(make_info(), d)
+    os.unlink(path)
+    new = rewrite_lock(make_info("/home/user/other"), path)
+    assert new != path and not os.path.exists(path)
+    assert os.listdir(d) == [os.path.basename(new)]
+
+
+def test_rewrite_lock_of_a_lock_it_did_not_write_writes_a_new_one(tmp_path) -> None:
+    d = str(tmp_path)
+    theirs = write_raw(d, "theirs.lock", wire())
+    before = open(theirs, "rb").read()
+    new = rewrite_lock(make_info(), theirs)
+    assert new != theirs and open(theirs, "rb").read() == before
+
+
+@platforms.symlinks_followed
+def test_rewrite_lock_never_writes_through_a_symlink(tmp_path) -> None:
+    d = str(tmp_path / "ide")
+    path = write_lock(make_info(), d)
+    target = tmp_path / "target.txt"
+    target.write_text("not a lock")
+    os.unlink(path)
+    os.symlink(str(target), path)
+    new = rewrite_lock(make_info("/home/user/other"), path)
+    assert new != path and target.read_text() == "not a lock"
+
+
+@platforms.posix_fifos
+def test_rewrite_lock_does_not_block_on_a_fifo(tmp_path) -> None:
+    import threading
+    d = str(tmp_path)
+    path = write_lock(make_info(), d)
+    os.unlink(path)
+    os.mkfifo(path)
+    result: List[str] = []
+    worker = threading.Thread(target=lambda: result.append(rewrite_lock(make_info(), path)), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert result and result[0] != path, "rewrite_lock blocked on a FIFO"
+    assert stat.S_ISFIFO(os.lstat(path).st_mode)
+
+
+def test_a_failed_rewrite_removes_the_damaged_lock(tmp_path, monkeypatch) -> None:
+    d = str(tmp_path)
+    path = write_lock(make_info(), d)
+
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        rewrite_lock(make_info("/home/user/other"), path)
+    assert os.listdir(d) == [] and not lockfile.written_here(path)
+
+
+def test_rewrite_lock_refuses_invalid(tmp_path) -> None:
+    path = write_lock(make_info(), str(tmp_path))
+    before = open(path, "rb").read()
+    info = make_info()
+    info.headers = {"Authorization": 1}  # type: ignore[dict-item]
+    with pytest.raises(LockFileError, match="headers"):
+        rewrite_lock(info, path)
+    assert open(path, "rb").read() == before
 
 
 # --- pid_alive and socket_reachable ------------------------------------------------

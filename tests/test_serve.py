@@ -309,6 +309,37 @@ def test_auto_accept_and_reject(make_serve: Any, flag: str, result: str, trigger
     assert s.wait() == 0
 
 
+def test_folders_rewrite_the_lock_in_place(make_serve: Any, tmp_path: Any) -> None:
+    """`folders`: what an IDE does when its user opens a folder. The same lock file,
+    rewritten in place (PROTOCOL.md §1, "Changing folders"), the socket and nonce kept."""
+    s = make_serve()
+    other = os.path.join(str(tmp_path), "other dir")
+    os.makedirs(other)
+    # (Windows: a path's letter case is not its identity; serve may print the drive's otherwise.)
+    case = "(?i)" if platforms.WINDOWS else ""
+    before = os.stat(s.lock_path)
+    s.send("folders . '%s'" % other)
+    s.expect(case + r"^folders: %s, %s \(lock rewritten in place\)$" % (re.escape(s.folder), re.escape(other)))
+    after = os.stat(s.lock_path)
+    assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+    with open(s.lock_path, encoding="utf-8") as f:
+        lock = json.load(f)
+    listed = [os.path.normcase(os.path.realpath(f)) for f in (s.folder, other)]
+    if platforms.WINDOWS:  # (a folder may be listed twice, as resolved and as given: §1)
+        assert {os.path.normcase(f) for f in lock["workspaceFolders"]} == set(listed)
+    else:
+        assert lock["workspaceFolders"] == listed
+    assert {k: lock[k] for k in ("socketPath", "headers", "timestamp")} == \
+        {k: s.lock[k] for k in ("socketPath", "headers", "timestamp")}
+    s.send("status")
+    s.expect(case + r"^workspace folders: %s, %s$" % (re.escape(s.folder), re.escape(other)))
+    s.send("folders .")  # (relative to serve's folder)
+    s.expect(case + r"^folders: %s \(lock rewritten in place\)$" % re.escape(s.folder))
+    s.send("quit")
+    assert s.wait() == 0
+    assert_gone(s)
+
+
 def test_options_reach_the_lock_file(make_serve: Any, tmp_path: Any) -> None:
     lock_dir = os.path.join(str(tmp_path), "elsewhere")
     s = make_serve("--name", "My Term", "--trusted", "--lock-dir", lock_dir)
@@ -433,6 +464,9 @@ def test_bad_commands_print_errors_and_keep_running(make_serve: Any) -> None:
         ("reject nope", r"no diff is waiting"),
         ("accept --tab x", r"no diff is waiting"),
         ("select . 1", r".*ws is a directory"),
+        ("folders", r"usage: folders PATH"),
+        ("folders . missing", r".*missing is not a folder"),
+        ("folders a.txt", r".*a\.txt is not a folder"),
     ]
     for command, message in bad:
         s.send(command)

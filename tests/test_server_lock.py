@@ -1,6 +1,7 @@
 """The server's lock file and socket (PROTOCOL.md §1), through IdeServer."""
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -134,14 +135,44 @@ def test_atomic_write_leaves_only_the_lock(tmp_path) -> None:
     run(main())
 
 
-def test_workspace_change_writes_a_new_lock(tmp_path) -> None:
+def test_workspace_change_rewrites_the_lock_in_place(tmp_path) -> None:
+    """PROTOCOL.md §1, "Changing folders": the same lock file (name and inode), never a
+    new one with the old deleted (the CLI connected through it would disconnect); the
+    socket, the nonce and the timestamp stay (VS Code keeps its lock's timestamp)."""
     async def main() -> None:
         d = str(tmp_path / "locks")
         async with IdeServer([str(tmp_path)], lock_dir=d) as server:
             first = server.lock_path
+            assert first
+            before, raw = os.stat(first), json.load(open(first))
             server.set_workspace_folders([str(tmp_path / "a"), str(tmp_path / "b")])
-            assert server.lock_path != first and not os.path.exists(first)
-            assert os.path.exists(server.lock_path)
+            assert server.lock_path == first and os.listdir(d) == [os.path.basename(first)]
+            after = os.stat(first)
+            assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+            now = json.load(open(first))
+            assert now["workspaceFolders"] == [os.path.realpath(str(tmp_path / f)) for f in ("a", "b")]
+            for key in ("socketPath", "headers", "timestamp", "pid"):
+                assert now[key] == raw[key], key
+            if os.name != "nt":
+                assert _mode(first) == 0o600
+        assert os.listdir(d) == []
+    run(main())
+
+
+def test_a_restarted_server_writes_a_lock_of_its_own(tmp_path) -> None:
+    """A stop and a start: a new lock with a new timestamp (a new run), not the last one's."""
+    async def main() -> None:
+        d = str(tmp_path / "locks")
+        server = IdeServer([str(tmp_path)], lock_dir=d)
+        await server.start()
+        first, stamp = server.lock_path, json.load(open(server.lock_path))["timestamp"]
+        await server.stop()
+        await asyncio.sleep(0.01)
+        await server.start()
+        try:
+            assert server.lock_path != first and json.load(open(server.lock_path))["timestamp"] > stamp
+        finally:
+            await server.stop()
     run(main())
 
 

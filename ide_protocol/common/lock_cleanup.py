@@ -98,7 +98,8 @@ def remove_stale_locks(lock_paths: Iterable[str], writer: Tuple[str, str],
     removed = []
     key, value = writer
     for path in lock_paths:
-        # One read: our locks are written atomically, never seen half written.
+        # One read: a lock of ours read while it is rewritten in place (a folder change,
+        # PROTOCOL.md §1) is no JSON yet, so it is skipped, never taken for another's.
         raw, problems = lock_rules.read_lock(path, attempts=1)
         if problems or raw is None or raw.get(key) != value:
             continue

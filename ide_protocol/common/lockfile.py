@@ -23,11 +23,13 @@ the wire format only; :func:`write_lock` adds the marker.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import sys
 import time
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import lock_cleanup, lock_rules
 from .lock_rules import LOCK_SUFFIX, LockFileError
@@ -41,6 +43,7 @@ __all__ = [
     "lock_dir",
     "workspace_folders",
     "write_lock",
+    "rewrite_lock",
     "remove_lock",
     "pid_alive",
     "socket_reachable",
@@ -55,9 +58,11 @@ __all__ = [
 WRITER_KEY = "_writer"
 WRITER_VALUE = "python-ide-protocol"
 
-#: The locks this process wrote and has not removed (`write_lock`, `remove_lock`): stale
-#: cleanup never judges these, whatever their pid or socket says.
-_written_here: Set[str] = set()
+#: The locks this process wrote and has not removed (`write_lock`, `remove_lock`), each
+#: with the identity of the file written, ``(st_dev, st_ino)``: stale cleanup never judges
+#: these, whatever their pid or socket says, and `rewrite_lock` writes only into the very
+#: file it made.
+_written_here: Dict[str, Tuple[int, int]] = {}
 
 
 def _path_key(path: str) -> str:
@@ -240,6 +245,22 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` to the open lock ``fd``, make its mode exactly 0600 and flush it
+    to disk: the end of every lock write, a new one's and a rewrite's (PROTOCOL.md §1)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, 0o600)  # os.open's mode is filtered by the umask
+    os.fsync(fd)
+
+
+def _identity(st: os.stat_result) -> Tuple[int, int]:
+    return (st.st_dev, st.st_ino)
+
+
 def write_lock(info: LockInfo, directory: Optional[str] = None) -> str:
     """Write ``info`` atomically as a new ``<uuid4>.lock`` and return its path.
 
@@ -248,9 +269,9 @@ def write_lock(info: LockInfo, directory: Optional[str] = None) -> str:
     created with mode 0600 and ``O_EXCL``, is fsync'ed, then ``os.replace``\\ d onto the
     final name: a reader sees no file or a complete one, never a partial one. The
     directory is created with mode 0700 when missing; an existing one is left as its
-    owner set it. Every call makes a new file name, because rewriting a lock a CLI is
-    connected through makes it reconnect: to change folders write a new lock and
-    remove the old one. ``info.path`` is set to the result.
+    owner set it. Every call makes a new file name: a server writes one lock per run,
+    and changes it with :func:`rewrite_lock`, never with a second lock (PROTOCOL.md §1,
+    "Changing folders"). ``info.path`` is set to the result.
 
     The lock is validated first (:meth:`LockInfo.from_json`) so that we never
     announce a server the CLI would silently ignore.
@@ -271,13 +292,8 @@ def write_lock(info: LockInfo, directory: Optional[str] = None) -> str:
     fd = os.open(tmp, flags, 0o600)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            if hasattr(os, "fchmod"):
-                os.fchmod(fd, 0o600)  # os.open's mode is filtered by the umask too
-            os.fsync(fd)
+            _write_all(fd, data)
+            identity = _identity(os.fstat(fd))  # (a rename keeps the file: `rewrite_lock` knows it by this)
         finally:
             os.close(fd)
         if not hasattr(os, "fchmod"):
@@ -290,9 +306,84 @@ def write_lock(info: LockInfo, directory: Optional[str] = None) -> str:
             pass
         raise
     _fsync_dir(directory)
-    _written_here.add(_path_key(final))
+    _written_here[_path_key(final)] = identity
     info.path = final
     return final
+
+
+def rewrite_lock(info: LockInfo, path: str) -> str:
+    """Write ``info`` into the lock this process wrote at ``path``, in place: the same
+    file, its name and its inode kept. Returns the path of the lock that holds ``info``.
+
+    PROTOCOL.md §1, "Changing folders": a CLI connected through a lock watches that
+    file and takes its deletion, or another file renamed over it, for the IDE leaving;
+    it disconnects (and connects again only through a lock listing its folder). A
+    change of the same file it lets be. So no temporary file and no rename here: the
+    file is opened (never created, never through a symlink, never a FIFO: opened
+    without blocking and checked), checked to be the very file :func:`write_lock` made,
+    truncated, and the whole new content written at once. A reader in between finds an
+    empty file or the start of a JSON object, neither of which parses (a JSON object
+    is complete only at its last byte); the CLI, like :func:`.lock_rules.read_locks`,
+    reads such a file again 100 ms later, so it never takes a lock half written. The
+    mode is made 0600 again.
+
+    When ``path`` is not a file this process wrote (deleted since, or replaced by
+    someone else's), it is left alone and ``info`` goes to a new lock beside it
+    (:func:`write_lock`). When the write fails once the file was truncated, the
+    damaged lock is removed (it would announce nothing) and the error raised: then
+    :func:`written_here` is false for ``path``.
+    """
+    LockInfo.from_json(info.to_json())
+    data = _encode_lock(info)
+    key = _path_key(path)
+    expected = _written_here.get(key)
+    fd = _open_own_lock(path, expected) if expected is not None else None
+    if fd is None:  # not (or no longer) the file we wrote: leave it, announce anew
+        _written_here.pop(key, None)
+        return write_lock(info, os.path.dirname(os.path.abspath(path)))
+    try:
+        try:
+            os.ftruncate(fd, 0)
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+    except BaseException:
+        try:
+            remove_lock(path)
+        except OSError:
+            pass  # (the error that matters is the write's)
+        raise
+    info.path = path
+    return path
+
+
+def _open_own_lock(path: str, expected: Tuple[int, int]) -> Optional[int]:
+    """A descriptor open for writing on ``path`` when it is still the lock file written
+    (identity ``expected``, a regular file), else None. Never created, never followed
+    through a symlink, never waited on (a FIFO): opened without blocking, then checked."""
+    flags = (os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+             | getattr(os, "O_BINARY", 0))
+    try:
+        fd = _retry_sharing(lambda: os.open(path, flags))
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) or exc.errno in _NOT_OURS_ERRORS:
+            return None
+        raise
+    try:
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if stat.S_ISREG(st.st_mode) and _identity(st) == expected:
+        return fd
+    os.close(fd)
+    return None
+
+
+#: `os.open` errors that say ``path`` is not the lock file we wrote: a symlink there
+#: (`O_NOFOLLOW`), a FIFO without a reader, a directory.
+_NOT_OURS_ERRORS = frozenset(getattr(errno, name) for name in ("ELOOP", "EMLINK", "ENXIO", "EISDIR", "ENOTDIR")
+                             if hasattr(errno, name))
 
 
 def remove_lock(path: Optional[str]) -> None:
@@ -303,25 +394,36 @@ def remove_lock(path: Optional[str]) -> None:
     """
     if not path:
         return
-    for attempt in range(_SHARING_RETRIES + 1):
+
+    def unlink() -> None:
         try:
             os.unlink(path)
         except FileNotFoundError:
             pass
+    _retry_sharing(unlink)
+    _written_here.pop(_path_key(path), None)
+
+
+_T = TypeVar("_T")
+
+
+def _retry_sharing(action: Callable[[], _T]) -> _T:
+    """``action()``, tried again on a Windows sharing violation: Windows refuses to
+    delete or open a file another handle holds in a way that excludes it, and a reader
+    of the lock folder (the CLI, or a scan of ours) holds a lock for an instant. Given
+    up (raised) after `_SHARING_RETRIES`; elsewhere a PermissionError is raised at once.
+    A lock left behind would keep the CLI pointing at a server that is gone."""
+    for attempt in range(_SHARING_RETRIES + 1):
+        try:
+            return action()
         except PermissionError:
-            # Windows refuses to delete a file another handle has open (a sharing
-            # violation): a reader of the lock folder (the CLI, or a scan of ours) holds
-            # it for an instant. Try again briefly; a lock left behind would keep the
-            # CLI pointing at a server that is gone.
             if sys.platform != "win32" or attempt == _SHARING_RETRIES:
                 raise
             time.sleep(_SHARING_PAUSE)
-            continue
-        break
-    _written_here.discard(_path_key(path))
+    raise AssertionError("unreachable")
 
 
-#: How often, and how far apart, `remove_lock` tries again on a Windows sharing
+#: How often, and how far apart, `_retry_sharing` tries again on a Windows sharing
 #: violation (at most 0.2 s in all).
 _SHARING_RETRIES = 20
 _SHARING_PAUSE = 0.01

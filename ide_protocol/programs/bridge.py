@@ -197,7 +197,7 @@ class Bridge:
 
     def on_folders(self, message: Dict[str, Any]) -> Dict[str, Any]:
         assert self.server is not None
-        self.server.set_workspace_folders(message["folders"])   # a new lock, the old one removed (§1)
+        self.server.set_workspace_folders(message["folders"])   # the lock rewritten in place (§1)
         return self.ready("lock")
 
     def on_diff_answer(self, message: Dict[str, Any]) -> None:

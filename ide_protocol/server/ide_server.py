@@ -78,6 +78,7 @@ class IdeServer:
         self.nonce = secrets.token_hex(16)  # 128 bits from the OS CSPRNG (PROTOCOL.md §1)
         self.instance_id = str(uuid.uuid4())
         self.lock_path: Optional[str] = None
+        self._lock_timestamp: Optional[int] = None  # (when this run's lock was first written)
         self.socket_path: Optional[str] = None
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.started = False
@@ -146,7 +147,10 @@ class IdeServer:
                     lockfile.remove_stale_locks(self.lock_dir)
                 except OSError as exc:
                     log.warning("could not clean stale locks: %s", exc)
-                self.lock_path = lockfile.write_lock(self._lock_info(), self.lock_dir)
+                self._lock_timestamp = None  # (now: each run has a lock of its own)
+                info = self._lock_info()
+                self._lock_timestamp = int(info.timestamp)  # kept when the folders change (VS Code does this, §1)
+                self.lock_path = lockfile.write_lock(info, self.lock_dir)
         except BaseException:
             await self.listener.close()
             raise
@@ -157,7 +161,7 @@ class IdeServer:
 
     def _lock_info(self) -> lockfile.LockInfo:
         return lockfile.LockInfo.new(self.socket_path or "", self.headers, self._folders, self.ide_name,
-                                     is_trusted=self.is_trusted)
+                                     is_trusted=self.is_trusted, timestamp=self._lock_timestamp)
 
     async def stop(self) -> None:
         """Remove the lock (the only disconnect signal the CLI notices), end every
@@ -236,14 +240,18 @@ class IdeServer:
         self._signals = []
 
     def set_workspace_folders(self, folders: Sequence[str]) -> None:
-        """Change the folders: a new lock is written and the old one deleted, never
-        rewritten while a CLI is connected (PROTOCOL.md §1)."""
+        """Change the folders: the lock is rewritten in place, the same file, never
+        deleted or replaced (PROTOCOL.md §1, "Changing folders": a CLI connected through
+        it would take that for the IDE leaving and disconnect)."""
         self._folders = [os.path.abspath(f) for f in folders]
         if self.started and self.write_lock_file:
-            old = self.lock_path
-            self.lock_path = lockfile.write_lock(self._lock_info(), self.lock_dir)
-            if old:
-                lockfile.remove_lock(old)
+            info = self._lock_info()
+            try:
+                self.lock_path = (lockfile.rewrite_lock(info, self.lock_path) if self.lock_path
+                                  else lockfile.write_lock(info, self.lock_dir))
+            finally:
+                if self.lock_path and not lockfile.written_here(self.lock_path):
+                    self.lock_path = None  # a failed rewrite removed the damaged lock
 
     async def _reap_idle(self) -> None:
         limits = self.limits

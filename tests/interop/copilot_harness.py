@@ -664,6 +664,15 @@ class CopilotTui(object):
     def prompt(self, text):
         self.tmux.submit(text)
 
+    def pick_ide(self, ide_name, folder, timeout=30.0):
+        """Connect through `/ide` ("Manage IDE Connection"): the picker lists
+        ``NAME: FOLDER`` first; Enter connects (the screen says so)."""
+        self.prompt("/ide")
+        self.tmux.wait_for(r"Select an IDE workspace to connect to", timeout=timeout)
+        self.tmux.wait_for(r"1\. %s: %s\b" % (re.escape(ide_name), re.escape(folder)), timeout=timeout)
+        self.tmux.send_keys("Enter")
+        self.tmux.wait_for(r"Connected to %s: %s" % (re.escape(ide_name), re.escape(folder)), timeout=timeout)
+
     def answer_permission(self, choice=1, timeout=30.0):
         """Answer the edit/create permission dialog in the terminal: 1 = Yes,
         2 = Yes and don't ask again, 3 = No (Escape)."""
@@ -727,6 +736,22 @@ class CopilotTui(object):
             if time.monotonic() > deadline:
                 raise AssertionError("CLI not (stably) connected to an IDE within %.0f s; "
                                      "IDE events: %s%s" % (timeout, events, self._skips_text()))
+            time.sleep(0.2)
+
+    def wait_scans_over(self, quiet=3.0, timeout=30.0):
+        """Wait until the CLI has logged no new scan of the IDE lock folder for ``quiet``
+        seconds: its start-up scans are over (1.0.102 scans again once the trust dialog
+        is answered, and restarts its watcher of the lock folder then)."""
+        deadline = time.monotonic() + timeout
+        count, since = None, time.monotonic()
+        while True:
+            now = self.log_text().count("Scanning for IDE lock files")
+            if now != count:
+                count, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError("the CLI kept scanning for IDE locks for %.0f s" % timeout)
             time.sleep(0.2)
 
     # the start-up probe race (PROBE_SKIPPED)

@@ -220,12 +220,8 @@ def test_ide_picker_connects_from_another_folder(serve, tui, workspace):
     tui.start()
     time.sleep(2.0)
     assert not re.search(CONNECTED, srv.output(), re.M), srv.output()
-    tui.prompt("/ide")
-    tui.wait_screen(r"Select an IDE workspace to connect to")
-    tui.wait_screen(r"1\. Terminal IDE: %s\b" % re.escape(workspace))
-    tui.tmux.send_keys("Enter")
+    tui.pick_ide("Terminal IDE", workspace)
     srv.wait_output(CONNECTED, timeout=15)
-    tui.wait_screen(r"Connected to Terminal IDE: %s" % re.escape(workspace))
     assert tui.exit() == 0
     srv.wait_output(r"^disconnected: session \S+ \(deleted\)")
 
@@ -277,26 +273,11 @@ def _hide_socket_while_the_cli_scans(srv, tui):
         tui.start()
         tui.wait_log(r"Skipping IDE lock file with unreachable socket \(%s\)" % re.escape(sock))
         # Its scans are over (1.0.102 scans again once the trust dialog is answered).
-        _wait_scans_over(tui)
+        tui.wait_scans_over()
     except BaseException:
         os.rename(away, sock)
         raise
     return sock, away
-
-
-def _wait_scans_over(tui, quiet=3.0, timeout=30.0):
-    """Wait until the CLI has logged no new IDE lock scan for ``quiet`` seconds."""
-    deadline = time.monotonic() + timeout
-    count, since = None, time.monotonic()
-    while True:
-        now = tui.log_text().count("Scanning for IDE lock files")
-        if now != count:
-            count, since = now, time.monotonic()
-        elif time.monotonic() - since >= quiet:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError("the CLI kept scanning for IDE locks for %.0f s" % timeout)
-        time.sleep(0.2)
 
 
 def test_harness_starts_the_cli_again_when_it_skipped_a_live_socket(serve, tui):

@@ -29,7 +29,7 @@ for _path in (TESTS, os.path.join(TESTS, "interop"), os.path.join(TESTS, "vim"),
 
 from tmux_driver import EditorInTmux  # noqa: E402
 from nvim_rpc import Nvim, NvimError  # noqa: E402,F401
-from vim_harness import StreamClient, locks, read_lock, wait_until  # noqa: E402,F401
+from vim_harness import StreamClient, lock_folders, locks, read_lock, wait_until  # noqa: E402,F401
 from emacs_harness import pid_gone  # noqa: E402
 
 WAIT = 30.0

@@ -82,13 +82,12 @@ def test_cd_moves_the_lock_to_the_new_folder(nvim: NvimSession, workspace: str, 
     os.makedirs(sub)
     (first,) = locks(copilot_home)
     nvim.ex("cd sub")
-    wait_until(lambda: locks(copilot_home) and first not in locks(copilot_home), what="a new lock")
-    (second,) = locks(copilot_home)
-    assert read_lock(second)["workspaceFolders"] == [sub]
-    assert read_lock(second)["pid"] == read_lock(first)["pid"] if os.path.exists(first) else True
+    # The same lock, rewritten in place (PROTOCOL.md §1, "Changing folders").
+    wait_until(lambda: N.lock_folders(first) == [sub], what="the lock listing the new folder")
+    assert locks(copilot_home) == [first]
     nvim.ex("lcd ..")                               # a window's folder is not Neovim's
     N.settle(0.5)
-    assert locks(copilot_home) == [second]
+    assert locks(copilot_home) == [first] and N.lock_folders(first) == [sub]
     nvim.quit()
     assert locks(copilot_home) == []
 

@@ -237,9 +237,9 @@ def test_cd_moves_the_lock_to_the_new_folder(vim: VimSession, workspace: str, co
     os.makedirs(sub)
     (first,) = locks(copilot_home)
     vim.ex("cd sub")
-    wait_until(lambda: locks(copilot_home) and first not in locks(copilot_home), what="a new lock")
-    (second,) = locks(copilot_home)
-    assert read_lock(second)["workspaceFolders"] == [sub]
+    # The same lock, rewritten in place (PROTOCOL.md §1, "Changing folders").
+    wait_until(lambda: V.lock_folders(first) == [sub], what="the lock listing the new folder")
+    assert locks(copilot_home) == [first]
     vim.quit()
     assert locks(copilot_home) == []
 

@@ -90,6 +90,15 @@ def read_lock(path: str) -> Dict[str, Any]:
         return json.load(f)
 
 
+def lock_folders(path: str) -> Any:
+    """The folders a lock lists, or None while it is being rewritten in place (a folder
+    change, PROTOCOL.md §1: read meanwhile it is no JSON yet, and a reader tries again)."""
+    try:
+        return read_lock(path)["workspaceFolders"]
+    except ValueError:
+        return None
+
+
 class VimSession(EditorInTmux):
     """One Vim in tmux. `start()` runs the issue's command line:
     `vim -N -u NONE -i NONE -c 'set rtp^=PLUGIN' -c 'runtime plugin/copilot_ide.vim' FILE`

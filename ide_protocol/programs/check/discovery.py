@@ -121,7 +121,8 @@ async def check_lock_socket(ctx: CheckContext) -> Optional[str]:
 #: Why `lock.folder_change` cannot run against an IDE this checker did not start.
 NO_FOLDER_CHANGE = ("a client cannot make an IDE change its folders (no message of the protocol does), and this "
                     "checker did not start the IDE; the rule is tested in this project's own suite "
-                    "(tests/test_check.py drives it, tests/test_server_lock.py)")
+                    "(tests/test_check.py drives it, tests/test_server_lock.py; the real CLI: "
+                    "tests/interop/test_interop_folders.py)")
 
 
 def _locks_in(directory: str) -> Dict[str, bytes]:
@@ -136,17 +137,19 @@ def _locks_in(directory: str) -> Dict[str, bytes]:
     return found
 
 
-@check("lock.folder_change", "§1", "changing folders: a new lock (new name, same socket and nonce: the CLI), then "
-                                   "the old one deleted, never rewritten (ours); sessions carry on", rule=RECOMMENDED)
+@check("lock.folder_change", "§1", "changing folders: the lock rewritten in place, never deleted or renamed over, "
+                                   "the same socket and nonce; sessions carry on", rule=CLI,
+       situation="when the IDE's folders change while a CLI is connected")
 async def check_folder_change(ctx: CheckContext) -> Optional[str]:
     if ctx.change_folders is None or not ctx.lock.path:
         raise Skip(NO_FOLDER_CHANGE)
-    directory = os.path.dirname(os.path.abspath(ctx.lock.path))
-    old_name = os.path.basename(ctx.lock.path)
-    before = _locks_in(directory)
-    if old_name not in before:
-        raise Fail("the lock file %s is gone before the folders changed" % ctx.lock.path)
-    old = json_text.loads(before[old_name])
+    path = ctx.lock.path
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        before = os.stat(path)
+        old = json_text.loads(lock_rules.read_regular_file(path))
+    except (OSError, json_text.JsonTextError) as exc:
+        raise Fail("the lock file %s cannot be read before the folders change: %s" % (path, exc))
     sid = await ctx.new_session()
     conn, stream = await ctx.open_stream(sid)
     folders = list(ctx.lock.workspace_folders)
@@ -154,25 +157,14 @@ async def check_folder_change(ctx: CheckContext) -> Optional[str]:
     wanted = folders + [added]
     await ctx.change_folders(wanted)
     try:
-        deadline = asyncio.get_event_loop().time() + ctx.timeout
-        while True:  # (an IDE may write the new lock a moment later)
-            now = _locks_in(directory)
-            if old_name in now and now[old_name] != before[old_name]:
-                raise Fail("the lock was rewritten in place; the CLI connected through it reconnects "
-                           "(write a new lock, then delete the old one)", now[old_name].decode("utf-8", "replace"))
-            new = [(name, json_text.loads(data)) for name, data in now.items()
-                   if name not in before and _folders_of(data) == wanted]
-            if new and old_name not in now:
-                break
-            if asyncio.get_event_loop().time() > deadline:
-                raise Fail("%s s after the folders changed: %s" % (ctx.timeout, "the old lock is still there"
-                           if new else "no new lock lists the new folders"), "\n".join(sorted(now)))
-            await asyncio.sleep(0.05)
-        name, lock = new[0]
+        lock = await _rewritten(ctx, path, directory, before, wanted)
         for key in ("socketPath", "headers"):
             if lock.get(key) != old.get(key):
-                raise Fail("the new lock %s has another %s than the old one: the socket and the nonce stay (a CLI "
-                           "that reads the new lock connects with them)" % (name, key), shape(lock), CLI)
+                raise Fail("the lock lists the new folders with another %s than before: the socket and the nonce "
+                           "stay (the CLI connected through the lock keeps the ones it read)" % key, shape(lock), CLI)
+        if os.name != "nt" and stat.S_IMODE(os.stat(path).st_mode) & 0o077:
+            raise Fail("the rewritten lock is open to others (mode %o; 0600 expected): it holds the nonce"
+                       % stat.S_IMODE(os.stat(path).st_mode), None, SECURITY)
         await ctx.call("ping", session=sid)  # the session carries on (Fail when it does not)
         try:
             if await stream.next_data(0.3) is None:
@@ -184,6 +176,40 @@ async def check_folder_change(ctx: CheckContext) -> Optional[str]:
     finally:
         await ctx.change_folders(folders)  # back as they were
     return None
+
+
+async def _rewritten(ctx: CheckContext, path: str, directory: str, before: os.stat_result,
+                     wanted: List[str]) -> Dict[str, Any]:
+    """The lock at `path` once it lists `wanted`: the same file as `before` (Fail when it
+    was deleted, or another file put in its place: the CLI connected through it takes
+    either for the IDE leaving, tests/interop/test_interop_folders.py). A read that is
+    no JSON yet is a rewrite under way: read again, as the CLI does."""
+    deadline = asyncio.get_event_loop().time() + ctx.timeout
+    while True:  # (an IDE may rewrite it a moment later)
+        try:
+            now = os.stat(path)
+        except FileNotFoundError:
+            raise Fail("the lock %s was deleted when the folders changed: the CLI connected through it takes that "
+                       "for the IDE leaving and disconnects (rewrite the lock in place)" % path,
+                       "\n".join(sorted(_locks_in(directory)))) from None
+        if (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
+            raise Fail("another file was put in place of the lock %s (a rename over it) when the folders changed: the "
+                       "CLI connected through it takes that for a deletion and disconnects (rewrite the same file)"
+                       % path)
+        try:
+            last = lock_rules.read_regular_file(path)
+        except OSError:
+            last = None
+        lock = json_text.loads(last) if last is not None and _folders_of(last) == wanted else None
+        if isinstance(lock, dict):
+            return lock
+        if asyncio.get_event_loop().time() > deadline:
+            others = sorted(name for name, data in _locks_in(directory).items()
+                            if name != os.path.basename(path) and _folders_of(data) == wanted)
+            raise Fail("%s s after the folders changed the lock does not list them%s" % (
+                ctx.timeout, "; a new lock does (%s): rewrite the lock itself, in place" % ", ".join(others)
+                if others else ""), last.decode("utf-8", "replace") if last is not None else None)
+        await asyncio.sleep(0.05)
 
 
 def _folders_of(data: bytes) -> Any:

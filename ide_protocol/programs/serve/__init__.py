@@ -13,6 +13,7 @@ standard input, one per line, so a person or a script (through a pipe) can drive
     accept [N | --tab NAME]        answer a waiting diff (reject likewise); N is the number
                                    printed with it, NAME its tab name (see `help`)
     deselect                       no active editor (get_selection answers current: false)
+    folders PATH [PATH...]         the workspace folders the lock lists (rewritten in place)
     status, help, quit
 
 Lines and columns are 1-based, as editors show them (a column is a cursor position

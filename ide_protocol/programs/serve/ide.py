@@ -40,6 +40,8 @@ HELP = """commands (lines and columns are 1-based; PATH is relative to the folde
   accept --tab NAME | reject --tab NAME
                                    answer the diff whose tab name is NAME (also: "NAME"
                                    in quotes); a number is never taken for a tab name
+  folders PATH [PATH...]           change the workspace folders the lock lists (the lock
+                                   is rewritten in place: a connected CLI stays connected)
   status                           sessions, waiting diffs, selection, diagnostics
   help                             this text
   quit                             remove the lock file and exit (also: EOF, Ctrl-C)"""
@@ -291,10 +293,36 @@ class TerminalIde:
     def cmd_reject(self, rest: str) -> None:
         self.diffs.find(rest, "reject").reject()
 
+    #: Most folders `folders` takes at once (the lock is read whole by every CLI).
+    MAX_FOLDERS = 64
+
+    def cmd_folders(self, rest: str) -> None:
+        """What an IDE does when its user opens or closes a folder: the lock lists the new
+        folders, rewritten in place (PROTOCOL.md §1, "Changing folders"). Paths are
+        relative to serve's folder, which stays the root of the other commands' paths."""
+        words, extra = split_args(rest, self.MAX_FOLDERS)
+        if not words or extra:
+            raise CommandError("usage: folders PATH [PATH...] (at most %d folders)" % self.MAX_FOLDERS)
+        folders = [self.path_arg(word) for word in words]
+        for folder in folders:
+            if not os.path.isdir(folder):
+                raise CommandError("%s is not a folder" % one_line(folder))
+        before = self.server.lock_path
+        try:
+            self.server.set_workspace_folders(folders)
+        except OSError as exc:
+            raise CommandError("could not write the lock: %s%s" % (
+                exc.strerror or exc, "" if self.server.lock_path else " (no lock now: no CLI finds this IDE)"))
+        after = self.server.lock_path
+        how = ("rewritten in place" if after == before else "written anew: %s" % after) if after else "not written"
+        self.out.line("folders: %s (lock %s)" % (one_line(", ".join(self.server.workspace_folders)), how))
+
     def cmd_status(self, rest: str) -> None:
         s = self.server
         out = self.out
         out.line("folder: %s" % self.folder)
+        if self.server.workspace_folders != [self.folder]:
+            out.line("workspace folders: %s" % one_line(", ".join(self.server.workspace_folders)))
         out.line("socket: %s" % s.socket_path)
         out.line("lock: %s" % s.lock_path)
         sessions = s.sessions
@@ -330,7 +358,7 @@ class TerminalIde:
 
     COMMANDS: Dict[str, Callable[["TerminalIde", str], None]] = {
         "select": cmd_select, "deselect": cmd_deselect, "ref": cmd_ref, "addsel": cmd_addsel,
-        "diag": cmd_diag, "accept": cmd_accept, "reject": cmd_reject, "status": cmd_status,
+        "diag": cmd_diag, "accept": cmd_accept, "reject": cmd_reject, "folders": cmd_folders, "status": cmd_status,
         "help": cmd_help, "?": cmd_help, "quit": cmd_quit, "exit": cmd_quit,
     }
 

@@ -331,8 +331,8 @@ function M.leave()
   bridge:kill()
 end
 
--- DirChanged: serve the new working folder (the bridge writes a new lock, removing
--- the old one: PROTOCOL.md §1).
+-- DirChanged: serve the new working folder (the bridge rewrites its lock in place:
+-- PROTOCOL.md §1).
 function M.folder_changed()
   if not S.bridge then
     return

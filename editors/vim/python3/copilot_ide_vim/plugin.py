@@ -381,7 +381,7 @@ class VimIde:
         return [v.vim_name for v in self.views.values() if lead in v.vim_name]
 
     def folder_changed(self) -> None:
-        """DirChanged: serve the new folder (a new lock file), when it is a new one."""
+        """DirChanged: serve the new folder (the lock rewritten in place, PROTOCOL.md §1), when it is a new one."""
         if self.server is not None and self.server.running:
             cwd = vim.eval("getcwd(-1)")
             if cwd == self._cwd:
