@@ -229,6 +229,16 @@ def test_an_idle_connection_has_no_deadline_and_ignores_a_late_one() -> None:
     take(c)
     c.send_reply(OK)
     assert c.state is State.IDLE and not c.needs_deadline
+    # A timer that fires after its request completed (its owner's race) changes nothing:
+    # not between requests, nor while one is answered with nothing partial behind it.
+    c.deadline_passed()
+    assert c.state is State.IDLE and c.next_item() is None
+    c.receive_data(post())
+    take(c)
+    c.deadline_passed()
+    assert c.state is State.ANSWERING and c.waiting == 0
+    data = c.send_reply(OK)
+    assert b"Connection: keep-alive" in data and c.state is State.IDLE and c.next_item() is None
 
 
 def test_connection_close_in_a_request_makes_it_the_last() -> None:

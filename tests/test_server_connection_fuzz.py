@@ -298,7 +298,11 @@ def run_case(seed: int) -> None:
         if roll < 0.4 and (owner.stream_step() if owner.busy() else owner.take()) is not False:
             continue
         if chaos and roll > 0.97:
-            if c.needs_deadline and rng.random() < 0.5:
+            if not c.needs_deadline and rng.random() < 0.3:
+                before = (c.state, c.waiting, c.answering)
+                c.deadline_passed()  # a timer that fires late changes nothing
+                assert (c.state, c.waiting, c.answering) == before, before
+            elif c.needs_deadline and rng.random() < 0.5:
                 c.deadline_passed()
             elif rng.random() < 0.5:
                 owner.eof()

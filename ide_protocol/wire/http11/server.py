@@ -219,8 +219,9 @@ class ServerConnection:
     def deadline_passed(self) -> None:
         """The owner's request deadline passed (it runs while `needs_deadline`): a slow
         or stuck peer must not hold a connection with half a request. 408 after what
-        is ahead of it, then close."""
-        if self.state is LAST or self.state is CLOSED:
+        is ahead of it, then close. A deadline that passes when no request is partly
+        received (a timer that fired after its request completed) changes nothing."""
+        if not self.needs_deadline:
             return
         self._waiting.append(ParseError(408, "request not completed in time"))
         self._end_input()
