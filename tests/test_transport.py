@@ -198,6 +198,42 @@ def test_failing_applications_and_wrong_answers_become_500(tmp_path: Any) -> Non
     run(main())
 
 
+
+def test_an_answer_that_fails_in_its_task_drops_the_connection_and_is_logged(tmp_path: Any, caplog: Any,
+                                                                              starts_later: bool) -> None:
+    """An answer whose writing fails in the connection's task by a bug (a `Reply` whose
+    body is text, which the writer cannot join to bytes): the connection is dropped and
+    the failure logged with its number. (It was left answering with no task, its peer
+    waiting for ever, the connection never idle nor let go, and the failure only
+    "Task exception was never retrieved", when collected.)"""
+    async def wrong() -> Any:
+        await asyncio.sleep(0)
+        return Reply(200, (), "text, not bytes")
+
+    async def chunks() -> AsyncIterator[Any]:
+        yield b"one"
+
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
+        if req.target == "/stream-closes-badly":
+            def close() -> None:
+                raise RuntimeError("close failed")
+            return Stream(200, (("Content-Type", "text/event-stream"),), chunks(), close)
+        return PendingReply(wrong)
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app)
+        for target in ("/pending-wrong-reply", "/stream-closes-badly"):
+            caplog.clear()
+            conn = await Conn.open(listener.socket_path)
+            conn.send_raw(request(target), expect="POST")
+            assert await asyncio.wait_for(conn.wait_closed(), 10), target
+            await until(lambda: not listener.connections, what="the connection let go")
+            assert any(r.getMessage() == "connection %d failed" % (listener.accepted,) and r.exc_info
+                       for r in caplog.records), target
+            conn.close()
+        await released(listener)
+    run(main())
+
 def test_pipelined_requests_are_answered_in_order(tmp_path: Any) -> None:
     def app(req: http11.Request, body: bytes, connection: int) -> Any:
         n = int(req.target[1:])

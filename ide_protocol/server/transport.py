@@ -245,6 +245,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         task = _start_task(self._loop, coro)
         if task.done():  # (an eager task that finished at once: nothing to wait for)
             self._open_answer = None
+            self._check_failed(task)
             return
         self._task = task
         task.add_done_callback(self._task_done)
@@ -292,11 +293,22 @@ class HttpConnection(asyncio.BufferedProtocol):
         answer, self._open_answer = self._open_answer, None
         if answer is not None:
             answer.close()
+        self._check_failed(task)
         self.last_active = self._loop.time()
         if self.transport is None:
             self._release()
         else:
             self._answer_waiting()
+
+    def _check_failed(self, task: "asyncio.Task[None]") -> None:
+        """A task that ended by an exception (a bug, the application's or ours, in
+        writing its answer: a `Reply` the writer cannot encode but by a TypeError, an
+        answer's `close()` that raised) is logged here, where its end is seen, and the
+        connection closed: its answer cannot be completed, and nothing may wait behind it
+        for ever."""
+        if not task.cancelled() and task.exception() is not None:
+            log.error("connection %d failed", self.number, exc_info=task.exception())
+            self.close()
 
     # ---------------------------------------------------------------------- writing
 
