@@ -121,16 +121,36 @@ def test_the_pipelining_cap_counts_requests_and_bytes() -> None:
     c.receive_data(post() * 2)
     assert c.wants_data
     c.receive_data(post())
-    assert not c.wants_data  # three wait: the owner stops reading
+    assert c.waiting == 3 and c.wants_data  # three wait: one read more is taken ...
+    c.receive_data(post(body=b"4") + post(body=b"5")[:30])
+    assert c.waiting == 3 and not c.wants_data  # ... and held, unread: the owner stops reading
+    assert not c.needs_deadline  # (the rest of a request may be in what is held: no deadline of ours)
     take(c)
-    assert c.wants_data  # one taken: room again
+    assert c.waiting == 3 and c.needs_deadline and c.wants_data  # one taken: what was held is read
+    c.send_reply(OK)
+    c.receive_data(post(body=b"5")[30:])  # three wait again: held
+    assert c.waiting == 3 and not c.wants_data and not c.needs_deadline
     big = conn(max_body=100)
     big.receive_data(post(body=b"x" * 60))
     assert big.wants_data
     big.receive_data(post(body=b"y" * 60))
-    assert not big.wants_data  # 120 bytes of bodies wait: past the body limit
+    assert big.wants_data and big.waiting == 2  # 120 bytes of bodies wait: past the body limit
+    big.receive_data(post(body=b"z"))
+    assert not big.wants_data and big.waiting == 2  # held
     take(big)
-    assert big.wants_data
+    assert big.waiting == 2 and big.wants_data  # 60 bytes wait: room, what was held is read
+
+
+def test_a_peer_that_goes_at_the_cap_is_seen_to_go() -> None:
+    """The read held at the cap is how the end of a pipelining peer's input is seen
+    (an owner that stopped reading would not see it): the connection closes, dropping
+    what waits."""
+    c = conn(max_pending=2)
+    c.receive_data(post() * 3)
+    take(c)
+    assert c.waiting == 2 and c.wants_data
+    c.receive_eof()
+    assert c.state is State.CLOSED and c.waiting == 0 and not c.answering
 
 
 def test_a_refusal_that_closes_is_answered_from_the_head_and_nothing_more_is_read() -> None:

@@ -128,6 +128,9 @@ def check_state(c: ServerConnection) -> None:
     """What the state says agrees with what the connection says and will give (asked
     without changing it: `next_item` is only asked where the answer must be None)."""
     state = c.state
+    assert c.wants_data == (not c._held)  # the owner stops reading only while bytes are held
+    if c._held:  # (at the cap: the rest of a request may be held, read by our choice later)
+        assert state is State.ANSWERING and not c.needs_deadline and c.waiting > 0
     if c.needs_deadline:
         assert state in (State.RECEIVING, State.ANSWERING), state
     if c._parser.state in ("CLOSED", "DEAD"):  # (its last request read, or a malformed one)
@@ -183,16 +186,28 @@ class Owner:
 
     def feed(self, data: bytes) -> None:
         c = self.c
+        assert c.wants_data  # (the owner reads only then)
         before_state, before_waiting, before_answering = c.state, c.waiting, c.answering
+        before_held = (c.waiting, c._waiting_bytes, len(c._body), c._parser.buffered)
         c.receive_data(data)
         if before_state in (State.LAST, State.CLOSED):  # the input is over: nothing is read
             assert (c.state, c.waiting, c.answering, c._body) == (before_state, before_waiting, before_answering, b"")
-        # The bounds: the owner fed only while `wants_data` (under `max_pending` requests
-        # and `max_body` bytes waited); one read may complete several requests (the
-        # shortest is 16 bytes) and the one being received (at most `max_body` more).
-        assert c.waiting <= max(before_waiting, self.max_pending - 1) + len(data) // 16 + 1
-        assert c._waiting_bytes + len(c._body) <= 2 * self.max_body + len(data)
-        assert c._parser.buffered <= HEAD_LIMIT + len(data)
+        elif c._held:  # at the cap: held as it came, nothing read
+            assert c._held == data and (c.waiting, c._waiting_bytes, len(c._body), c._parser.buffered) == before_held
+        else:
+            self.check_bounds(before_waiting, len(data))
+
+    def check_bounds(self, before_waiting: int, read: int) -> None:
+        """What one read (`read` bytes, or the held bytes read when a request is taken)
+        can make the connection hold: the owner reads only while `wants_data`, so what
+        waits was under `max_pending` requests and `max_body` bytes of bodies, or the read
+        is held as it came; one read may complete several requests (the shortest is 16
+        bytes) and the one being received (at most `max_body` more)."""
+        c = self.c
+        assert c.waiting <= max(before_waiting, self.max_pending - 1) + read // 16 + 1
+        assert c._waiting_bytes + len(c._body) <= 2 * self.max_body + read
+        assert c._parser.buffered <= HEAD_LIMIT + read
+        assert len(c._held) <= read
 
     def eof(self) -> None:
         c = self.c
@@ -210,11 +225,13 @@ class Owner:
     def take(self) -> bool:
         """Ask for the next item and answer it (or begin to); False when there is none."""
         c = self.c
-        state = c.state
+        state, before_waiting, held = c.state, c.waiting, len(c._held)
         item = c.next_item()
         if item is None:
             return False
         assert state in (State.ANSWERING, State.LAST), state
+        if held and not c._held:  # a request taken made room: what was held was read
+            self.check_bounds(before_waiting, held)
         if isinstance(item, Refused):
             # (Its bytes say nothing of its request; only HEAD's answer reads otherwise,
             # and the generator refuses no HEAD.)
@@ -237,9 +254,10 @@ class Owner:
             self.given.append((method, item, 200))
             self.closed_by_answer = True
         elif roll < 0.67:
+            taken = c.state
             with pytest.raises(ValueError):  # the writer refuses: nothing changes
                 c.send_reply(Reply(200, (("X-Bad", "a\r\nb"),), b""))
-            assert c.answering and c.state is state
+            assert c.answering and c.state is taken
             self.out.append(c.send_internal_error())
             self.given.append((method, item, 500))
             self.closed_by_answer = True

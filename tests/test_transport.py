@@ -397,6 +397,29 @@ def test_a_vanished_peer_cancels_what_its_answer_waits_for(tmp_path: Any) -> Non
     run(main())
 
 
+@pytest.mark.parametrize("pipelined", [http11.MAX_PENDING + 1, 4 * http11.MAX_PENDING])
+def test_a_peer_that_pipelines_past_the_cap_and_vanishes_is_seen_to_go(tmp_path: Any, pipelined: int) -> None:
+    """A peer that pipelines more requests than may wait, behind an answer that waits
+    (an open_diff), then goes: the server sees it go and cancels that answer. Reading
+    paused at the cap, so the peer's end was not seen until the answer came by itself
+    (never, for a person who never decides): the connection and the answer were held."""
+    closed: List[str] = []
+
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
+        return PendingReply(lambda: asyncio.sleep(3600), lambda: closed.append(req.target))
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app)
+        conn = await Conn.open(listener.socket_path)
+        conn.send_raw(b"".join(request("/%d" % i) for i in range(pipelined)))
+        await until(lambda: listener.busy == 1 and only(listener).http.waiting, what="the first answer waits")
+        conn.abort()
+        await until(lambda: closed == ["/0"], what="the waiting answer cancelled")
+        await until(lambda: not listener.connections and handler_tasks() == [], what="connection released")
+        await listener.close()
+    run(main())
+
+
 @platforms.vanishing_peers_counted
 def test_an_answer_is_closed_unrun_when_its_connection_drops_first(tmp_path: Any, starts_later: bool) -> None:
     log: List[str] = []

@@ -138,19 +138,9 @@ class HttpConnection(asyncio.BufferedProtocol):
         self.data_received(bytes(self._read_buffer[:nbytes]))
 
     def data_received(self, data: bytes) -> None:
-        http = self.http
-        http.receive_data(data)
+        self.http.receive_data(data)
         self.last_active = self._loop.time()
         self._answer_waiting()
-        if http.needs_deadline:
-            if self._timer is None:
-                self._timer = self._loop.call_later(self._request_timeout, self._deadline_passed)
-        elif self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if not http.wants_data and not self._reading_paused and self.transport is not None:
-            self._reading_paused = True
-            self.transport.pause_reading()
 
     def eof_received(self) -> Optional[bool]:
         # The peer closed its side (the CLI never half-closes: it has gone). The
@@ -195,9 +185,23 @@ class HttpConnection(asyncio.BufferedProtocol):
                 break
         if http.state is CLOSED:
             self.close()
-        elif self._reading_paused and http.wants_data and self.transport is not None:
-            self._reading_paused = False
-            self.transport.resume_reading()
+            return
+        # What `http` says now (bytes read, a request taken, held bytes read with it):
+        # the deadline runs while a request is partly here; reading pauses while
+        # `http` holds what it will.
+        if http.needs_deadline:
+            if self._timer is None:
+                self._timer = self._loop.call_later(self._request_timeout, self._deadline_passed)
+        elif self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if http.wants_data:
+            if self._reading_paused and self.transport is not None:
+                self._reading_paused = False
+                self.transport.resume_reading()
+        elif not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
 
     def _answer(self, item: Incoming) -> None:
         """Give one request to the application and write what can be written now."""
