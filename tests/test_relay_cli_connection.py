@@ -1,8 +1,8 @@
 """The relay's CLI half, one connection, in process: a real socket on the CLI's side, a
 real link (two `Link`s over a socket pair) to a stand-in for the IDE's half that reads
 the requests the relay forwards and answers as a test tells it. What the CLI's peer
-does to the relay (pipelining, vanishing) and what the IDE does to it (interim answers,
-answers nobody asked for, an answer that never comes) is seen from both ends."""
+does to the relay (pipelining, vanishing, sending after `Connection: close`) and what the
+IDE does to it (interim answers, an answer that never comes) is seen from both ends."""
 from __future__ import annotations
 
 import asyncio
@@ -96,6 +96,64 @@ def test_a_cli_peer_that_goes_while_the_ides_answer_never_comes_ends_the_ides_st
         await asyncio.wait_for(ide.ended.wait(), LIMIT)
         await asyncio.wait_for(task, LIMIT)
         assert len(ide.requests) == 1  # (the others waited their turn, which never came)
+        for runner in runners:
+            runner.cancel()
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT * 2))
+
+
+async def read_answers(reader: asyncio.StreamReader, methods: List[str]) -> List[Any]:
+    """The events of what the relay wrote to the CLI, until it closed the connection or
+    went quiet (a second: the guard of a test whose relay keeps the connection open)."""
+    parser = http11.ResponseParser()
+    for method in methods:
+        parser.expect(method)
+    events: List[Any] = []
+    while True:
+        try:
+            data = await asyncio.wait_for(reader.read(65536), 1.0)
+        except asyncio.TimeoutError:
+            return events + ["open"]
+        events += parser.feed(data) if data else parser.feed_eof()
+        if not data:
+            return events
+
+
+def statuses(events: List[Any]) -> List[Any]:
+    return [e.status if isinstance(e, http11.Response) else e for e in events
+            if isinstance(e, (http11.Response, str, http11.ConnectionClosed))]
+
+
+def test_interim_answers_of_the_ide_are_not_passed_on_and_the_real_one_is() -> None:
+    async def answer(ide: Ide, stream: Stream, n: int) -> None:
+        await stream.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+        await stream.send(b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\nContent-Type: text/event-stream\r\n\r\n" + OK)
+
+    async def scenario() -> None:
+        (reader, writer), task, runners = await relay(Ide(answer))
+        writer.write(request() * 2)
+        assert statuses(await read_answers(reader, ["POST", "POST"])) == [200, 200, "open"]
+        writer.close()
+        await asyncio.wait_for(task, LIMIT)
+        for runner in runners:
+            runner.cancel()
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT * 2))
+
+
+def test_what_the_cli_sends_after_connection_close_is_not_forwarded() -> None:
+    async def answer(ide: Ide, stream: Stream, n: int) -> None:
+        await stream.send(OK)
+
+    async def scenario() -> None:
+        ide = Ide(answer)
+        (reader, writer), task, runners = await relay(ide)
+        writer.write(request(close=True) + request() + b"and then anything at all")
+        events = await read_answers(reader, ["POST"])
+        assert statuses(events) == [200, http11.ConnectionClosed()]
+        assert not events[0].keep_alive
+        await asyncio.wait_for(task, LIMIT)
+        assert len(ide.requests) == 1 and not ide.requests[0].keep_alive
         for runner in runners:
             runner.cancel()
 
