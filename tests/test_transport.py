@@ -515,6 +515,30 @@ def test_a_paused_writer_queues_later_requests_until_drained(tmp_path: Any) -> N
     run(main())
 
 
+@pytest.mark.parametrize("owed", ["answers waiting", "the last answer"])
+def test_a_peer_that_does_not_take_what_it_is_owed_is_dropped_after_the_request_deadline(tmp_path: Any,
+                                                                                          owed: str) -> None:
+    """Deadlines on the way out too: a peer that stops reading holds the server's bytes
+    and a connection. With requests waiting their turn behind what it does not take (it
+    pipelined), or the last answer of a connection the server closed still unsent, it
+    has the request deadline to take it; then the connection is dropped. (Both were held
+    for as long as the peer lived: a live connection never idle, counted against the
+    connection limit; a closed one kept in the listener with megabytes unsent.)"""
+    big = b"x" * (4 << 20)
+
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
+        return Reply(200, (("Content-Type", "text/plain"),), big, close_after=req.target == "/last")
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app, request_timeout=0.5)
+        conn = await Conn.open(listener.socket_path)
+        conn.send_raw(request("/a") + request("/b") if owed == "answers waiting" else request("/last"))
+        await until(lambda: listener.accepted == 1 and not listener.connections, what="the connection dropped")
+        conn.close()
+        await listener.close()
+    run(main())
+
+
 def test_a_stream_its_peer_does_not_read_is_dropped_past_the_limit(tmp_path: Any, monkeypatch: Any) -> None:
     monkeypatch.setattr(transport, "MAX_WRITE_BUFFER", 256 * 1024)
     piece = b"y" * 65536

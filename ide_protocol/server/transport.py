@@ -90,6 +90,8 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._loop = asyncio.get_event_loop()
         self._request_timeout = request_timeout
         self._timer: Optional[asyncio.TimerHandle] = None  # the request deadline, while one runs
+        # The deadline of what the peer is owed and does not take (`_owed_passed`).
+        self._owed: Optional[asyncio.TimerHandle] = None
         # The task writing a `Stream`'s body or a `PendingReply`, and that answer (closed
         # by the task, or when the task was cancelled before it could run).
         self._task: "Optional[asyncio.Task[None]]" = None
@@ -152,21 +154,48 @@ class HttpConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Optional[BaseException]) -> None:
         self._shut()
+        if self._owed is not None:
+            self._owed.cancel()
+            self._owed = None
         self.transport = None
         self._release()
 
     def pause_writing(self) -> None:
         # The transport's buffer passed its high-water mark: waiting requests wait on.
         self._writing_paused = True
+        self._owe()
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        if self._owed is not None and not self.closed:
+            self._owed.cancel()
+            self._owed = None
         self._answer_waiting()
 
     def _deadline_passed(self) -> None:
         self._timer = None
         self.http.deadline_passed()
         self._answer_waiting()
+
+    def _owe(self) -> None:
+        """Deadlines on the way out as on the way in: a peer that does not take what was
+        written (writing paused, or bytes left unsent when the connection closed) while
+        more is owed to it (requests wait behind it) or nothing else will come (the
+        connection is closed) is dropped after the request deadline, so that it holds
+        neither a connection nor what was written for it. (A stream with nothing behind
+        it is bounded by MAX_WRITE_BUFFER instead: a CLI stopped for a while keeps its
+        pushes.)"""
+        if self._owed is None:
+            self._owed = self._loop.call_later(self._request_timeout, self._owed_passed)
+
+    def _owed_passed(self) -> None:
+        self._owed = None
+        if self.closed or self.http.waiting:
+            log.warning("connection %d: peer did not take its answers within %g s; dropping it",
+                        self.number, self._request_timeout)
+            self.abort()
+        elif self._writing_paused:
+            self._owe()  # (a stream, nothing behind it: looked at again later)
 
     # ------------------------------------------------------------------- answering
 
@@ -349,10 +378,14 @@ class HttpConnection(asyncio.BufferedProtocol):
             task.cancel()
 
     def close(self) -> None:
-        """Cancel the task and close after what is already written has been sent."""
+        """Cancel the task and close after what is already written has been sent (if
+        the peer takes it in time: `_owe`)."""
         self._shut()
-        if self.transport is not None:
-            self.transport.close()
+        transport = self.transport
+        if transport is not None:
+            transport.close()
+            if transport.get_write_buffer_size():
+                self._owe()
 
     def abort(self) -> None:
         """Cancel the task and drop the connection now, unsent bytes included."""
