@@ -53,7 +53,7 @@ class Ide:
                     await self.answer(self, stream, len(self.requests))
 
 
-async def relay(ide: Ide) -> Any:
+async def relay(ide: Ide, request_timeout: float = LIMIT) -> Any:
     """The relay's CLI half serving one connection, its far end the `ide`; returns the
     CLI's reader and writer, and the relay's task."""
     a, b = socket.socketpair()
@@ -63,7 +63,7 @@ async def relay(ide: Ide) -> Any:
     cli_end, relay_end = socket.socketpair(socket.AF_UNIX)
     reader, writer = await asyncio.open_unix_connection(sock=relay_end)
     task = asyncio.ensure_future(serve_cli_connection(reader, writer, near.open_stream(), Rewriter(PathMap([])),
-                                                      NONCE, request_timeout=LIMIT))
+                                                      NONCE, request_timeout=request_timeout))
     cli = await asyncio.open_unix_connection(sock=cli_end)
     return cli, task, runners
 
@@ -154,6 +154,34 @@ def test_what_the_cli_sends_after_connection_close_is_not_forwarded() -> None:
         assert not events[0].keep_alive
         await asyncio.wait_for(task, LIMIT)
         assert len(ide.requests) == 1 and not ide.requests[0].keep_alive
+        for runner in runners:
+            runner.cancel()
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT * 2))
+
+
+def test_each_request_has_a_deadline_of_its_own() -> None:
+    """A peer that pipelines steadily sends the rest of one request with the start of the
+    next, so some request is always partly here: each must arrive in whole within the
+    deadline from its own first byte. The relay kept the first one's deadline over all
+    of them (408 half a second in), where it had given each its own before."""
+    async def answer(ide: Ide, stream: Stream, n: int) -> None:
+        await stream.send(OK)
+
+    async def scenario() -> None:
+        ide = Ide(answer)
+        (reader, writer), task, runners = await relay(ide, request_timeout=0.5)
+        count, one = 12, request()
+        half = len(one) // 2
+        stream = one * count
+        writer.write(stream[:half])
+        for i in range(count):  # the rest of request i with the first half of request i+1
+            await asyncio.sleep(0.1)
+            writer.write(stream[len(one) * i + half:len(one) * (i + 1) + half])
+        events = await read_answers(reader, ["POST"] * count)
+        assert statuses(events) == [200] * count + ["open"]
+        writer.close()
+        await asyncio.wait_for(task, LIMIT)
         for runner in runners:
             runner.cancel()
 

@@ -227,6 +227,20 @@ def test_408_when_the_deadline_passes_on_a_partial_request() -> None:
     assert isinstance(error, Refused) and error.status == 408 and c.state is State.CLOSED
 
 
+def test_each_partial_request_is_told_apart_for_its_own_deadline() -> None:
+    """A pipelining peer's reads end inside a request again and again: `needs_deadline`
+    stays True, and `received` says which request it is for (a new one, a new
+    deadline)."""
+    c = conn()
+    raw = post()
+    c.receive_data(raw[:20])
+    assert c.needs_deadline and c.received == 0
+    c.receive_data(raw[20:] + raw[:20])  # the rest of the first, the start of the second
+    assert c.needs_deadline and c.received == 1
+    c.receive_data(raw[20:])
+    assert not c.needs_deadline and c.received == 2
+
+
 def test_408_waits_behind_an_answer_under_way() -> None:
     c = conn()
     c.receive_data(post(body=b"slow"))

@@ -596,6 +596,31 @@ def test_request_timer_only_while_a_request_is_partial(tmp_path: Any) -> None:
     run(main())
 
 
+def test_each_request_has_a_deadline_of_its_own(tmp_path: Any) -> None:
+    """A peer that pipelines steadily sends the rest of one request with the start of the
+    next: some request is always partly here. Each must arrive in whole within the
+    deadline from its own first byte; the first one's deadline ran on over all of them
+    (408, and the connection closed, a deadline after the first request began)."""
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
+        return text(200, b"ok")
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app, request_timeout=0.5)
+        conn = await Conn.open(listener.socket_path)
+        one = request("/a", b"body")
+        count, half = 12, len(request("/a", b"body")) // 2
+        stream = one * count
+        conn.send_raw(stream[:half])
+        for i in range(count):  # the rest of request i with the first half of request i+1
+            await asyncio.sleep(0.1)
+            conn.send_raw(stream[len(one) * i + half:len(one) * (i + 1) + half], expect="POST")
+        for _ in range(count):
+            assert (await conn.read_reply()).status == 200
+        conn.close()
+        await released(listener)
+    run(main())
+
+
 def test_a_parse_error_is_answered_after_the_answers_ahead_of_it(tmp_path: Any) -> None:
     def app(req: http11.Request, body: bytes, connection: int) -> Any:
         async def later() -> Reply:

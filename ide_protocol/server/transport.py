@@ -90,6 +90,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._loop = asyncio.get_event_loop()
         self._request_timeout = request_timeout
         self._timer: Optional[asyncio.TimerHandle] = None  # the request deadline, while one runs
+        self._timer_for = 0  # (of the request after `http.received` of them)
         # The deadline of what the peer is owed and does not take (`_owed_passed`).
         self._owed: Optional[asyncio.TimerHandle] = None
         # The task writing a `Stream`'s body or a `PendingReply`, and that answer (closed
@@ -219,8 +220,11 @@ class HttpConnection(asyncio.BufferedProtocol):
         # the deadline runs while a request is partly here; reading pauses while
         # `http` holds what it will.
         if http.needs_deadline:
-            if self._timer is None:
+            if self._timer is None or self._timer_for != http.received:
+                if self._timer is not None:
+                    self._timer.cancel()
                 self._timer = self._loop.call_later(self._request_timeout, self._deadline_passed)
+                self._timer_for = http.received
         elif self._timer is not None:
             self._timer.cancel()
             self._timer = None

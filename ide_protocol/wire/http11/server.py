@@ -152,6 +152,10 @@ class ServerConnection:
         self._waiting: Deque[_Waiting] = collections.deque()
         self._waiting_bytes = 0  # the bodies of the requests that wait
         self._held = b""  # read past the cap, not parsed yet (see the module's doc)
+        #: Requests received in whole so far: the one partly received is the next, and
+        #: its deadline is its own (`needs_deadline`: the owner starts a new one when
+        #: this changes).
+        self.received = 0
         # The request being received: its head, its judge's refusal (answered in turn:
         # no body follows), its body so far (the first piece as it came, then one
         # growing buffer rather than a list of pieces).
@@ -201,6 +205,7 @@ class ServerConnection:
                 if request is not None:
                     self._waiting.append((request, body, refusal))
                     self._waiting_bytes += len(body)
+                    self.received += 1
                     if not request.keep_alive:  # `Connection: close`: the last request read
                         self._end_input()
                         break
@@ -240,7 +245,9 @@ class ServerConnection:
         """Whether a request is partly received: the owner's deadline should run (and
         only then: an idle keep-alive connection waits for its next request without
         one, as the CLI keeps connections open between prompts, PROTOCOL.md §2; nor
-        while the rest of it may be in what is held, unread by our choice)."""
+        while the rest of it may be in what is held, unread by our choice). Each request
+        has its own: a new one when `received` has changed (a peer that pipelines
+        always has one partly here)."""
         return ((self._head is not None or not self._parser.idle) and not self._held
                 and self.state is not LAST and self.state is not CLOSED)
 
