@@ -121,16 +121,36 @@ def test_the_pipelining_cap_counts_requests_and_bytes() -> None:
     c.receive_data(post() * 2)
     assert c.wants_data
     c.receive_data(post())
-    assert not c.wants_data  # three wait: the owner stops reading
+    assert c.waiting == 3 and c.wants_data  # three wait: one read more is taken ...
+    c.receive_data(post(body=b"4") + post(body=b"5")[:30])
+    assert c.waiting == 3 and not c.wants_data  # ... and held, unread: the owner stops reading
+    assert not c.needs_deadline  # (the rest of a request may be in what is held: no deadline of ours)
     take(c)
-    assert c.wants_data  # one taken: room again
+    assert c.waiting == 3 and c.needs_deadline and c.wants_data  # one taken: what was held is read
+    c.send_reply(OK)
+    c.receive_data(post(body=b"5")[30:])  # three wait again: held
+    assert c.waiting == 3 and not c.wants_data and not c.needs_deadline
     big = conn(max_body=100)
     big.receive_data(post(body=b"x" * 60))
     assert big.wants_data
     big.receive_data(post(body=b"y" * 60))
-    assert not big.wants_data  # 120 bytes of bodies wait: past the body limit
+    assert big.wants_data and big.waiting == 2  # 120 bytes of bodies wait: past the body limit
+    big.receive_data(post(body=b"z"))
+    assert not big.wants_data and big.waiting == 2  # held
     take(big)
-    assert big.wants_data
+    assert big.waiting == 2 and big.wants_data  # 60 bytes wait: room, what was held is read
+
+
+def test_a_peer_that_goes_at_the_cap_is_seen_to_go() -> None:
+    """The read held at the cap is how the end of a pipelining peer's input is seen
+    (an owner that stopped reading would not see it): the connection closes, dropping
+    what waits."""
+    c = conn(max_pending=2)
+    c.receive_data(post() * 3)
+    take(c)
+    assert c.waiting == 2 and c.wants_data
+    c.receive_eof()
+    assert c.state is State.CLOSED and c.waiting == 0 and not c.answering
 
 
 def test_a_refusal_that_closes_is_answered_from_the_head_and_nothing_more_is_read() -> None:
@@ -207,6 +227,20 @@ def test_408_when_the_deadline_passes_on_a_partial_request() -> None:
     assert isinstance(error, Refused) and error.status == 408 and c.state is State.CLOSED
 
 
+def test_each_partial_request_is_told_apart_for_its_own_deadline() -> None:
+    """A pipelining peer's reads end inside a request again and again: `needs_deadline`
+    stays True, and `received` says which request it is for (a new one, a new
+    deadline)."""
+    c = conn()
+    raw = post()
+    c.receive_data(raw[:20])
+    assert c.needs_deadline and c.received == 0
+    c.receive_data(raw[20:] + raw[:20])  # the rest of the first, the start of the second
+    assert c.needs_deadline and c.received == 1
+    c.receive_data(raw[20:])
+    assert not c.needs_deadline and c.received == 2
+
+
 def test_408_waits_behind_an_answer_under_way() -> None:
     c = conn()
     c.receive_data(post(body=b"slow"))
@@ -229,6 +263,16 @@ def test_an_idle_connection_has_no_deadline_and_ignores_a_late_one() -> None:
     take(c)
     c.send_reply(OK)
     assert c.state is State.IDLE and not c.needs_deadline
+    # A timer that fires after its request completed (its owner's race) changes nothing:
+    # not between requests, nor while one is answered with nothing partial behind it.
+    c.deadline_passed()
+    assert c.state is State.IDLE and c.next_item() is None
+    c.receive_data(post())
+    take(c)
+    c.deadline_passed()
+    assert c.state is State.ANSWERING and c.waiting == 0
+    data = c.send_reply(OK)
+    assert b"Connection: keep-alive" in data and c.state is State.IDLE and c.next_item() is None
 
 
 def test_connection_close_in_a_request_makes_it_the_last() -> None:

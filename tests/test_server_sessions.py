@@ -100,6 +100,43 @@ def test_stop_ends_sessions_resolves_diffs_removes_lock(tmp_path) -> None:
     run(main())
 
 
+def test_a_session_made_while_the_server_stops_does_not_outlive_the_stop(tmp_path) -> None:
+    """The stop ends every session, then lets the answers it caused go out before it
+    closes the connections; a client's `initialize` read meanwhile made a session that
+    outlived `stop()`: in `sessions` after it, ended by an orphan timer later (its
+    `on_session` "disconnected" after the stop, on a loop the server no longer owns; a
+    restart within the timer served a session of the last run). The stop ends it too."""
+    async def main() -> None:
+        events: List[Any] = []
+        late = None
+
+        def on_session(event: str, info: Any) -> None:
+            events.append((event, info.get("reason")))
+            if (event, info.get("reason")) == ("disconnected", "server stopped") and late is not None:
+                # The first session's end: another client's initialize arrives now.
+                late.send_raw(late_cli.encode("POST", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                                       "params": {"protocolVersion": "2025-06-18",
+                                                                  "capabilities": {}, "clientInfo": {
+                                                                      "name": "late", "version": "1"}}}))
+
+        server = make_server(tmp_path, on_session=on_session, orphan_timeout=0.05)
+        await server.start()
+        cli = cli_for(server)
+        await cli.handshake(probes=0)
+        _, stream = await cli.open_stream()  # (its answer is still being written when the stop begins)
+        late_cli = cli_for(server)
+        late = await late_cli.new_conn()
+        await server.stop()
+        assert ("connected", None) in events[1:]  # the late session was made during the stop ...
+        assert server.stats()["sessions"] == 0  # ... and ended by it
+        ended = len(events)
+        await asyncio.sleep(0.3)  # past the orphan timeout
+        assert events[ended:] == []  # nothing is reported after the stop
+        cli.close()
+        late_cli.close()
+    run(main())
+
+
 def test_many_sessions_at_once_are_independent(tmp_path) -> None:
     async def main() -> None:
         async with make_server(tmp_path, debounce=0) as server:

@@ -470,6 +470,43 @@ def test_posted_work_runs_in_order_without_waiting_and_failures_are_logged(tmp_p
     assert done == [1]
 
 
+def test_work_posted_as_the_loop_ends_is_run_not_lost(tmp_path: Any) -> None:
+    """`post` racing `stop()`: work handed to the loop after its last pass, before it
+    closed, was dropped with the loop's queue (an editor's last cursor move lost, and
+    with it the selection a later `start()` would serve). Such work runs once the loop
+    has closed, as work posted after the stop does; a `call()` in the same window is run
+    by its caller. (The loop's close is held here until the work has been posted: the
+    window a thread can hit by chance, made certain.)"""
+    folder, path, lock_dir = workspace(tmp_path)
+    server = ThreadedIdeServer([folder], lock_dir=lock_dir, timeout=WAIT).start()
+    loop = server.loop
+    assert loop is not None
+    close, closing, posted = loop.close, threading.Event(), threading.Event()
+
+    def held_close() -> None:  # on the loop thread, after its last pass
+        closing.set()
+        posted.wait(WAIT)
+        close()
+
+    loop.close = held_close  # type: ignore[method-assign]
+    stopping = threading.Thread(target=server.stop)
+    stopping.start()
+    assert closing.wait(WAIT)
+    ran: List[Any] = []
+    server.post(ran.append, "posted")
+    server.post(server.set_selection, Selection(path, "the last move", (0, 0), (0, 1)))
+    calling = threading.Thread(target=lambda: ran.append(server.call(lambda: "called")))
+    calling.start()
+    while not server._waiting:  # (the call is handed to the loop, and waits)
+        assert calling.is_alive()
+        threading.Event().wait(0.01)
+    posted.set()
+    stopping.join(WAIT)
+    calling.join(WAIT)
+    assert sorted(ran) == ["called", "posted"]
+    assert server.selection is not None and server.selection.text == "the last move"
+
+
 # ------------------------------------------------------ IdeServer's options, through here
 
 

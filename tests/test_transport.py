@@ -198,6 +198,42 @@ def test_failing_applications_and_wrong_answers_become_500(tmp_path: Any) -> Non
     run(main())
 
 
+
+def test_an_answer_that_fails_in_its_task_drops_the_connection_and_is_logged(tmp_path: Any, caplog: Any,
+                                                                              starts_later: bool) -> None:
+    """An answer whose writing fails in the connection's task by a bug (a `Reply` whose
+    body is text, which the writer cannot join to bytes): the connection is dropped and
+    the failure logged with its number. (It was left answering with no task, its peer
+    waiting for ever, the connection never idle nor let go, and the failure only
+    "Task exception was never retrieved", when collected.)"""
+    async def wrong() -> Any:
+        await asyncio.sleep(0)
+        return Reply(200, (), "text, not bytes")
+
+    async def chunks() -> AsyncIterator[Any]:
+        yield b"one"
+
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
+        if req.target == "/stream-closes-badly":
+            def close() -> None:
+                raise RuntimeError("close failed")
+            return Stream(200, (("Content-Type", "text/event-stream"),), chunks(), close)
+        return PendingReply(wrong)
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app)
+        for target in ("/pending-wrong-reply", "/stream-closes-badly"):
+            caplog.clear()
+            conn = await Conn.open(listener.socket_path)
+            conn.send_raw(request(target), expect="POST")
+            assert await asyncio.wait_for(conn.wait_closed(), 10), target
+            await until(lambda: not listener.connections, what="the connection let go")
+            assert any(r.getMessage() == "connection %d failed" % (listener.accepted,) and r.exc_info
+                       for r in caplog.records), target
+            conn.close()
+        await released(listener)
+    run(main())
+
 def test_pipelined_requests_are_answered_in_order(tmp_path: Any) -> None:
     def app(req: http11.Request, body: bytes, connection: int) -> Any:
         n = int(req.target[1:])
@@ -361,6 +397,29 @@ def test_a_vanished_peer_cancels_what_its_answer_waits_for(tmp_path: Any) -> Non
     run(main())
 
 
+@pytest.mark.parametrize("pipelined", [http11.MAX_PENDING + 1, 4 * http11.MAX_PENDING])
+def test_a_peer_that_pipelines_past_the_cap_and_vanishes_is_seen_to_go(tmp_path: Any, pipelined: int) -> None:
+    """A peer that pipelines more requests than may wait, behind an answer that waits
+    (an open_diff), then goes: the server sees it go and cancels that answer. Reading
+    paused at the cap, so the peer's end was not seen until the answer came by itself
+    (never, for a person who never decides): the connection and the answer were held."""
+    closed: List[str] = []
+
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
+        return PendingReply(lambda: asyncio.sleep(3600), lambda: closed.append(req.target))
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app)
+        conn = await Conn.open(listener.socket_path)
+        conn.send_raw(b"".join(request("/%d" % i) for i in range(pipelined)))
+        await until(lambda: listener.busy == 1 and only(listener).http.waiting, what="the first answer waits")
+        conn.abort()
+        await until(lambda: closed == ["/0"], what="the waiting answer cancelled")
+        await until(lambda: not listener.connections and handler_tasks() == [], what="connection released")
+        await listener.close()
+    run(main())
+
+
 @platforms.vanishing_peers_counted
 def test_an_answer_is_closed_unrun_when_its_connection_drops_first(tmp_path: Any, starts_later: bool) -> None:
     log: List[str] = []
@@ -456,6 +515,30 @@ def test_a_paused_writer_queues_later_requests_until_drained(tmp_path: Any) -> N
     run(main())
 
 
+@pytest.mark.parametrize("owed", ["answers waiting", "the last answer"])
+def test_a_peer_that_does_not_take_what_it_is_owed_is_dropped_after_the_request_deadline(tmp_path: Any,
+                                                                                          owed: str) -> None:
+    """Deadlines on the way out too: a peer that stops reading holds the server's bytes
+    and a connection. With requests waiting their turn behind what it does not take (it
+    pipelined), or the last answer of a connection the server closed still unsent, it
+    has the request deadline to take it; then the connection is dropped. (Both were held
+    for as long as the peer lived: a live connection never idle, counted against the
+    connection limit; a closed one kept in the listener with megabytes unsent.)"""
+    big = b"x" * (4 << 20)
+
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
+        return Reply(200, (("Content-Type", "text/plain"),), big, close_after=req.target == "/last")
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app, request_timeout=0.5)
+        conn = await Conn.open(listener.socket_path)
+        conn.send_raw(request("/a") + request("/b") if owed == "answers waiting" else request("/last"))
+        await until(lambda: listener.accepted == 1 and not listener.connections, what="the connection dropped")
+        conn.close()
+        await listener.close()
+    run(main())
+
+
 def test_a_stream_its_peer_does_not_read_is_dropped_past_the_limit(tmp_path: Any, monkeypatch: Any) -> None:
     monkeypatch.setattr(transport, "MAX_WRITE_BUFFER", 256 * 1024)
     piece = b"y" * 65536
@@ -509,6 +592,31 @@ def test_request_timer_only_while_a_request_is_partial(tmp_path: Any) -> None:
         reply = await conn.read_reply()
         assert reply.status == 408
         assert await conn.wait_closed()
+        await released(listener)
+    run(main())
+
+
+def test_each_request_has_a_deadline_of_its_own(tmp_path: Any) -> None:
+    """A peer that pipelines steadily sends the rest of one request with the start of the
+    next: some request is always partly here. Each must arrive in whole within the
+    deadline from its own first byte; the first one's deadline ran on over all of them
+    (408, and the connection closed, a deadline after the first request began)."""
+    def app(req: http11.Request, body: bytes, connection: int) -> Any:
+        return text(200, b"ok")
+
+    async def main() -> None:
+        listener = await serve(tmp_path, app, request_timeout=0.5)
+        conn = await Conn.open(listener.socket_path)
+        one = request("/a", b"body")
+        count, half = 12, len(request("/a", b"body")) // 2
+        stream = one * count
+        conn.send_raw(stream[:half])
+        for i in range(count):  # the rest of request i with the first half of request i+1
+            await asyncio.sleep(0.1)
+            conn.send_raw(stream[len(one) * i + half:len(one) * (i + 1) + half], expect="POST")
+        for _ in range(count):
+            assert (await conn.read_reply()).status == 200
+        conn.close()
         await released(listener)
     run(main())
 

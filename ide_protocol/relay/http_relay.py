@@ -172,7 +172,13 @@ class _CliConnection:
         http = self.http
         loop = asyncio.get_event_loop()
         deadline: Optional[float] = None  # while a request is partly received
+        deadline_for = 0  # (the request after `http.received` of them: each has its own)
         while True:
+            # (Decided before each read: a request taken may have read what was held.)
+            if not http.needs_deadline:
+                deadline = None
+            elif deadline is None or deadline_for != http.received:
+                deadline, deadline_for = loop.time() + self._request_timeout, http.received
             if not http.wants_data:
                 self._room.clear()
                 await self._room.wait()
@@ -193,10 +199,6 @@ class _CliConnection:
                 http.receive_eof()
             if not await self._forward_ready():
                 return
-            if not http.needs_deadline:
-                deadline = None
-            elif deadline is None:
-                deadline = loop.time() + self._request_timeout
 
     async def answers_to_cli(self) -> None:
         # No limit on a body as such: the GET stream is endless (its events are passed on

@@ -186,6 +186,9 @@ class IdeServer:
         if self._diagnostics_push is not None:
             self._diagnostics_push.cancel()
         await self.listener.close()
+        # A request read while the answers went out may have made a session (and the
+        # connections' close started its orphan timer): none outlives the stop.
+        self.app.end_all("server stopped")
         await self.reports.cancel()
         self.started = False
         if self._stopped is not None:

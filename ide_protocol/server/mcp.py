@@ -136,7 +136,7 @@ class McpApp:
         #: Seconds a session outlives the last connection that carried it, when its
         #: client went (PROTOCOL.md §3, "When a session ends"); the timers are kept in
         #: `_orphan_timers`, made by `call_later` (the running loop's, by default), and
-        #: cancelled by `close()`.
+        #: cancelled by `end_all()`.
         self.orphan_timeout = orphan_timeout
         self._call_later = call_later
         self._orphan_timers: Set[asyncio.TimerHandle] = set()

@@ -146,6 +146,9 @@ class ThreadedIdeServer:
         # Work handed to the loop that callers wait for (`call`): what the loop's end
         # leaves unrun is cancelled, so that its caller runs it itself.
         self._waiting: "Set[concurrent.futures.Future[Any]]" = set()
+        # Work posted to the loop (`post`) and not run yet, in the order posted: what the
+        # loop's end leaves unrun is run by the loop thread once the loop has closed.
+        self._posted: Dict[Callable[[], None], None] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -208,6 +211,8 @@ class ThreadedIdeServer:
                     loop.close()
                     for outcome in list(self._waiting):
                         outcome.cancel()  # (not run, and never will be: its caller runs it)
+                    for posted in list(self._posted):
+                        posted()  # (posted, and never run by the loop: no loop, no concurrency left)
                     if not ready.done():  # never reached: the loop itself failed
                         ready.set_exception(RuntimeError("the /ide server's loop ended"))
 
@@ -361,13 +366,17 @@ class ThreadedIdeServer:
         an editor's hot paths (a cursor move), where even an instant's wait for the loop
         thread is too much. Posted work runs in order, before or after `call()`s in the
         order they were made. Its failure is logged, never raised. Before start and after
-        stop `fn` runs directly, as in `call()`."""
+        stop `fn` runs directly, as in `call()`; work the loop's end leaves unrun runs
+        once the loop has closed."""
         def run() -> None:
+            if self._posted.pop(run, False) is False:
+                return  # run already: by the loop, or after its end
             try:
                 fn(*args, **kwargs)
             except Exception:
                 log.exception("/ide work posted from another thread failed")
 
+        self._posted[run] = None
         loop = self.loop
         if loop is None or self._on_loop_thread() or loop.is_closed():
             run()

@@ -90,6 +90,9 @@ class HttpConnection(asyncio.BufferedProtocol):
         self._loop = asyncio.get_event_loop()
         self._request_timeout = request_timeout
         self._timer: Optional[asyncio.TimerHandle] = None  # the request deadline, while one runs
+        self._timer_for = 0  # (of the request after `http.received` of them)
+        # The deadline of what the peer is owed and does not take (`_owed_passed`).
+        self._owed: Optional[asyncio.TimerHandle] = None
         # The task writing a `Stream`'s body or a `PendingReply`, and that answer (closed
         # by the task, or when the task was cancelled before it could run).
         self._task: "Optional[asyncio.Task[None]]" = None
@@ -138,19 +141,9 @@ class HttpConnection(asyncio.BufferedProtocol):
         self.data_received(bytes(self._read_buffer[:nbytes]))
 
     def data_received(self, data: bytes) -> None:
-        http = self.http
-        http.receive_data(data)
+        self.http.receive_data(data)
         self.last_active = self._loop.time()
         self._answer_waiting()
-        if http.needs_deadline:
-            if self._timer is None:
-                self._timer = self._loop.call_later(self._request_timeout, self._deadline_passed)
-        elif self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if not http.wants_data and not self._reading_paused and self.transport is not None:
-            self._reading_paused = True
-            self.transport.pause_reading()
 
     def eof_received(self) -> Optional[bool]:
         # The peer closed its side (the CLI never half-closes: it has gone). The
@@ -162,21 +155,48 @@ class HttpConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Optional[BaseException]) -> None:
         self._shut()
+        if self._owed is not None:
+            self._owed.cancel()
+            self._owed = None
         self.transport = None
         self._release()
 
     def pause_writing(self) -> None:
         # The transport's buffer passed its high-water mark: waiting requests wait on.
         self._writing_paused = True
+        self._owe()
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        if self._owed is not None and not self.closed:
+            self._owed.cancel()
+            self._owed = None
         self._answer_waiting()
 
     def _deadline_passed(self) -> None:
         self._timer = None
         self.http.deadline_passed()
         self._answer_waiting()
+
+    def _owe(self) -> None:
+        """Deadlines on the way out as on the way in: a peer that does not take what was
+        written (writing paused, or bytes left unsent when the connection closed) while
+        more is owed to it (requests wait behind it) or nothing else will come (the
+        connection is closed) is dropped after the request deadline, so that it holds
+        neither a connection nor what was written for it. (A stream with nothing behind
+        it is bounded by MAX_WRITE_BUFFER instead: a CLI stopped for a while keeps its
+        pushes.)"""
+        if self._owed is None:
+            self._owed = self._loop.call_later(self._request_timeout, self._owed_passed)
+
+    def _owed_passed(self) -> None:
+        self._owed = None
+        if self.closed or self.http.waiting:
+            log.warning("connection %d: peer did not take its answers within %g s; dropping it",
+                        self.number, self._request_timeout)
+            self.abort()
+        elif self._writing_paused:
+            self._owe()  # (a stream, nothing behind it: looked at again later)
 
     # ------------------------------------------------------------------- answering
 
@@ -195,9 +215,26 @@ class HttpConnection(asyncio.BufferedProtocol):
                 break
         if http.state is CLOSED:
             self.close()
-        elif self._reading_paused and http.wants_data and self.transport is not None:
-            self._reading_paused = False
-            self.transport.resume_reading()
+            return
+        # What `http` says now (bytes read, a request taken, held bytes read with it):
+        # the deadline runs while a request is partly here; reading pauses while
+        # `http` holds what it will.
+        if http.needs_deadline:
+            if self._timer is None or self._timer_for != http.received:
+                if self._timer is not None:
+                    self._timer.cancel()
+                self._timer = self._loop.call_later(self._request_timeout, self._deadline_passed)
+                self._timer_for = http.received
+        elif self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if http.wants_data:
+            if self._reading_paused and self.transport is not None:
+                self._reading_paused = False
+                self.transport.resume_reading()
+        elif not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
 
     def _answer(self, item: Incoming) -> None:
         """Give one request to the application and write what can be written now."""
@@ -245,6 +282,7 @@ class HttpConnection(asyncio.BufferedProtocol):
         task = _start_task(self._loop, coro)
         if task.done():  # (an eager task that finished at once: nothing to wait for)
             self._open_answer = None
+            self._check_failed(task)
             return
         self._task = task
         task.add_done_callback(self._task_done)
@@ -292,11 +330,22 @@ class HttpConnection(asyncio.BufferedProtocol):
         answer, self._open_answer = self._open_answer, None
         if answer is not None:
             answer.close()
+        self._check_failed(task)
         self.last_active = self._loop.time()
         if self.transport is None:
             self._release()
         else:
             self._answer_waiting()
+
+    def _check_failed(self, task: "asyncio.Task[None]") -> None:
+        """A task that ended by an exception (a bug, the application's or ours, in
+        writing its answer: a `Reply` the writer cannot encode but by a TypeError, an
+        answer's `close()` that raised) is logged here, where its end is seen, and the
+        connection closed: its answer cannot be completed, and nothing may wait behind it
+        for ever."""
+        if not task.cancelled() and task.exception() is not None:
+            log.error("connection %d failed", self.number, exc_info=task.exception())
+            self.close()
 
     # ---------------------------------------------------------------------- writing
 
@@ -333,10 +382,14 @@ class HttpConnection(asyncio.BufferedProtocol):
             task.cancel()
 
     def close(self) -> None:
-        """Cancel the task and close after what is already written has been sent."""
+        """Cancel the task and close after what is already written has been sent (if
+        the peer takes it in time: `_owe`)."""
         self._shut()
-        if self.transport is not None:
-            self.transport.close()
+        transport = self.transport
+        if transport is not None:
+            transport.close()
+            if transport.get_write_buffer_size():
+                self._owe()
 
     def abort(self) -> None:
         """Cancel the task and drop the connection now, unsent bytes included."""

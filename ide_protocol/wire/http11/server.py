@@ -13,10 +13,13 @@ here, once:
 
 * answers in request order, one at a time (RFC 9112 §9.3.2; PROTOCOL.md §2): a request
   that completes while another is answered waits its turn;
-* the pipelining cap: `wants_data` turns False while `max_pending` complete requests
-  wait, or while their bodies hold `max_body` bytes, and the owner stops reading until
-  one has been answered (so a connection holds at most about twice `max_body`: what
-  waits, and the request being received);
+* the pipelining cap: while `max_pending` complete requests wait, or their bodies hold
+  `max_body` bytes, what arrives next (one read) is held as it came, and `wants_data`
+  turns False: the owner stops reading until a request has been taken, and the held
+  bytes are read then (so a connection holds at most about twice `max_body` and one
+  read: what waits, the request being received, what is held). That one read more is
+  how a peer that pipelined and went is seen to go: its end of input follows its
+  requests, and a stopped reader would not see it;
 * the judge, called once per request as soon as its head arrives (PROTOCOL.md §2,
   "Errors and edge cases"): a refusal that closes the connection, or one with a body
   following, is answered without reading that body and nothing more is read; another
@@ -56,8 +59,8 @@ from .writers import LAST_CHUNK, encode_chunk, write_response, write_response_he
 __all__ = ["Incoming", "Judge", "MAX_PENDING", "Refused", "Reply", "ServerConnection", "State"]
 
 #: Complete requests that may wait behind the one being answered (a pipelining peer)
-#: before the owner stops reading; reading resumes when one has been answered. (The CLI
-#: never pipelines: PROTOCOL.md §2.)
+#: before the owner stops reading (after one read more, held); reading resumes when one
+#: has been taken. (The CLI never pipelines: PROTOCOL.md §2.)
 MAX_PENDING = 8
 
 #: Header fields of an answer: (name, value) pairs. A tuple that does not change (a
@@ -148,6 +151,11 @@ class ServerConnection:
         self.max_pending = max_pending
         self._waiting: Deque[_Waiting] = collections.deque()
         self._waiting_bytes = 0  # the bodies of the requests that wait
+        self._held = b""  # read past the cap, not parsed yet (see the module's doc)
+        #: Requests received in whole so far: the one partly received is the next, and
+        #: its deadline is its own (`needs_deadline`: the owner starts a new one when
+        #: this changes).
+        self.received = 0
         # The request being received: its head, its judge's refusal (answered in turn:
         # no body follows), its body so far (the first piece as it came, then one
         # growing buffer rather than a list of pieces).
@@ -165,8 +173,12 @@ class ServerConnection:
 
     def receive_data(self, data: bytes) -> None:
         """Bytes from the peer. Once the input is over (LAST, CLOSED) they are ignored:
-        a peer cannot make us hold what we will not read."""
+        a peer cannot make us hold what we will not read. At the pipelining cap they
+        are held, to be read when a request has been taken (`wants_data` is False)."""
         if self.state is LAST or self.state is CLOSED:
+            return
+        if self._held or (self._waiting and self._at_cap()):
+            self._held += data
             return
         for event in self._parser.feed(data):
             if type(event) is Data:
@@ -193,6 +205,7 @@ class ServerConnection:
                 if request is not None:
                     self._waiting.append((request, body, refusal))
                     self._waiting_bytes += len(body)
+                    self.received += 1
                     if not request.keep_alive:  # `Connection: close`: the last request read
                         self._end_input()
                         break
@@ -219,8 +232,9 @@ class ServerConnection:
     def deadline_passed(self) -> None:
         """The owner's request deadline passed (it runs while `needs_deadline`): a slow
         or stuck peer must not hold a connection with half a request. 408 after what
-        is ahead of it, then close."""
-        if self.state is LAST or self.state is CLOSED:
+        is ahead of it, then close. A deadline that passes when no request is partly
+        received (a timer that fired after its request completed) changes nothing."""
+        if not self.needs_deadline:
             return
         self._waiting.append(ParseError(408, "request not completed in time"))
         self._end_input()
@@ -230,17 +244,25 @@ class ServerConnection:
     def needs_deadline(self) -> bool:
         """Whether a request is partly received: the owner's deadline should run (and
         only then: an idle keep-alive connection waits for its next request without
-        one, as the CLI keeps connections open between prompts, PROTOCOL.md §2)."""
-        return ((self._head is not None or not self._parser.idle)
+        one, as the CLI keeps connections open between prompts, PROTOCOL.md §2; nor
+        while the rest of it may be in what is held, unread by our choice). Each request
+        has its own: a new one when `received` has changed (a peer that pipelines
+        always has one partly here)."""
+        return ((self._head is not None or not self._parser.idle) and not self._held
                 and self.state is not LAST and self.state is not CLOSED)
 
     @property
     def wants_data(self) -> bool:
-        """False while `max_pending` requests wait, or their bodies hold the body limit:
-        the owner stops reading (and so bounds what a pipelining peer makes us hold)
-        until one has been answered."""
+        """False while bytes are held at the pipelining cap: the owner stops reading
+        (and so bounds what a pipelining peer makes us hold) until a request has been
+        taken (`next_item`)."""
+        return not self._held
+
+    def _at_cap(self) -> bool:
+        """Whether as many requests wait as may (`max_pending`, or `max_body` bytes of
+        their bodies)."""
         limit = self._parser.max_body
-        return len(self._waiting) < self.max_pending and (limit is None or self._waiting_bytes < limit)
+        return len(self._waiting) >= self.max_pending or (limit is not None and self._waiting_bytes >= limit)
 
     @property
     def answering(self) -> bool:
@@ -271,6 +293,9 @@ class ServerConnection:
         request, body, refusal = item
         self._waiting_bytes -= len(body)
         self._answering = request
+        if self._held:  # room again: what was held is read now (held again if still no room)
+            held, self._held = self._held, b""
+            self.receive_data(held)
         if refusal is not None:
             return Refused(refusal.status, self.send_reply(refusal))
         return Incoming(request, body)
@@ -334,6 +359,7 @@ class ServerConnection:
         self.state = CLOSED
         self._waiting.clear()
         self._waiting_bytes = 0
+        self._held = b""
         self._answering = self._head = self._refusal = None
         self._body = b""
 
