@@ -285,6 +285,37 @@ def test_the_relay_lock_goes_first_when_the_ide_goes_and_none_without_ide(tmp_pa
     asyncio.run(asyncio.wait_for(scenario(), LIMIT))
 
 
+def test_the_ides_folder_change_reaches_the_relays_lock_rewritten_in_place(tmp_path: Any) -> None:
+    # PROTOCOL.md §1, "Changing folders": the IDE rewrites its lock in place, and a CLI
+    # connected through the relay's lock must be told the same way: the relay's lock
+    # rewritten in place (the same file: a deleted or replaced lock disconnects the CLI),
+    # with the new folders mapped to the CLI's view.
+    setup(tmp_path)
+    (tmp_path / "project" / "sub").mkdir()
+    (tmp_path / "cliview" / "sub").mkdir()
+
+    async def scenario() -> None:
+        async with relayed_ide(tmp_path) as (server, lock):
+            (path,) = relay_locks(tmp_path)
+            inode = os.stat(path).st_ino
+            assert lock["workspaceFolders"] == [str(tmp_path / "cliview")]
+            server.set_workspace_folders([str(tmp_path / "project"), str(tmp_path / "project" / "sub")])
+
+            def rewritten() -> Any:
+                try:
+                    with open(path) as f:
+                        now = json.load(f)
+                except (OSError, ValueError):
+                    return None  # (read in the middle of the rewrite: read again)
+                return now if len(now["workspaceFolders"]) == 2 else None
+            now = await wait_for(rewritten, "the relay's lock listing the new folders")
+            assert now["workspaceFolders"] == [str(tmp_path / "cliview"), str(tmp_path / "cliview" / "sub")]
+            assert relay_locks(tmp_path) == [path] and os.stat(path).st_ino == inode
+            assert (now["socketPath"], now["headers"]) == (lock["socketPath"], lock["headers"])
+
+    asyncio.run(asyncio.wait_for(scenario(), LIMIT))
+
+
 def test_with_wait_an_ide_restarted_with_a_new_nonce_is_followed(tmp_path: Any) -> None:
     setup(tmp_path)
     ide_path = str(tmp_path / "project" / "a.py")

@@ -124,8 +124,10 @@ def stop_on_signals(stop: "asyncio.Future[str]") -> List[int]:
 
 
 class RelayLock:
-    """The relay's own lock in the CLI's lock folder: written anew for each announcement
-    (a changed lock makes the CLI reconnect anyway), removed first at every end."""
+    """The relay's own lock in the CLI's lock folder: written at the first announcement,
+    rewritten in place for each later one (PROTOCOL.md §1, "Changing folders": a CLI
+    connected through a lock takes its deletion, or a file renamed over it, for the IDE
+    leaving), removed first at every end."""
 
     def __init__(self, directory: str, socket_path: str, paths: PathMap, trusted: bool, log: Log) -> None:
         self.directory = directory
@@ -150,10 +152,10 @@ class RelayLock:
         name = str(lock.get("ideName") or "IDE")
         info = LockInfo.new(self.socket_path, {"Authorization": self.authorization}, folders,
                             name + RELAYED_SUFFIX, is_trusted=self.trusted)
-        old = self.path
-        self.path = lockfile.write_lock(info, self.directory)
-        if old:
-            lockfile.remove_lock(old)
+        if self.path:
+            self.path = lockfile.rewrite_lock(info, self.path)
+        else:
+            self.path = lockfile.write_lock(info, self.directory)
         self.log("lock %s for %s (%s)" % (self.path, _shown(", ".join(info.workspace_folders)), _shown(info.ide_name)))
 
     def remove(self) -> None:
@@ -286,6 +288,24 @@ def pick_ide_lock(folder: Optional[str], lock_file: Optional[str], directory: Op
     return lock_rules.auto_connect_choice(usable, cwd)[0]
 
 
+def _read_again(current: LockInfo) -> Optional[LockInfo]:
+    """The IDE's lock read again, when it is still the same IDE's (its socket and nonce):
+    a lock rewritten in place with new folders. None when it cannot be read now (in the
+    middle of a rewrite: the next tick reads it again) or is another IDE's."""
+    if not current.path:
+        return None
+    content, problems = lock_rules.read_lock(current.path)
+    if content is None or problems:
+        return None
+    try:
+        info = LockInfo.from_json(content, path=current.path)
+    except (ValueError, TypeError):
+        return None
+    if (info.socket_path, info.headers) != (current.socket_path, current.headers):
+        return None
+    return info
+
+
 def announcement(info: LockInfo) -> Dict[str, Any]:
     """What crosses the link about the IDE's lock: no headers (the nonce stays here),
     no trust (never forwarded)."""
@@ -329,6 +349,13 @@ async def run_ide_side(via: Optional[str], folder: Optional[str], lock_file: Opt
             await asyncio.sleep(WATCH_SECONDS)
             if current is not None and current.path and os.path.exists(current.path) \
                     and await _accepts(current.socket_path):
+                # The same IDE: its lock may have been rewritten in place (its folders
+                # changed, PROTOCOL.md §1): what it announces now goes across.
+                again = await loop.run_in_executor(None, _read_again, current)
+                if again is not None and announcement(again) != announcement(current):
+                    log("the IDE now serves %s" % _shown(", ".join(again.workspace_folders)))
+                    current = again
+                    link.announce(announcement(again))
                 continue
             found = await loop.run_in_executor(None, pick_ide_lock, folder, lock_file, lock_dir)
             if found is not None and found != current:
