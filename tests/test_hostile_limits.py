@@ -203,6 +203,20 @@ def test_connection_limit_evicts_the_longest_idle_then_refuses(tmp_path: Any) ->
 # ------------------------------------------------------------------ session limit
 
 
+def test_a_limit_of_0_is_no_limit(tmp_path: Any) -> None:
+    # LIMITS.md: "None / 0: no limit", for the keywords as for serve's options.
+    async def main() -> None:
+        async with make_server(tmp_path, max_sessions=0, max_connections=0) as server:
+            clis = [cli_for(server) for _ in range(3)]
+            for cli in clis:
+                await cli.handshake(probes=0)
+            assert server.stats()["sessions"] == 3 and server.stats()["connections"] >= 3
+            for cli in clis:
+                assert (await cli.send_request("ping")).status == 200
+                cli.close()
+    run(main(), timeout=90)
+
+
 def test_session_limit_evicts_the_longest_idle_then_refuses(tmp_path: Any) -> None:
     async def main() -> None:
         async with make_server(tmp_path, max_sessions=2) as server:

@@ -68,7 +68,7 @@ class Listener:
         self._server: Any = None
         self._numbers = itertools.count(1)
         self.accepted = 0
-        #: At most this many open connections (None: no limit). At the limit the
+        #: At most this many open connections (None or 0: no limit). At the limit the
         #: connection idle longest makes room; when none is idle the new one is
         #: answered 503 and closed (README "Limits and safety").
         self.max_connections = max_connections
@@ -98,7 +98,7 @@ class Listener:
         """A connection's transport is made (its `on_open`): it joins `connections`,
         unless the limit is reached and no idle one can make room (503, closed)."""
         self.accepted += 1
-        if self.max_connections is not None and not self._room_for_one():
+        if self.max_connections and not self._room_for_one():  # (None or 0: no limit)
             self.refused += 1
             body = b"Service Unavailable: too many connections (limit %d), none idle\n" % self.max_connections
             conn.write_nowait(http11.write_response(503, [("Content-Type", "text/plain")], body, keep_alive=False))
@@ -108,7 +108,7 @@ class Listener:
 
     def _room_for_one(self) -> bool:
         """Whether one more connection fits, after closing the one idle longest if needed."""
-        assert self.max_connections is not None
+        assert self.max_connections
         live = [c for c in self.connections if not c.closed]
         if len(live) < self.max_connections:
             return True

@@ -130,7 +130,7 @@ class McpApp:
         self.on_stream_open = on_stream_open
         self.on_exchange = on_exchange
         self.requests_served = 0
-        #: At most this many sessions (None: no limit); at the limit the session idle
+        #: At most this many sessions (None or 0: no limit); at the limit the session idle
         #: longest makes room, else initialize is answered 503 (README "Limits and safety").
         self.max_sessions = max_sessions
         #: Seconds a session outlives the last connection that carried it, when its
@@ -178,7 +178,7 @@ class McpApp:
     def _make_room(self) -> bool:
         """Whether one more session fits, after ending the one idle longest if needed
         (no stream, no request: a client that comes back starts a new handshake)."""
-        if self.max_sessions is None or len(self.sessions) < self.max_sessions:
+        if not self.max_sessions or len(self.sessions) < self.max_sessions:  # (None or 0: no limit)
             return True
         idle = [s for s in self.sessions.values() if not s.busy]
         if not idle:

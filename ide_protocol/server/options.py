@@ -24,7 +24,7 @@ DiffHandler = Callable[[DiffRequest], Any]
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """What a client can make the server hold, and for how long (docs/LIMITS.md;
-    where each is enforced: `server/limits.py`). None lifts a limit that allows it."""
+    where each is enforced: `server/limits.py`). None (or 0) lifts a limit that allows it."""
 
     max_body: int = DEFAULT_MAX_BODY
     request_timeout: float = REQUEST_TIMEOUT
