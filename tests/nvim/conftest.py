@@ -13,8 +13,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import nvim_harness as N  # noqa: E402
-
-SAMPLE = "héllo wörld 😀 end\nsecond line\nthird\n"
+from editor_fixtures import copilot_home, workspace  # noqa: E402,F401  (fixtures)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -29,22 +28,6 @@ def nvim_binary(request: Any) -> str:
     if path is None:
         pytest.skip(reason)
     return path
-
-
-@pytest.fixture
-def workspace(tmp_path: Any) -> str:
-    ws = os.path.realpath(str(tmp_path / "ws"))
-    os.makedirs(ws)
-    with open(os.path.join(ws, "hello.txt"), "w", encoding="utf-8") as f:
-        f.write(SAMPLE)
-    return ws
-
-
-@pytest.fixture
-def copilot_home(tmp_path: Any) -> str:
-    home = os.path.realpath(str(tmp_path / "copilot-home"))
-    os.makedirs(home)
-    return home
 
 
 @pytest.fixture

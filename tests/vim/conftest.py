@@ -12,8 +12,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import vim_harness as V  # noqa: E402
-
-SAMPLE = "héllo wörld 😀 end\nsecond line\nthird\n"
+from editor_fixtures import copilot_home, workspace  # noqa: E402,F401  (fixtures)
 
 
 @pytest.fixture(scope="session", autouse=True)  # before vim_ready, which would install Vim
@@ -27,22 +26,6 @@ def vim_ready() -> None:
     reason = V.missing()
     if reason:
         pytest.skip(reason)
-
-
-@pytest.fixture
-def workspace(tmp_path: Any) -> str:
-    ws = os.path.realpath(str(tmp_path / "ws"))
-    os.makedirs(ws)
-    with open(os.path.join(ws, "hello.txt"), "w", encoding="utf-8") as f:
-        f.write(SAMPLE)
-    return ws
-
-
-@pytest.fixture
-def copilot_home(tmp_path: Any) -> str:
-    home = os.path.realpath(str(tmp_path / "copilot-home"))
-    os.makedirs(home)
-    return home
 
 
 @pytest.fixture
