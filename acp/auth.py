@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shlex
 import sys
 from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
+from .endpoints import join_command
 from .errors import LoginFailed
 from .process_tree import ProcessTree
 
@@ -38,7 +38,7 @@ class LoginCommand:
 
     @property
     def command_line(self) -> str:
-        return " ".join(shlex.quote(arg) for arg in self.argv)
+        return join_command(self.argv)
 
 
 class LoginMethod:

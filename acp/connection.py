@@ -14,12 +14,11 @@ import asyncio
 import collections
 import logging
 import os
-import shlex
 import signal
 from typing import Any, Callable, Collection, Deque, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._core import close_stream, jsonrpc, ndjson, rpc, safe_text
-from .endpoints import DEFAULT_AGENT, Address, Argv, keep_alive, parse_address, split_command
+from .endpoints import DEFAULT_AGENT, Address, Argv, join_command, keep_alive, parse_address, split_command
 from .process_tree import ProcessTree, spawn_options
 from .errors import (AgentConnectError, AgentExited, AgentNotAcp, AgentStartError, LineTooLong,
                      RequestTimeout)
@@ -39,6 +38,9 @@ NOT_ACP_MAX_LINES = 100
 # Once the agent process is gone, how long its output may still take to drain (a
 # grandchild can hold the pipe open for ever).
 EXIT_DRAIN = 0.5
+#: The longest a failed write waits for the agent's end to be known (what `_finish`
+#: waits: its exit, 2 s, and its last stderr lines, EXIT_DRAIN).
+EXIT_WAIT = 2.0 + EXIT_DRAIN + 0.5
 #: The most bytes written to the agent and not yet taken by the system (ACP.md §1): an
 #: agent that stops reading its answers must not make them pile up in memory. Past it,
 #: a new request gets a small error answer at once, and an answer that would pass it
@@ -155,7 +157,7 @@ class AgentConnection:
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise AgentStartError("could not start the agent `%s`: %s"
-                                  % (" ".join(shlex.quote(a) for a in argv), reason)) from exc
+                                  % (join_command(argv), reason)) from exc
         proc = asyncio.subprocess.Process(transport, protocol, loop)
         conn.process = proc
         conn._transport = transport
@@ -336,6 +338,14 @@ class AgentConnection:
             async with self._drain_lock:
                 await self._writer.drain()
         except (ConnectionError, OSError, RuntimeError) as exc:
+            if self.process is not None:
+                # The agent stopped reading: it is going. Its exit (the status and its
+                # last stderr lines, learnt when its output ends: `_finish`) says why,
+                # where the broken pipe says nothing (ACP.md §9).
+                try:
+                    await asyncio.wait_for(self._done.wait(), EXIT_WAIT)
+                except asyncio.TimeoutError:
+                    pass
             self._raise_if_closed()
             raise AgentExited("could not write to the agent: %s" % exc) from exc
 

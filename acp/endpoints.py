@@ -38,7 +38,9 @@ def windows_argv(command: str) -> List[str]:
     Microsoft's "Parsing C command-line arguments"; `subprocess.list2cmdline` is their
     inverse): words are separated by spaces and tabs; double quotes group a word and are
     removed; 2n backslashes before a quote are n backslashes and the quote groups, 2n+1
-    are n backslashes and a literal quote; other backslashes are literal."""
+    are n backslashes and a literal quote; other backslashes are literal. A quote left
+    open is refused (ValueError "No closing quotation", as a POSIX line's is): the C
+    runtime would run it to the end of the line, which is seldom what was meant."""
     argv: List[str] = []
     word: List[str] = []
     in_word = quoted = False
@@ -73,9 +75,22 @@ def windows_argv(command: str) -> List[str]:
             word.append(c)
             in_word = True
         i += 1
+    if quoted:
+        raise ValueError("No closing quotation")
     if in_word:
         argv.append("".join(word))
     return argv
+
+
+def join_command(argv: Sequence[str], windows: bool = os.name == "nt") -> str:
+    """argv as one command line, the inverse of `split_command`: quoted as a POSIX shell
+    reads it, or on Windows as Windows programs split theirs (`subprocess.list2cmdline`),
+    so that a person is shown what will run, as it would be typed there."""
+    if windows:
+        import subprocess  # (only for this: the agent's process is started elsewhere)
+
+        return subprocess.list2cmdline(list(argv))
+    return " ".join(shlex.quote(arg) for arg in argv)
 
 
 def parse_address(text: Union[str, int, Sequence[Any]]) -> Address:

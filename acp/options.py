@@ -8,9 +8,9 @@ from __future__ import annotations
 import base64
 import mimetypes
 import os
-import shlex
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
+from .endpoints import split_command
 from .errors import AcpError
 
 MAX_ATTACHMENT = 32 * 1024 * 1024  # bytes of one attached file (base64 makes it a third more)
@@ -124,12 +124,13 @@ def parse_mcp_server(spec: str) -> Dict[str, Any]:
     if not sep or not name or not target:
         raise OptionError("--mcp-server %r: expected NAME=URL, NAME=sse:URL or NAME=stdio:COMMAND [ARGS]" % spec)
     if target.startswith("stdio:"):
+        line = target[len("stdio:"):]
+        if not line.strip():
+            raise OptionError("--mcp-server %r: no command" % spec)
         try:
-            argv = shlex.split(target[len("stdio:"):], posix=os.name != "nt")
+            argv = split_command(line)
         except ValueError as exc:
             raise OptionError("--mcp-server %r: %s" % (spec, exc)) from None
-        if not argv:
-            raise OptionError("--mcp-server %r: no command" % spec)
         return {"name": name, "command": argv[0], "args": argv[1:], "env": []}
     kind = "http"
     if target.startswith("sse:"):

@@ -20,11 +20,11 @@ import inspect
 import itertools
 import logging
 import os
-import shlex
 import signal
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Union
 
 from ._core import jsonrpc
+from .endpoints import join_command
 from .process_tree import ProcessTree, spawn_options
 from .fs import is_within, not_here  # the one containment rule, shared with fs/*
 from .os_strings import check_os_string
@@ -65,7 +65,7 @@ class TerminalRequest:
         """As a shell would read it: a shell line as given, or the argv quoted."""
         if not self.args:
             return self.command
-        return " ".join(shlex.quote(a) for a in [self.command] + self.args)
+        return join_command([self.command] + self.args)
 
 
 TerminalPolicy = Callable[[TerminalRequest], Union[TerminalDecision, Awaitable[TerminalDecision]]]

@@ -14,6 +14,8 @@ a reply; U+2028 is written raw; a second prompt on a busy session cancels the fi
 
 The prompt's first word picks a scenario (see `Agent.turn`). Environment:
   FAKE_ACP_START=fail      print one stderr line and exit 1 (a failed start)
+  FAKE_ACP_START=fail-late close stdin first, then a moment later the same (the client's
+                           write fails before the agent has exited)
   FAKE_ACP_STUBBORN=eof    ignore stdin EOF (needs SIGTERM); =term also ignores SIGTERM
   FAKE_ACP_LOG=path        append every line received (C>A) and sent (A>C)
   FAKE_ACP_IGNORE_CANCEL=1 keep running turns after session/cancel
@@ -1054,7 +1056,10 @@ def logged_in():
 def main():
     if sys.argv[1:] == ["login"]:
         login()
-    if os.environ.get("FAKE_ACP_START") == "fail":
+    if os.environ.get("FAKE_ACP_START") == "fail-late":
+        os.close(0)
+        time.sleep(2)
+    if os.environ.get("FAKE_ACP_START") in ("fail", "fail-late"):
         sys.stderr.write("Offline mode requires a local model provider. Set FAKE_PROVIDER to configure one.\n")
         sys.exit(1)
     stubborn = os.environ.get("FAKE_ACP_STUBBORN", "")

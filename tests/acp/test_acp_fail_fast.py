@@ -48,7 +48,7 @@ def test_bad_or_empty_agent_is_a_one_line_usage_error(agent, said):
 
 
 def test_bad_acp_agent_variable_is_a_usage_error_too():
-    status, out, err = run_cli(["hi"], env_extra={"ACP_AGENT": "copilot 'oops"})
+    status, out, err = run_cli(["hi"], env_extra={"ACP_AGENT": 'copilot "oops'})
     assert status == 2 and len(lines(err)) == 1 and "ACP_AGENT" in err and "No closing quotation" in err
 
 

@@ -2,6 +2,8 @@
 bad lines ignored in both directions, stderr of a failed start surfaced, timeouts."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from acp_testlib import make_client, read_log, run, workspace
@@ -99,9 +101,14 @@ def test_agent_drops_a_malformed_line_and_a_request_times_out(tmp_path):
 
 
 @pytest.mark.stdio_only  # about the agent as our child process
-def test_failed_start_reports_the_stderr_line(tmp_path):
+@pytest.mark.parametrize("start", ["fail", "fail-late"])
+def test_failed_start_reports_the_stderr_line(tmp_path, start):
+    # "fail-late": the agent stops reading first, so the client's write fails while the
+    # agent still runs; the error must still be its exit, not the broken pipe.
     async def main():
-        async with make_client(env={"FAKE_ACP_START": "fail"}) as client:
+        async with make_client(env={"FAKE_ACP_START": start}) as client:
+            if start == "fail-late":
+                await asyncio.sleep(1)  # (its stdin closed by now: the write fails at once)
             with pytest.raises(AgentExited) as info:
                 await client.initialize()
             return info.value

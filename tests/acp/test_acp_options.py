@@ -78,7 +78,7 @@ def test_a_bad_config_is_a_usage_error_naming_what_is_valid(acp, spec, said):
 
 def test_mcp_servers_of_every_kind(acp):
     code, _, err = acp(["--mcp-server", "docs=http://127.0.0.1:9/mcp", "--mcp-server", "feed=sse:https://x.example/sse",
-                        "--mcp-server", "files=stdio:npx -y files-server '/a b'", "hello"])
+                        "--mcp-server", 'files=stdio:npx -y files-server "/a b"', "hello"])
     assert code == 0, err
     assert sent(acp.log, "session/new")[0]["mcpServers"] == [
         {"type": "http", "name": "docs", "url": "http://127.0.0.1:9/mcp", "headers": []},
@@ -109,7 +109,7 @@ def test_attachments_image_text_and_binary(acp, tmp_path):
     png = tmp_path / "shot.png"
     png.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 100)
     notes = tmp_path / "notes.txt"
-    notes.write_text("remember this\n", encoding="utf-8")
+    notes.write_bytes(b"remember this\n")  # (bytes: text mode writes \r\n on Windows)
     blob = tmp_path / "data.bin"
     blob.write_bytes(b"\xff\xfe\x00" * 10)
     code, out, err = acp(["--attach", str(png), "--attach", str(notes), "--attach", str(blob), "BLOCKS"])

@@ -125,7 +125,7 @@ def test_additional_directories_are_sent_and_served(tmp_path):
     root = workspace(tmp_path)
     more = tmp_path / "more"
     more.mkdir()
-    (more / "notes.txt").write_text("more notes\n", encoding="utf-8")
+    (more / "notes.txt").write_bytes(b"more notes\n")  # (bytes: text mode writes \r\n on Windows)
     log = str(tmp_path / "agent.log")
 
     async def main():
