@@ -81,8 +81,15 @@ SERVERS: List["subprocess.Popen[bytes]"] = []  # TCP agents started for the runn
 
 def start_tcp_agent(env: Optional[Dict[str, str]] = None) -> Tuple["subprocess.Popen[bytes]", int]:
     """The fake agent listening on 127.0.0.1 (any free port); stopped after the test."""
-    proc = subprocess.Popen([sys.executable, FAKE, "--port", "0"], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, env=env or fake_env())
+    argv = [sys.executable, FAKE, "--port", "0"]
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env or fake_env())
+    except OSError as exc:
+        # Wine's CreateProcess fails now and then with ERROR_INTERNAL_ERROR (1359), for
+        # a plain Popen too (seen under `make test-windows`): the harness tries once more.
+        if getattr(exc, "winerror", None) != 1359:
+            raise
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, env=env or fake_env())
     SERVERS.append(proc)
     assert proc.stdout is not None
     line = proc.stdout.readline().decode()  # FAKE_ACP_PORT=<port>
