@@ -99,7 +99,7 @@ def test_an_mcp_kind_the_agent_does_not_take_is_refused(acp):
     assert not sent(acp.log, "session/new")
 
 
-@pytest.mark.parametrize("spec", ["docs", "docs=ftp://x", "=http://x", "s=stdio:", "s=stdio:'open"])
+@pytest.mark.parametrize("spec", ["docs", "docs=ftp://x", "=http://x", "s=stdio:", 's=stdio:"open'])
 def test_a_malformed_mcp_server_is_a_usage_error(acp, spec):
     code, _, err = acp(["--mcp-server", spec, "hello"])
     assert code == 2 and "--mcp-server" in err
