@@ -369,6 +369,6 @@ def test_the_server_installs_nothing_in_the_loop_it_runs_in(tmp_path: Any) -> No
         finally:
             await server.stop()
         assert loop.get_exception_handler() is None
-        assert server.listener._retry is None
+        assert server.listener.acceptor is not None and not server.listener.acceptor.paused
 
     run(main())

@@ -49,7 +49,7 @@ def _owned(st: os.stat_result) -> bool:
 
 
 def _private_socket_dir(directory: str) -> bool:
-    """A directory of the shape `listen_unix` makes: `mcp-*`, real, ours, mode 0700."""
+    """A directory of the shape `server.sockets.bind_unix` makes: `mcp-*`, real, ours, mode 0700."""
     if not os.path.basename(directory).startswith(SOCKET_DIR_PREFIX):
         return False
     try:

@@ -55,7 +55,8 @@ from ..wire.http11 import rules as http_rules
 from ..common import lockfile
 from ..client import ClientError, discover, open_socket
 from ..common.lockfile import LockInfo
-from ..server.sockets import listen_unix, wait_server_closed
+from ..server.acceptor import Acceptor, stream_protocols
+from ..server.sockets import bind_unix, wait_server_closed
 from ..common.terminal_text import safe_text
 from .options import LOCK_DIR_DEFAULT, add_folder, add_lock_dir, folder_of, one_line
 from .progname import program_name
@@ -303,7 +304,8 @@ class Tracer:
         self.started_at = time.time()
         self._t0 = time.monotonic()
         self._numbers = itertools.count(1)
-        self._server: Any = None
+        self._server: Any = None   # (the named pipe's server, on Windows)
+        self._acceptor: Optional[Acceptor] = None
         self._tasks: List["asyncio.Task[Any]"] = []
         self._writers: List[asyncio.StreamWriter] = []
         self._private_dir: Optional[str] = None
@@ -341,15 +343,15 @@ class Tracer:
 
     async def start(self) -> "Tracer":
         """Listen, then write our lock (after the socket listens, PROTOCOL.md §1)."""
-        def streams() -> asyncio.StreamReaderProtocol:  # what start_unix_server builds
-            return asyncio.StreamReaderProtocol(asyncio.StreamReader(limit=2 ** 20), self._accept)
-
+        streams = stream_protocols(self._accept, limit=2 ** 20)
         if os.name == "nt":  # Windows: a named pipe, as every server there (PROTOCOL.md §1)
             from ..common import winpipe
 
             self._server, self.socket_path = await winpipe.start_pipe_server(streams)
         else:
-            self._server, self._private_dir, self.socket_path = await listen_unix(streams, self.socket_dir)
+            sock, self._private_dir, self.socket_path = bind_unix(self.socket_dir)
+            self._acceptor = Acceptor(sock, streams)
+            self._acceptor.start()
         scheme = "pipe" if lockfile._is_pipe_path(self.socket_path) else "unix"
         try:
             if self.capture_path:
@@ -373,6 +375,9 @@ class Tracer:
         if self.lock_path:
             lockfile.remove_lock(self.lock_path)
             self.lock_path = None
+        if self._acceptor is not None:
+            await self._acceptor.close()
+            self._acceptor = None
         if self._server is not None:
             self._server.close()
         for writer in self._writers:

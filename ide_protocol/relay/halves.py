@@ -29,6 +29,7 @@ from ..client.connection import open_socket
 from ..common import lock_rules, lockfile
 from ..common.lockfile import LockInfo
 from ..common.terminal_text import safe_text
+from ..server.acceptor import Acceptor, stream_protocols
 from ..server.sockets import bind_unix, remove_socket_dir
 from ..server.limits import REQUEST_TIMEOUT
 from ..wire import http11
@@ -239,10 +240,12 @@ async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[st
             connections.discard(w)
             w.close()
 
-    server = None
+    # (Accepted by an Acceptor, not asyncio.Server: a relay stopped while the CLI connects
+    # must not leave a half-accepted connection behind; see server/acceptor.py.)
+    acceptor = Acceptor(sock, stream_protocols(lambda r, w: link.spawn(on_connection(r, w))))
     signals: List[int] = []
     try:
-        server = await asyncio.start_unix_server(lambda r, w: link.spawn(on_connection(r, w)), sock=sock)
+        acceptor.start()
         signals = stop_on_signals(stop)
         runner = asyncio.ensure_future(link.run())
         await asyncio.wait([runner, stop], return_when=asyncio.FIRST_COMPLETED)
@@ -256,10 +259,7 @@ async def run_cli_side(via: Optional[str], paths: PathMap, lock_dir: Optional[st
         relay_lock.remove()
         for sig in signals:
             loop.remove_signal_handler(sig)
-        if server is not None:
-            server.close()
-        else:
-            sock.close()
+        await acceptor.close()   # (closes the socket)
         remove_socket_dir(sock_dir)
         await end_link(writer, child)
     return outcome["code"]

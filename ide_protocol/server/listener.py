@@ -10,24 +10,20 @@ it removes the socket and its directory. Ownership runs one way: the listener re
 connection's public state only (`idle`, `closed`, `busy`, `last_active`), and a
 connection knows its listener only through those two callbacks.
 
-On a Unix socket it accepts by itself (`_accept_ready`), so that running out of file
-descriptors (EMFILE, ENFILE, ENOBUFS, ENOMEM) is handled here, by its owner, and
-nothing is installed in the loop: accepting pauses, one warning line is logged (at most
-one per ACCEPT_WARN_INTERVAL), and accepting resumes after ACCEPT_RETRY seconds, by a
-timer the listener owns and `close()` cancels. Meanwhile the connections already open
-are served (`open_diff` answers an error when it cannot open a file: see `diffs`).
+On a Unix socket it accepts through an `acceptor.Acceptor` of its own (not
+`asyncio.Server`: see that module for why), so that running out of file descriptors
+pauses accepting while the connections already open are served (`open_diff` answers an
+error when it cannot open a file: see `diffs`).
 """
 from __future__ import annotations
 
 import asyncio
-import errno
-import functools
 import itertools
 import logging
-import socket
 from typing import Any, Callable, Optional, Set
 
 from ..wire import http11
+from .acceptor import Acceptor
 from .answers import App, Judge
 from .sockets import bind_unix, remove_socket_dir, wait_server_closed
 from .limits import REQUEST_TIMEOUT
@@ -36,14 +32,6 @@ from .transport import HttpConnection
 __all__ = ["Listener"]
 
 log = logging.getLogger(__name__)
-
-#: Seconds accepting pauses when the process has no descriptor left for a connection.
-ACCEPT_RETRY = 1.0
-#: At most one warning about it per this many seconds.
-ACCEPT_WARN_INTERVAL = 10.0
-#: Connections accepted per readiness callback at most (others wait for the next turn).
-ACCEPT_BATCH = 64
-_OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
 class Listener:
@@ -73,15 +61,8 @@ class Listener:
         #: answered 503 and closed (README "Limits and safety").
         self.max_connections = max_connections
         self.refused = 0
-        # The accept loop on a Unix socket (see the module's doc): the socket, whether
-        # it is watched, the retry timer while paused, and the transports being made.
-        self._sock: Optional[socket.socket] = None
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._accepting = False
-        self._retry: Optional[asyncio.TimerHandle] = None
-        self._warned_at: Optional[float] = None
-        self.accept_failures = 0
-        self._pending: "Set[asyncio.Task[Any]]" = set()
+        #: The accept loop on a Unix socket (see the module's doc).
+        self.acceptor: Optional[Acceptor] = None
         #: Called with a connection's number once it is gone, and whether its client
         #: went (True) or this listener let an idle one go (False): the MCP layer learns
         #: which sessions lost their last connection, and a session is taken for
@@ -167,70 +148,10 @@ class Listener:
 
     async def start_unix(self, directory: Optional[str] = None) -> str:
         """Listen on `<fresh 0700 dir>/mcp.sock` (socket mode 0600) and return its path."""
-        self._sock, self.socket_dir, self.socket_path = bind_unix(directory)
-        self._loop = asyncio.get_event_loop()
-        self._watch()
+        sock, self.socket_dir, self.socket_path = bind_unix(directory)
+        self.acceptor = Acceptor(sock, self._connection)
+        self.acceptor.start()
         return self.socket_path
-
-    # -- the accept loop (Unix sockets)
-
-    def _watch(self) -> None:
-        assert self._loop is not None and self._sock is not None
-        self._loop.add_reader(self._sock.fileno(), self._accept_ready)
-        self._accepting = True
-
-    def _unwatch(self) -> None:
-        if self._accepting and self._loop is not None and self._sock is not None:
-            self._loop.remove_reader(self._sock.fileno())
-        self._accepting = False
-
-    def _accept_ready(self) -> None:
-        """The listening socket is readable: accept what is waiting (a batch at most)."""
-        assert self._loop is not None and self._sock is not None
-        for _ in range(ACCEPT_BATCH):
-            try:
-                conn, _ = self._sock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                if exc.errno in _OUT_OF_RESOURCES:
-                    self._pause_accepting(exc)
-                    return
-                if exc.errno in (errno.ECONNABORTED, errno.EPROTO):
-                    continue  # (that peer gave up before we accepted it)
-                log.error("accept() failed: %s", exc)
-                self._pause_accepting(exc)
-                return
-            conn.setblocking(False)
-            # (On every loop since Python 3.5.3; typeshed lists it on AbstractEventLoop from 3.10.)
-            accepted = self._loop.connect_accepted_socket(self._connection, conn)  # type: ignore[attr-defined]
-            task = self._loop.create_task(accepted)
-            self._pending.add(task)
-            task.add_done_callback(functools.partial(self._made, conn=conn))
-
-    def _made(self, task: "asyncio.Task[Any]", conn: socket.socket) -> None:
-        self._pending.discard(task)
-        if task.cancelled() or task.exception() is not None:
-            conn.close()  # (the connection never became a transport: closed here, not leaked)
-
-    def _pause_accepting(self, exc: OSError) -> None:
-        """Out of descriptors: stop watching the socket (a waiting peer would wake the
-        loop at once, forever) and retry in ACCEPT_RETRY seconds."""
-        assert self._loop is not None
-        self.accept_failures += 1
-        now = self._loop.time()
-        if self._warned_at is None or now - self._warned_at >= ACCEPT_WARN_INTERVAL:
-            self._warned_at = now
-            log.warning("cannot accept connections: %s (retrying every %g s)", exc, ACCEPT_RETRY)
-        self._unwatch()
-        if self._retry is None:
-            self._retry = self._loop.call_later(ACCEPT_RETRY, self._resume_accepting)
-
-    def _resume_accepting(self) -> None:
-        self._retry = None
-        if self._sock is not None:
-            self._watch()
-            self._accept_ready()
 
     async def start_pipe(self, name: Optional[str] = None) -> str:
         from ..common import winpipe  # Windows only
@@ -240,18 +161,8 @@ class Listener:
 
     async def close(self) -> None:
         """Stop listening, drop every connection, remove the socket and its directory."""
-        self._unwatch()
-        if self._retry is not None:
-            self._retry.cancel()
-            self._retry = None
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-        pending = list(self._pending)
-        for task in pending:
-            task.cancel()  # (its socket is closed by `_made`)
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        if self.acceptor is not None:
+            await self.acceptor.close()
         if self._server is not None:
             self._server.close()
         connections = list(self.connections)

@@ -1,15 +1,16 @@
 """The Unix socket file of a server (PROTOCOL.md §1): a fresh 0700 directory, the socket
 in it with mode 0600, the path within the length the OS allows; and a bounded wait for
-a closed asyncio server. Shared by the IDE server's `listener` and the tracer."""
+a closed asyncio server (a Windows named pipe's). Shared by the IDE server's
+`listener`, the relay and the tracer."""
 from __future__ import annotations
 
 import asyncio
 import os
 import socket
 import sys
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Optional, Tuple
 
-__all__ = ["SUN_PATH_MAX", "bind_unix", "check_sun_path", "listen_unix", "remove_socket_dir", "wait_server_closed"]
+__all__ = ["SUN_PATH_MAX", "bind_unix", "check_sun_path", "remove_socket_dir", "wait_server_closed"]
 
 # `tempfile` and `shutil` are imported where a socket is made or removed, not with this
 # module: an editor imports the server on its own thread, and the start (with them)
@@ -70,21 +71,6 @@ def bind_unix(directory: Optional[str] = None) -> Tuple[socket.socket, str, str]
         remove_socket_dir(sock_dir)
         raise
     return sock, sock_dir, path
-
-
-async def listen_unix(protocol_factory: Callable[[], asyncio.BaseProtocol],
-                      directory: Optional[str] = None) -> Tuple[Any, str, str]:
-    """An asyncio Unix socket server on `bind_unix`'s socket; returns (server, socket
-    directory, socket path). (The tracer's; the IDE server's `Listener` accepts on
-    its own.)"""
-    sock, sock_dir, path = bind_unix(directory)
-    try:
-        server = await asyncio.get_event_loop().create_unix_server(protocol_factory, sock=sock, backlog=LISTEN_BACKLOG)
-    except BaseException:
-        sock.close()
-        remove_socket_dir(sock_dir)
-        raise
-    return server, sock_dir, path
 
 
 def remove_socket_dir(sock_dir: str) -> None:
