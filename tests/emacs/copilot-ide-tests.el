@@ -137,11 +137,15 @@ gone, no lock left."
   (copilot-ide-tests--wait (lambda () (not (process-live-p cli))) "the fake CLI's exit"))
 
 (defun copilot-ide-tests--open-diff (cli new tab)
-  "Have the fake CLI propose NEW as a.txt's text in tab TAB; return the diff buffer."
+  "Have the fake CLI propose NEW as a.txt's text in tab TAB; return the diff buffer.
+Returned once shown: a timer shows it after the bridge's message made it,
+and a wait can end between the two."
   (copilot-ide-tests--cli-send cli `((tool . "open_diff")
                                      (args . ((original_file_path . ,(buffer-file-name))
                                               (new_file_contents . ,new) (tab_name . ,tab)))))
-  (copilot-ide-tests--wait (lambda () (get-buffer "*copilot-ide diff: a.txt*")) "the diff buffer"))
+  (copilot-ide-tests--wait (lambda () (let ((buffer (get-buffer "*copilot-ide diff: a.txt*")))
+                                        (and buffer (get-buffer-window buffer) buffer)))
+                           "the diff buffer shown"))
 
 (defun copilot-ide-tests--pos (line character)
   "A wire position."
