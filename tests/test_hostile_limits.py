@@ -369,6 +369,7 @@ def test_the_server_installs_nothing_in_the_loop_it_runs_in(tmp_path: Any) -> No
         finally:
             await server.stop()
         assert loop.get_exception_handler() is None
-        assert server.listener.acceptor is not None and not server.listener.acceptor.paused
+        acceptor = server.listener.acceptor   # (None on Windows: a named pipe's server)
+        assert acceptor is None or not acceptor.paused
 
     run(main())
