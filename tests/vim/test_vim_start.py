@@ -14,7 +14,7 @@ from typing import Any, List
 import pytest
 
 import vim_harness as V
-from vim_harness import WAIT, StreamClient, VimSession, locks, read_lock, wait_until
+from vim_harness import WAIT, StreamClient, VimSession, lock_folders, locks, read_lock, wait_until
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="tmux and Unix sockets: Linux")
 
@@ -182,7 +182,8 @@ def test_a_cd_during_the_start_moves_the_lock_once_it_is_up(vims: Any, tmp_path:
     starting(vim)
     vim.ex("cd sub")
     open_gate()
-    wait_until(lambda: [read_lock(p)["workspaceFolders"] for p in locks(copilot_home)] == [[sub]],
+    # (the lock is rewritten in place: read meanwhile it is empty, and read again)
+    wait_until(lambda: [lock_folders(p) for p in locks(copilot_home)] == [[sub]],
                what="one lock, for the folder Vim is in now")
     vim.quit("qa!")
     assert locks(copilot_home) == []

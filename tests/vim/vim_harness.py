@@ -92,10 +92,11 @@ def read_lock(path: str) -> Dict[str, Any]:
 
 def lock_folders(path: str) -> Any:
     """The folders a lock lists, or None while it is being rewritten in place (a folder
-    change, PROTOCOL.md §1: read meanwhile it is no JSON yet, and a reader tries again)."""
+    change, PROTOCOL.md §1: read meanwhile it is no JSON yet, and a reader tries again)
+    or once it is gone (listed, then removed before it was read)."""
     try:
         return read_lock(path)["workspaceFolders"]
-    except ValueError:
+    except (ValueError, FileNotFoundError):
         return None
 
 
