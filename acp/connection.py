@@ -17,7 +17,7 @@ import os
 import signal
 from typing import Any, Callable, Collection, Deque, Dict, List, Mapping, Optional, Sequence, Union
 
-from ._core import close_stream, jsonrpc, ndjson, rpc, safe_text
+from ._core import close_stream, jsonrpc, ndjson, rpc, safe_text, start_child
 from .endpoints import DEFAULT_AGENT, Address, Argv, join_command, keep_alive, parse_address, split_command
 from .process_tree import ProcessTree, spawn_options
 from .errors import (AgentConnectError, AgentExited, AgentNotAcp, AgentStartError, LineTooLong,
@@ -66,19 +66,6 @@ class _UseDefault:
 
 USE_DEFAULT = _UseDefault()
 Timeout = Union[float, None, _UseDefault]
-
-
-class _ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """The stream protocol asyncio uses, plus an event set when the child has exited
-    (and been reaped)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.exited = asyncio.Event()
-
-    def process_exited(self) -> None:
-        super().process_exited()
-        self.exited.set()
 
 
 class AgentConnection:
@@ -144,24 +131,18 @@ class AgentConnection:
         argv = split_command(command)
         conn.argv = argv
         extra = spawn_options(new_process_group)
-        loop = asyncio.get_event_loop()
         try:
-            # What asyncio.create_subprocess_exec does, with a protocol that tells us
-            # when the process exits: Process.wait() also waits for the pipes, which a
-            # grandchild may hold open long after the agent itself is gone.
-            transport, protocol = await loop.subprocess_exec(
-                lambda: _ExitProtocol(limit=2 ** 16, loop=loop), *argv,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, cwd=cwd,
-                env=dict(env) if env is not None else None, **extra)
+            child = await start_child(argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                                      stderr=asyncio.subprocess.PIPE, cwd=cwd,
+                                      env=dict(env) if env is not None else None, **extra)
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise AgentStartError("could not start the agent `%s`: %s"
                                   % (join_command(argv), reason)) from exc
-        proc = asyncio.subprocess.Process(transport, protocol, loop)
+        proc = child.process
         conn.process = proc
-        conn._transport = transport
-        conn._exited = protocol.exited
+        conn._transport = child.transport
+        conn._exited = child.exited
         conn._tree = ProcessTree(proc, new_process_group)
         assert proc.stdout is not None and proc.stderr is not None
         conn._start(proc.stdout, proc.stdin)

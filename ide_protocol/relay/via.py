@@ -25,6 +25,8 @@ import os
 import signal
 from typing import Any, Optional, Tuple
 
+from ..common.child_process import start_child
+
 #: Seconds each step of the ending waits (see the module doc).
 GRACE = 2.0
 _POLL = 0.05
@@ -33,8 +35,9 @@ _POLL = 0.05
 class ViaChild:
     """The process `--via` started (asyncio's), and its process group on POSIX."""
 
-    def __init__(self, proc: Any) -> None:
+    def __init__(self, proc: Any, transport: asyncio.BaseTransport) -> None:
         self.proc = proc
+        self.transport = transport
         self.group: Optional[int] = proc.pid if os.name == "posix" else None
 
     async def end(self, grace: float = GRACE) -> None:
@@ -101,20 +104,18 @@ class ViaChild:
     def _close(self) -> None:
         """Close asyncio's transport of the process now. Its pipes would otherwise stay
         open until the garbage collector takes it, after the loop closed, which it
-        reports with a traceback ("Event loop is closed"). asyncio has no public way."""
-        transport = getattr(self.proc, "_transport", None)
-        if transport is not None:
-            try:
-                transport.close()
-            except (OSError, RuntimeError):
-                pass
+        reports with a traceback ("Event loop is closed")."""
+        try:
+            self.transport.close()
+        except (OSError, RuntimeError):
+            pass
 
 
 async def open_via(command: str) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter, ViaChild]:
     """Start the other half with the shell's `COMMAND` (in a session of its own on
     POSIX); its stdout and stdin are the link."""
-    proc = await asyncio.create_subprocess_shell(command, stdin=asyncio.subprocess.PIPE,
-                                                 stdout=asyncio.subprocess.PIPE,
-                                                 start_new_session=os.name == "posix")
+    child = await start_child(command, shell=True, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                              start_new_session=os.name == "posix")
+    proc = child.process
     assert proc.stdout is not None and proc.stdin is not None
-    return proc.stdout, proc.stdin, ViaChild(proc)
+    return proc.stdout, proc.stdin, ViaChild(proc, child.transport)
