@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -47,7 +48,12 @@ def suite(tmp_path: Any, files: Dict[str, str]) -> str:
 
 
 def run(root: str, *args: str, tmp_path: Any) -> subprocess.CompletedProcess:
-    env = dict(os.environ, FIXTURE_LOG=str(tmp_path / "fixture.log"), RUN_TESTS_TIMES=str(tmp_path / "times.json"))
+    """The runner on the suite at `root`; its temporary folders (the logs it keeps when
+    a test fails) in `tmp_path`, never left in the machine's."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env = dict(os.environ, FIXTURE_LOG=str(tmp_path / "fixture.log"), RUN_TESTS_TIMES=str(tmp_path / "times.json"),
+               TMPDIR=str(tmp), TEMP=str(tmp), TMP=str(tmp))
     env.pop("TEST_JOBS", None)
     return subprocess.run([sys.executable, os.path.join(REPO, "tools", "run_tests.py"),
                            "--config-file=" + os.path.join(root, "pytest.ini"), "-p", "no:cacheprovider"]
@@ -82,6 +88,9 @@ def test_a_failure_anywhere_fails_the_run_and_shows_pytests_report(tmp_path: Any
     assert ran.returncode == 1, ran.stdout
     assert "AssertionError: arithmetic" in ran.stdout, ran.stdout
     assert "1 failed, 3 passed, 1 skipped" in ran.stdout and "FAILED (exit 1)" in ran.stdout, ran.stdout
+    logs = re.search(r"their logs in (\S+) \(removed when all pass\)", ran.stdout)
+    assert logs and os.path.isdir(logs.group(1)), ran.stdout  # kept: the run failed
+    assert os.path.realpath(logs.group(1)).startswith(os.path.realpath(str(tmp_path))), ran.stdout
 
 
 def test_single_tests_and_one_job_run_plain_pytest(tmp_path: Any) -> None:

@@ -230,7 +230,10 @@ def _checked(variant: str) -> Dict[str, Any]:
     os.makedirs(reports, exist_ok=True)
     for old in os.listdir(reports):  # (reports of other code: no longer of use)
         if not old.startswith(_report_key()):
-            os.unlink(os.path.join(reports, old))
+            try:
+                os.unlink(os.path.join(reports, old))
+            except FileNotFoundError:  # (the other variant's thread removed it first)
+                pass
     with open(kept + ".tmp", "w") as f:
         json.dump(report, f)
     os.replace(kept + ".tmp", kept)
