@@ -11,9 +11,9 @@ which a CI run printed after the suite's summary; CPython gh-104340, fixed in 3.
 noise on a program's stderr after its last line, for an error the failed write (or
 the child's exit) has already reported. `ChildProtocol` takes it, and keeps a
 `wait_closed` given up on from cancelling it (see `_get_close_waiter`): the subprocess
-counterpart of `stream_close` for sockets. It also tells when
-the child has exited: `Process.wait` waits for the pipes too, which a grandchild may
-hold open long after the child itself is gone.
+counterpart of `stream_close` for sockets. It also tells when the child has exited:
+`Process.wait` waits for the pipes too, which a grandchild may hold open long after
+the child itself is gone.
 """
 from __future__ import annotations
 
