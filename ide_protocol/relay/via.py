@@ -25,7 +25,7 @@ import os
 import signal
 from typing import Any, Optional, Tuple
 
-from ..common.child_process import start_child
+from ..common.child_process import Child, start_child
 
 #: Seconds each step of the ending waits (see the module doc).
 GRACE = 2.0
@@ -33,12 +33,13 @@ _POLL = 0.05
 
 
 class ViaChild:
-    """The process `--via` started (asyncio's), and its process group on POSIX."""
+    """The process `--via` started (asyncio's, and its transport), and its process group
+    on POSIX."""
 
-    def __init__(self, proc: Any, transport: asyncio.BaseTransport) -> None:
-        self.proc = proc
-        self.transport = transport
-        self.group: Optional[int] = proc.pid if os.name == "posix" else None
+    def __init__(self, child: Child) -> None:
+        self.proc: Any = child.process
+        self.transport = child.transport
+        self.group: Optional[int] = self.proc.pid if os.name == "posix" else None
 
     async def end(self, grace: float = GRACE) -> None:
         """End the command and everything it started (see the module doc); bounded by
@@ -118,4 +119,4 @@ async def open_via(command: str) -> Tuple[asyncio.StreamReader, asyncio.StreamWr
                               start_new_session=os.name == "posix")
     proc = child.process
     assert proc.stdout is not None and proc.stdin is not None
-    return proc.stdout, proc.stdin, ViaChild(proc, child.transport)
+    return proc.stdout, proc.stdin, ViaChild(child)
